@@ -1,0 +1,115 @@
+"""The small amount of plumbing every actor shares: outboxes, events, and asking.
+
+An actor sends to other actors by :data:`~swapos.messages.base.Address`, never by reference.
+A request's reply comes back into the asker's own inbox; :class:`Pending` matches it to the
+waiting task by ``request_id``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
+
+from swapos.clock import Clock
+from swapos.errors import SystemClosedError
+from swapos.messages.base import Address, Message, Reply, Request
+from swapos.messages.events import Event
+
+CLEANUP_TIMEOUT_S = 30.0
+"""Bound on shielded cleanup (closing models, flushing the log) at shutdown."""
+
+M = TypeVar("M", bound=Message)
+
+
+class Outbox:
+    """Named send streams of one actor. Closing it closes every stream it holds."""
+
+    def __init__(self, sends: Mapping[Address, MemoryObjectSendStream[Any]]) -> None:
+        self._sends = dict(sends)
+
+    async def send(self, to: Address, message: Message) -> None:
+        """Send ``message`` to ``to``, waiting while its inbox is full.
+
+        Raises:
+            SystemClosedError: ``to`` has shut down.
+        """
+        try:
+            await self._sends[to].send(message)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise SystemClosedError(f"{to} is no longer running") from exc
+
+    def send_nowait(self, to: Address, message: Message) -> bool:
+        """Send without waiting; False (message dropped) if the inbox is full or closed."""
+        try:
+            self._sends[to].send_nowait(message)
+        except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return False
+        return True
+
+    async def aclose(self) -> None:
+        for stream in self._sends.values():
+            await stream.aclose()
+
+
+class Events:
+    """Stamps events with run time and sends them to the Recorder."""
+
+    def __init__(self, outbox: Outbox, clock: Clock, t0: float) -> None:
+        self._outbox = outbox
+        self._clock = clock
+        self._t0 = t0
+
+    def t(self) -> float:
+        """Seconds since the run started."""
+        return self._clock.now() - self._t0
+
+    async def emit(self, event: Event) -> None:
+        await self._outbox.send("recorder", event)
+
+    def emit_nowait(self, event: Event) -> None:
+        """For progress events from sync callbacks: dropped if the Recorder is full."""
+        self._outbox.send_nowait("recorder", event)
+
+
+class _Slot:
+    __slots__ = ("event", "reply")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.reply: Reply | None = None
+
+
+class Pending:
+    """Tasks waiting for replies, by ``request_id``."""
+
+    def __init__(self) -> None:
+        self._slots: dict[str, _Slot] = {}
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def resolve(self, reply: Reply) -> bool:
+        """Hand ``reply`` to its waiter; False if nobody waits (a late reply is dropped)."""
+        slot = self._slots.pop(reply.request_id, None)
+        if slot is None:
+            return False
+        slot.reply = reply
+        slot.event.set()
+        return True
+
+    async def ask(self, outbox: Outbox, to: Address, request: Request) -> Reply:
+        """Send ``request`` and wait for its reply.
+
+        On cancellation the waiter is forgotten; a reply arriving later is dropped.
+        """
+        slot = self._slots[request.request_id] = _Slot()
+        try:
+            await outbox.send(to, request)
+            await slot.event.wait()
+        finally:
+            self._slots.pop(request.request_id, None)
+        assert slot.reply is not None
+        return slot.reply

@@ -1,0 +1,231 @@
+"""The Generator: runs generations on leased models, with KV prefix reuse."""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+import anyio
+import msgspec
+import structlog
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from swapos.actors.base import Events, Outbox, Pending
+from swapos.actors.residency import Residency
+from swapos.backends.base import LoadedModel, PrefixState
+from swapos.errors import SwapOSError
+from swapos.messages.base import new_id
+from swapos.messages.commands import (
+    CancelGeneration,
+    Generate,
+    Generated,
+    GenerateFailed,
+    LookupPrefix,
+    PrefixFound,
+    PrefixMissing,
+    SavePrefix,
+)
+from swapos.messages.events import (
+    FirstToken,
+    GenerationFailed,
+    GenerationFinished,
+    GenerationProgress,
+    GenerationStarted,
+)
+from swapos.messages.inboxes import GeneratorInbox
+
+log = structlog.get_logger(__name__)
+
+PROGRESS_EVERY = 8
+"""Emit a :class:`GenerationProgress` event every this many tokens."""
+
+
+class GeneratorStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    running: int
+    finished: int
+    failed: int
+    cancelled: int
+
+
+class Generator:
+    """One generation per lease, each in its own task (the backend runs it in a worker
+    thread). ``CancelGeneration`` or shutdown stops a generation within one token."""
+
+    def __init__(
+        self,
+        *,
+        inbox: MemoryObjectReceiveStream[GeneratorInbox],
+        outbox: Outbox,
+        events: Events,
+        residency: Residency,
+        use_kv_cache: bool = True,
+    ) -> None:
+        self._inbox = inbox
+        self._outbox = outbox
+        self._events = events
+        self._residency = residency
+        self._use_kv = use_kv_cache
+        self._pending = Pending()
+        self._running: dict[str, anyio.CancelScope] = {}
+        self._tg: TaskGroup | None = None
+        self._finished = self._failed = self._cancelled = 0
+
+    def statistics(self) -> GeneratorStatistics:
+        return GeneratorStatistics(
+            running=len(self._running),
+            finished=self._finished,
+            failed=self._failed,
+            cancelled=self._cancelled,
+        )
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Serve the inbox; on exit every running generation is cancelled and awaited."""
+        try:
+            async with self._inbox, anyio.create_task_group() as tg:
+                self._tg = tg
+                task_status.started()
+                async for msg in self._inbox:
+                    await self._handle(msg)
+                tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._outbox.aclose()
+
+    async def _handle(self, msg: GeneratorInbox) -> None:
+        assert self._tg is not None
+        match msg:
+            case Generate():
+                scope = anyio.CancelScope()
+                self._running[msg.request_id] = scope
+                self._tg.start_soon(self._generate, msg, scope)
+            case CancelGeneration(request_id=rid):
+                if rid in self._running:
+                    self._running[rid].cancel()
+            case PrefixFound() | PrefixMissing():
+                self._pending.resolve(msg)
+            case _:
+                assert_never(msg)
+
+    async def _generate(self, req: Generate, scope: anyio.CancelScope) -> None:
+        ids = {
+            "task_id": req.task_id,
+            "phase_id": req.phase_id,
+            "model": req.model,
+            "request_id": req.request_id,
+        }
+        reply: Generated | GenerateFailed | None = None
+        try:
+            with scope:
+                model = self._residency.get(req.lease_id)
+                if model is None:
+                    raise SwapOSError(f"lease {req.lease_id} is not held; acquire the model first")
+                await self._events.emit(
+                    GenerationStarted(t=self._events.t(), prompt_chars=len(req.prompt), **ids)
+                )
+                reply = await self._run(req, model, ids)
+        except SwapOSError as exc:
+            self._failed += 1
+            reason = str(exc)
+            log.warning("generation.failed", reason=reason, **ids)
+            await self._events.emit(GenerationFailed(t=self._events.t(), reason=reason, **ids))
+            reply = GenerateFailed(request_id=req.request_id, reason=reason)
+        finally:
+            self._running.pop(req.request_id, None)
+        if reply is None:  # cancelled by CancelGeneration
+            self._cancelled += 1
+            reply = GenerateFailed(request_id=req.request_id, reason="cancelled")
+            await self._events.emit(GenerationFailed(t=self._events.t(), reason="cancelled", **ids))
+        await self._outbox.send(req.reply_to, reply)
+
+    async def _run(
+        self, req: Generate, model: LoadedModel, ids: dict[str, str | None]
+    ) -> Generated:
+        tokens = await model.tokenize(req.prompt)
+        if len(tokens) >= model.spec.n_ctx:
+            raise SwapOSError(
+                f"prompt of {len(tokens)} tokens does not fit n_ctx={model.spec.n_ctx} of "
+                f"{model.spec.name!r}: raise n_ctx in the profile or lower prompt_budget_tokens"
+            )
+        restore = await self._lookup(model, tokens) if self._use_kv else None
+        save_at = None
+        if self._use_kv and req.stable_prefix:
+            stable = await model.tokenize(req.stable_prefix)
+            n = _common_prefix(stable, tokens)
+            n = min(n, len(tokens) - 1)
+            if n > (len(restore.tokens) if restore else 0):
+                save_at = n
+        t0 = self._events.t()
+        count = 0
+
+        def on_token(piece: str) -> None:
+            nonlocal count
+            count += 1
+            if count == 1:
+                self._events.emit_nowait(
+                    FirstToken(t=self._events.t(), ttft_s=self._events.t() - t0, **ids)
+                )
+            elif count % PROGRESS_EVERY == 0:
+                self._events.emit_nowait(
+                    GenerationProgress(t=self._events.t(), tokens=count, text_tail=piece, **ids)
+                )
+
+        out = await model.generate(
+            tokens, req.params, restore=restore, save_at=save_at, on_token=on_token
+        )
+        if out.saved is not None:
+            await self._outbox.send(
+                "kvcache", SavePrefix(identity=model.kv_identity, state=out.saved, model=req.model)
+            )
+        self._finished += 1
+        await self._events.emit(
+            GenerationFinished(
+                t=self._events.t(),
+                prompt_tokens=out.prompt_tokens,
+                prefill_tokens=out.prefill_tokens,
+                kv_restored_tokens=out.kv_restored_tokens,
+                prefill_s=out.prefill_s,
+                ttft_s=out.ttft_s,
+                tokens=out.tokens,
+                gen_s=out.gen_s,
+                hit_cap=out.hit_cap,
+                stop_reason=out.stop_reason,
+                **ids,
+            )
+        )
+        return Generated(
+            request_id=req.request_id,
+            text=out.text,
+            tokens=out.tokens,
+            prompt_tokens=out.prompt_tokens,
+            prefill_tokens=out.prefill_tokens,
+            kv_restored_tokens=out.kv_restored_tokens,
+            prefill_s=out.prefill_s,
+            ttft_s=out.ttft_s,
+            gen_s=out.gen_s,
+            hit_cap=out.hit_cap,
+            stop_reason=out.stop_reason,
+        )
+
+    async def _lookup(self, model: LoadedModel, tokens: list[int]) -> PrefixState | None:
+        reply = await self._pending.ask(
+            self._outbox,
+            "kvcache",
+            LookupPrefix(
+                request_id=new_id("kv"),
+                reply_to="generator",
+                identity=model.kv_identity,
+                tokens=tokens,
+            ),
+        )
+        return reply.state if isinstance(reply, PrefixFound) else None
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n

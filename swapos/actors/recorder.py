@@ -1,0 +1,117 @@
+"""The Recorder: appends every event to the JSONL log and keeps the run's records."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+import anyio
+import msgspec
+import structlog
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from swapos.messages.events import AnyEvent, TaskFinished
+from swapos.records.aggregate import Aggregator
+from swapos.records.schema import RunSummary, TaskResult
+
+log = structlog.get_logger(__name__)
+
+BATCH_MAX = 1024
+"""Most events written between two flushes."""
+
+
+class RecorderStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    events: int
+    bytes_written: int
+    flushes: int
+
+
+class Recorder:
+    """Writes one JSON line per event, flushing whenever its inbox runs empty.
+
+    Events are written in batches (everything waiting in the inbox, up to
+    :data:`BATCH_MAX`) and flushed to the OS after each batch, so a crash loses nothing
+    that was handed to the Recorder before its last flush. The same events feed an
+    :class:`~swapos.records.aggregate.Aggregator`, the single source of every reported
+    number.
+    """
+
+    def __init__(
+        self,
+        *,
+        inbox: MemoryObjectReceiveStream[AnyEvent],
+        path: Path | None,
+        on_event: Callable[[AnyEvent], None] | None = None,
+    ) -> None:
+        self._inbox = inbox
+        self.path = path
+        self._on_event = on_event
+        self.aggregator = Aggregator()
+        self._encoder = msgspec.json.Encoder()
+        self._file: IO[bytes] | None = None
+        self._task_done: dict[str, anyio.Event] = {}
+        self._events = self._bytes = self._flushes = 0
+
+    def statistics(self) -> RecorderStatistics:
+        return RecorderStatistics(
+            events=self._events, bytes_written=self._bytes, flushes=self._flushes
+        )
+
+    def summary(self) -> RunSummary:
+        return self.aggregator.summary()
+
+    async def task_result(self, task_id: str) -> TaskResult:
+        """Wait until ``task_id`` has finished in the log, then return its record."""
+        if task_id not in self.aggregator.finished_tasks:
+            await self._task_done.setdefault(task_id, anyio.Event()).wait()
+        return self.aggregator.tasks[task_id]
+
+    def _open(self) -> None:
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("ab")
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Record until every sender has closed its stream; the file is flushed and closed
+        on any exit (shielded)."""
+        self._open()
+        try:
+            async with self._inbox:
+                task_status.started()
+                while True:
+                    try:
+                        first = await self._inbox.receive()
+                    except anyio.EndOfStream:
+                        break
+                    batch = [first]
+                    while len(batch) < BATCH_MAX:
+                        try:
+                            batch.append(self._inbox.receive_nowait())
+                        except (anyio.WouldBlock, anyio.EndOfStream):
+                            break
+                    self._write(batch)
+        finally:
+            if self._file is not None:
+                self._file.flush()
+                self._file.close()
+
+    def _write(self, batch: list[AnyEvent]) -> None:
+        buf = bytearray()
+        for ev in batch:
+            self._encoder.encode_into(ev, buf, len(buf))
+            buf.extend(b"\n")
+        if self._file is not None:
+            self._file.write(buf)
+            self._file.flush()
+            self._flushes += 1
+        self._bytes += len(buf)
+        self._events += len(batch)
+        for ev in batch:
+            self.aggregator.feed(ev)
+            if self._on_event is not None:
+                self._on_event(ev)
+            if isinstance(ev, TaskFinished) and ev.task_id is not None:
+                self._task_done.setdefault(ev.task_id, anyio.Event()).set()

@@ -1,0 +1,338 @@
+"""The Router: conducts each task through its phases and publishes the schedule."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, assert_never
+
+import anyio
+import anyio.to_thread
+import msgspec
+import structlog
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from swapos.actors.base import Events, Outbox, Pending
+from swapos.backends.base import SamplingParams
+from swapos.errors import SystemClosedError
+from swapos.messages.base import new_id
+from swapos.messages.commands import (
+    AcquireFailed,
+    AcquireModel,
+    Generate,
+    Generated,
+    GenerateFailed,
+    ModelLeased,
+    ModelUse,
+    PhasesDone,
+    Preload,
+    Preloaded,
+    ReleaseLease,
+    RunPhases,
+    RunTask,
+    ScheduleUpdated,
+)
+from swapos.messages.events import (
+    GradeFinished,
+    GradeStarted,
+    PhaseFinished,
+    PhaseStarted,
+    RouterDecided,
+    SchedulePublished,
+    TaskFinished,
+    TaskStarted,
+)
+from swapos.messages.inboxes import RouterInbox
+from swapos.models.profile import Profile
+from swapos.sysinfo import peak_rss_bytes, reset_peak_rss
+
+if TYPE_CHECKING:
+    from swapos.pipeline.grader import GradeResult
+
+log = structlog.get_logger(__name__)
+
+GradeWork = Callable[[], "GradeResult"]
+"""The blocking grading call a conductor hands to :meth:`Router.grade_phase`."""
+
+
+class PhaseOutput(msgspec.Struct, frozen=True, kw_only=True):
+    """What a generate phase gave back to its conductor."""
+
+    text: str = ""
+    tokens: int = 0
+    hit_cap: bool = False
+    error: str | None = None
+
+
+class RouterStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    tasks_running: int
+    tasks_done: int
+    phases_done: int
+
+
+class Router:
+    """Runs every task as a state machine in its own task of the Router's task group.
+
+    A generate phase is: publish the schedule (so the Evictor knows what comes next),
+    lease the model from the Loader, publish again (now the Prefetcher may bring in the
+    next model while this one generates), generate, release the lease. Grading runs in a
+    worker thread. Failures of a phase end it with a reason; they do not crash the system.
+    """
+
+    def __init__(
+        self,
+        *,
+        inbox: MemoryObjectReceiveStream[RouterInbox],
+        outbox: Outbox,
+        events: Events,
+        profile: Profile,
+        grade_limiter: anyio.CapacityLimiter | None = None,
+    ) -> None:
+        self._inbox = inbox
+        self._outbox = outbox
+        self.events = events
+        self.profile = profile
+        self._pending = Pending()
+        self._schedules: dict[str, list[ModelUse]] = {}
+        self._tg: TaskGroup | None = None
+        self._grade_limiter = grade_limiter or anyio.CapacityLimiter(1)
+        self._running = self._done = self._phases = 0
+
+    def statistics(self) -> RouterStatistics:
+        return RouterStatistics(
+            tasks_running=self._running, tasks_done=self._done, phases_done=self._phases
+        )
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Serve requests; when the inbox closes, in-flight tasks are cancelled."""
+        try:
+            async with self._inbox, anyio.create_task_group() as tg:
+                self._tg = tg
+                task_status.started()
+                async for msg in self._inbox:
+                    await self._handle(msg)
+                tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._outbox.aclose()
+
+    async def _handle(self, msg: RouterInbox) -> None:
+        assert self._tg is not None
+        match msg:
+            case RunPhases():
+                self._tg.start_soon(self._run_phases, msg)
+            case RunTask():
+                self._tg.start_soon(self._run_task, msg)
+            case Preload():
+                self._tg.start_soon(self._preload, msg)
+            case ModelLeased() | AcquireFailed() | Generated() | GenerateFailed():
+                self._pending.resolve(msg)
+            case _:
+                assert_never(msg)
+
+    # --- requests -------------------------------------------------------------------------
+
+    async def _run_phases(self, req: RunPhases) -> None:
+        tid = req.task_id
+        self._running += 1
+        await self.events.emit(TaskStarted(t=self.events.t(), task_id=tid, category="phases"))
+        outputs: list[str] = []
+        error: str | None = None
+        try:
+            for i, spec in enumerate(req.phases):
+                upcoming = [p.model for p in req.phases[i + 1 :]]
+                out = await self.generate_phase(
+                    task_id=tid,
+                    phase=spec.phase,
+                    model=spec.model,
+                    prompt=spec.prompt,
+                    stable_prefix=spec.stable_prefix,
+                    params=spec.params,
+                    attempt=0,
+                    upcoming=upcoming,
+                )
+                if out.error is not None:
+                    error = out.error
+                    break
+                outputs.append(out.text)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._forget_schedule(tid)
+                await self.events.emit(
+                    TaskFinished(
+                        t=self.events.t(),
+                        task_id=tid,
+                        passed=error is None,
+                        pass_at_1=error is None,
+                        iterations=len(outputs),
+                        error=error,
+                    )
+                )
+                self._running -= 1
+                self._done += 1
+        await self._outbox.send(
+            req.reply_to,
+            PhasesDone(request_id=req.request_id, task_id=tid, outputs=outputs, error=error),
+        )
+
+    async def _run_task(self, req: RunTask) -> None:
+        from swapos.pipeline.conductor import conduct
+
+        self._running += 1
+        try:
+            done = await conduct(req, self)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._forget_schedule(req.task.task_id)
+            self._running -= 1
+            self._done += 1
+        await self._outbox.send(req.reply_to, done)
+
+    async def _preload(self, req: Preload) -> None:
+        failed: dict[str, str] = {}
+        for model in req.models:
+            reply = await self._pending.ask(
+                self._outbox,
+                "loader",
+                AcquireModel(request_id=new_id("acq"), reply_to="router", model=model),
+            )
+            if isinstance(reply, AcquireFailed):
+                failed[model] = reply.reason
+            elif isinstance(reply, ModelLeased):
+                await self._outbox.send("loader", ReleaseLease(lease_id=reply.lease_id))
+        await self._outbox.send(req.reply_to, Preloaded(request_id=req.request_id, failed=failed))
+
+    # --- the phase primitives conductors use ----------------------------------------------
+
+    async def decide(self, task_id: str, decision: str, text: str) -> None:
+        """Record a routing decision (which plan, which model, and why)."""
+        await self.events.emit(
+            RouterDecided(t=self.events.t(), task_id=task_id, decision=decision, text=text)
+        )
+
+    async def generate_phase(
+        self,
+        *,
+        task_id: str,
+        phase: str,
+        model: str,
+        prompt: str,
+        stable_prefix: str,
+        params: SamplingParams,
+        attempt: int,
+        upcoming: Sequence[str],
+    ) -> PhaseOutput:
+        """Run one generate phase end to end; failures come back in ``error``."""
+        pid = new_id("ph")
+        ids = {"task_id": task_id, "phase_id": pid, "model": model}
+        reset_peak_rss()
+        await self.events.emit(PhaseStarted(t=self.events.t(), phase=phase, attempt=attempt, **ids))
+        schedule = [ModelUse(model=model, order=0, task_id=task_id, phase=phase)] + [
+            ModelUse(model=m, order=i + 1, task_id=task_id) for i, m in enumerate(upcoming)
+        ]
+        await self._publish(task_id, schedule, current_ready=False)
+        lease = await self._pending.ask(
+            self._outbox,
+            "loader",
+            AcquireModel(
+                request_id=new_id("acq"),
+                reply_to="router",
+                model=model,
+                task_id=task_id,
+                phase_id=pid,
+            ),
+        )
+        if isinstance(lease, AcquireFailed):
+            return await self._end_phase(ids, PhaseOutput(error=f"load failed: {lease.reason}"))
+        assert isinstance(lease, ModelLeased)
+        try:
+            await self._publish(task_id, schedule, current_ready=True)
+            reply = await self._pending.ask(
+                self._outbox,
+                "generator",
+                Generate(
+                    request_id=new_id("gen"),
+                    reply_to="router",
+                    lease_id=lease.lease_id,
+                    model=model,
+                    prompt=prompt,
+                    stable_prefix=stable_prefix,
+                    params=params,
+                    task_id=task_id,
+                    phase_id=pid,
+                ),
+            )
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._outbox.send("loader", ReleaseLease(lease_id=lease.lease_id))
+        if isinstance(reply, GenerateFailed):
+            return await self._end_phase(ids, PhaseOutput(error=reply.reason))
+        assert isinstance(reply, Generated)
+        out = PhaseOutput(text=reply.text, tokens=reply.tokens, hit_cap=reply.hit_cap)
+        return await self._end_phase(ids, out)
+
+    async def grade_phase(self, *, task_id: str, attempt: int, work: GradeWork) -> GradeResult:
+        """Run ``work`` (the sandboxed grader) in a worker thread as a ``grade`` phase."""
+        pid = new_id("ph")
+        t0 = self.events.t()
+        await self.events.emit(
+            PhaseStarted(t=t0, task_id=task_id, phase_id=pid, phase="grade", attempt=attempt)
+        )
+        await self.events.emit(GradeStarted(t=t0, task_id=task_id, phase_id=pid, attempt=attempt))
+        outcome = await anyio.to_thread.run_sync(work, limiter=self._grade_limiter)
+        await self.events.emit(
+            GradeFinished(
+                t=self.events.t(),
+                task_id=task_id,
+                phase_id=pid,
+                outcome=outcome.outcome,
+                passed=outcome.passed,
+                tests_passed=outcome.tests_passed,
+                tests_total=outcome.tests_total,
+                duration_s=self.events.t() - t0,
+                reason=outcome.reason,
+            )
+        )
+        await self.events.emit(
+            PhaseFinished(t=self.events.t(), task_id=task_id, phase_id=pid, outcome=outcome.outcome)
+        )
+        self._phases += 1
+        return outcome
+
+    async def _end_phase(self, ids: dict[str, str], out: PhaseOutput) -> PhaseOutput:
+        self._phases += 1
+        await self.events.emit(
+            PhaseFinished(
+                t=self.events.t(),
+                outcome="error" if out.error else "ok",
+                error=out.error,
+                peak_rss_bytes=peak_rss_bytes(),
+                **ids,
+            )
+        )
+        return out
+
+    async def _publish(
+        self, task_id: str, schedule: list[ModelUse], *, current_ready: bool
+    ) -> None:
+        self._schedules[task_id] = schedule
+        uses = [u for s in self._schedules.values() for u in s]
+        await self._outbox.send("evictor", ScheduleUpdated(uses=uses))
+        if current_ready:
+            await self._outbox.send("prefetcher", ScheduleUpdated(uses=uses))
+            await self.events.emit(
+                SchedulePublished(
+                    t=self.events.t(),
+                    task_id=task_id,
+                    models=[u.model for u in sorted(uses, key=lambda u: u.order)],
+                )
+            )
+
+    async def _forget_schedule(self, task_id: str) -> None:
+        if self._schedules.pop(task_id, None) is not None:
+            uses = [u for s in self._schedules.values() for u in s]
+            with contextlib.suppress(SystemClosedError):
+                await self._outbox.send("evictor", ScheduleUpdated(uses=uses))

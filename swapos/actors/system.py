@@ -1,0 +1,339 @@
+"""``open_system``: wire the seven actors, start them, serve many tasks, shut down cleanly."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from swapos import __version__
+from swapos.actors.base import Events, Outbox, Pending
+from swapos.actors.evictor import Evictor
+from swapos.actors.generator import Generator
+from swapos.actors.kvcache import KVCache
+from swapos.actors.loader import Loader
+from swapos.actors.prefetcher import Prefetcher, PrefetchPolicy
+from swapos.actors.recorder import Recorder
+from swapos.actors.residency import Residency
+from swapos.actors.router import Router
+from swapos.backends.base import ModelBackend
+from swapos.clock import Clock, MonotonicClock
+from swapos.errors import SwapOSError, SystemClosedError
+from swapos.messages.base import Address, new_id
+from swapos.messages.commands import (
+    PhasesDone,
+    PhaseSpec,
+    Preload,
+    Preloaded,
+    RunPhases,
+    RunTask,
+    TaskDone,
+)
+from swapos.messages.events import AnyEvent, RunFinished, RunStarted
+from swapos.messages.inboxes import ClientInbox
+from swapos.models.profile import Mode, Profile, model_specs, parse_size
+from swapos.models.spec import ModelSpec
+from swapos.pipeline.task import Task
+from swapos.policies.eviction import EvictionRule
+from swapos.records.schema import PhaseRecord, RunSummary, TaskResult
+from swapos.sysinfo import host_info
+
+INBOX_SIZES: dict[Address, int] = {
+    "client": 64,
+    "router": 64,
+    "loader": 64,
+    "evictor": 64,
+    "prefetcher": 16,
+    "generator": 32,
+    "kvcache": 32,
+    "recorder": 4096,
+}
+"""Every stream's bound, in one table (STYLE: backpressure)."""
+
+UNLIMITED_BUDGET = 2**62
+DEFAULT_KV_CACHE_BYTES = 512 * 2**20
+
+# Who sends to whom: the wiring of the system (requests and their replies, notifications).
+WIRING: dict[Address, tuple[Address, ...]] = {
+    "client": ("router", "recorder"),
+    "router": ("client", "loader", "generator", "evictor", "prefetcher", "recorder"),
+    "loader": ("router", "prefetcher", "evictor", "recorder"),
+    "evictor": ("loader", "recorder"),
+    "prefetcher": ("loader", "recorder"),
+    "generator": ("router", "kvcache", "recorder"),
+    "kvcache": ("generator", "recorder"),
+}
+
+
+class ModeSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """What a swap mode means for the actors."""
+
+    rule: EvictionRule
+    prefetch: PrefetchPolicy
+    preload: bool
+    unlimited_budget: bool
+
+
+MODES: dict[str, ModeSettings] = {
+    "overlap": ModeSettings(
+        rule="next_use", prefetch="load", preload=False, unlimited_budget=False
+    ),
+    "sequential": ModeSettings(
+        rule="all_idle", prefetch="off", preload=False, unlimited_budget=False
+    ),
+    "resident": ModeSettings(rule="next_use", prefetch="off", preload=True, unlimited_budget=True),
+}
+
+
+class TaskOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """What :meth:`System.run_task` returns: the recorded result and the final capsule."""
+
+    result: TaskResult
+    capsule_json: bytes
+
+
+class PhasesOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    records: list[PhaseRecord]
+    outputs: list[str]
+    error: str | None
+
+
+class System:
+    """The handle :func:`open_system` yields. Safe to use from many tasks at once."""
+
+    def __init__(
+        self,
+        *,
+        router: Outbox,
+        recorder: Recorder,
+        actors: dict[str, Any],
+        mode: str,
+        budget_bytes: int,
+        specs: dict[str, ModelSpec],
+    ) -> None:
+        self._out = router
+        self._pending = Pending()
+        self.recorder = recorder
+        self.actors = actors
+        self.mode = mode
+        self.budget_bytes = budget_bytes
+        self.specs = specs
+        self._closed = False
+
+    async def _ask(self, request: Any) -> Any:
+        if self._closed:
+            raise SystemClosedError("the system has shut down; open a new one")
+        return await self._pending.ask(self._out, "router", request)
+
+    async def run_phases(self, task_id: str, phases: Sequence[PhaseSpec]) -> PhasesOutcome:
+        """Run a scripted sequence of generate phases as one task.
+
+        Cancellation stops waiting; the phases themselves end when the system closes.
+        """
+        done = await self._ask(
+            RunPhases(
+                request_id=new_id("req"), reply_to="client", task_id=task_id, phases=list(phases)
+            )
+        )
+        assert isinstance(done, PhasesDone)
+        result = await self.recorder.task_result(task_id)
+        return PhasesOutcome(records=list(result.phases), outputs=done.outputs, error=done.error)
+
+    async def run_task(self, task: Task, *, max_attempts: int | None = None) -> TaskOutcome:
+        """Conduct ``task`` through the pipeline; its result as the Recorder recorded it."""
+        done = await self._ask(
+            RunTask(
+                request_id=new_id("req"), reply_to="client", task=task, max_attempts=max_attempts
+            )
+        )
+        assert isinstance(done, TaskDone)
+        result = await self.recorder.task_result(task.task_id)
+        return TaskOutcome(result=result, capsule_json=done.capsule_json)
+
+    async def preload(self, models: Sequence[str] | None = None) -> dict[str, str]:
+        """Load ``models`` (all by default); returns failures by model."""
+        names = list(models) if models is not None else list(self.specs)
+        done = await self._ask(Preload(request_id=new_id("req"), reply_to="client", models=names))
+        assert isinstance(done, Preloaded)
+        return done.failed
+
+    def summary(self) -> RunSummary:
+        return self.recorder.summary()
+
+    def statistics(self) -> dict[str, Any]:
+        """Frozen snapshots of every actor's counters."""
+        return {name: actor.statistics() for name, actor in self.actors.items()}
+
+    async def _dispatch(self, inbox: MemoryObjectReceiveStream[ClientInbox]) -> None:
+        async with inbox:
+            async for msg in inbox:
+                self._pending.resolve(msg)
+
+
+@asynccontextmanager
+async def open_system(
+    profile: Profile,
+    *,
+    backend: ModelBackend | None = None,
+    specs: dict[str, ModelSpec] | None = None,
+    mode: Mode | None = None,
+    budget_bytes: int | None = None,
+    clock: Clock | None = None,
+    event_log: str | Path | None = None,
+    on_event: Callable[[AnyEvent], None] | None = None,
+    kv_cache: bool = True,
+    kv_cache_bytes: int = DEFAULT_KV_CACHE_BYTES,
+    prefetch: PrefetchPolicy | None = None,
+    load_threads: int = 1,
+) -> AsyncIterator[System]:
+    """Start the actor system for ``profile`` and yield its :class:`System` handle.
+
+    Args:
+        profile: models, roles, budget and phase settings.
+        backend: the model backend (default: llama-cpp-python).
+        specs: resolved models (default: resolved from the profile, assembling bundled ones).
+        mode: ``overlap`` (default from the profile), ``sequential`` or ``resident``.
+        budget_bytes: overrides the profile's budget.
+        clock: time source (default: monotonic; tests pass a ``FakeClock``).
+        event_log: JSONL path the Recorder appends to (None: keep records in memory only).
+        on_event: called on the event loop with every event, after it is written.
+        kv_cache: reuse KV prefix states.
+        kv_cache_bytes: RAM budget of the KV cache.
+        prefetch: overrides the mode's prefetch policy.
+        load_threads: model loads that may run at once.
+
+    Startup errors surface here. On exit, in-flight work is cancelled, every model is
+    closed (shielded, bounded), and the log is flushed and closed. An unexpected exception
+    in an actor cancels the system and propagates.
+    """
+    from swapos.actors.base import CLEANUP_TIMEOUT_S
+
+    mode = mode or profile.mode
+    settings = MODES[mode]
+    clock = clock or MonotonicClock()
+    specs = specs if specs is not None else model_specs(profile)
+    if backend is None:
+        from swapos.backends.llama import LlamaBackend
+
+        backend = LlamaBackend(limiter=anyio.CapacityLimiter(load_threads))
+    budget = budget_bytes if budget_bytes is not None else parse_size(profile.budget)
+    if settings.unlimited_budget:
+        budget = UNLIMITED_BUDGET
+    t0 = clock.now()
+
+    streams = {a: anyio.create_memory_object_stream[Any](INBOX_SIZES[a]) for a in INBOX_SIZES}
+    sends: dict[Address, MemoryObjectSendStream[Any]] = {a: s for a, (s, _) in streams.items()}
+    recvs = {a: r for a, (_, r) in streams.items()}
+
+    def outbox(actor: Address) -> Outbox:
+        return Outbox({to: sends[to].clone() for to in WIRING[actor]})
+
+    def events(box: Outbox) -> Events:
+        return Events(box, clock, t0)
+
+    residency = Residency()
+    boxes = {a: outbox(a) for a in WIRING}
+    recorder = Recorder(
+        inbox=recvs["recorder"], path=Path(event_log) if event_log else None, on_event=on_event
+    )
+    actors: dict[str, Any] = {
+        "evictor": Evictor(
+            inbox=recvs["evictor"],
+            outbox=boxes["evictor"],
+            events=events(boxes["evictor"]),
+            clock=clock,
+            budget_bytes=budget,
+            rule=settings.rule,
+        ),
+        "kvcache": KVCache(
+            inbox=recvs["kvcache"],
+            outbox=boxes["kvcache"],
+            events=events(boxes["kvcache"]),
+            budget_bytes=kv_cache_bytes,
+        ),
+        "loader": Loader(
+            inbox=recvs["loader"],
+            outbox=boxes["loader"],
+            events=events(boxes["loader"]),
+            backend=backend,
+            specs=specs,
+            residency=residency,
+        ),
+        "generator": Generator(
+            inbox=recvs["generator"],
+            outbox=boxes["generator"],
+            events=events(boxes["generator"]),
+            residency=residency,
+            use_kv_cache=kv_cache,
+        ),
+        "prefetcher": Prefetcher(
+            inbox=recvs["prefetcher"],
+            outbox=boxes["prefetcher"],
+            events=events(boxes["prefetcher"]),
+            backend=backend,
+            specs=specs,
+            policy=prefetch or settings.prefetch,
+        ),
+        "router": Router(
+            inbox=recvs["router"],
+            outbox=boxes["router"],
+            events=events(boxes["router"]),
+            profile=profile,
+        ),
+    }
+    system = System(
+        router=boxes["client"],
+        recorder=recorder,
+        actors={**actors, "recorder": recorder},
+        mode=mode,
+        budget_bytes=budget,
+        specs=specs,
+    )
+    client_events = events(boxes["client"])
+    for stream in sends.values():  # only the clones in the outboxes stay open
+        stream.close()
+
+    async with anyio.create_task_group() as outer:
+        await outer.start(recorder.run)
+        try:
+            await client_events.emit(
+                RunStarted(
+                    t=client_events.t(),
+                    swapos_version=__version__,
+                    run_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                    host=host_info(),
+                    profile=profile.name,
+                    mode=mode,
+                    budget_bytes=budget,
+                    models=sorted(specs),
+                )
+            )
+            async with anyio.create_task_group() as tg:
+                for name in ("evictor", "kvcache", "loader", "generator", "prefetcher", "router"):
+                    await tg.start(actors[name].run)
+                tg.start_soon(system._dispatch, recvs["client"])
+                try:
+                    if settings.preload:
+                        failed = await system.preload()
+                        if failed:
+                            raise SwapOSError(
+                                "resident mode could not preload: "
+                                + "; ".join(f"{m}: {r}" for m, r in failed.items())
+                            )
+                    yield system
+                finally:
+                    system._closed = True
+                    tg.cancel_scope.cancel()
+        finally:
+            with anyio.move_on_after(CLEANUP_TIMEOUT_S, shield=True):
+                await client_events.emit(RunFinished(t=client_events.t()))
+                await boxes["client"].aclose()
+
+
+__all__ = ["MODES", "System", "TaskOutcome", "open_system"]

@@ -1,0 +1,153 @@
+"""The one Protocol every model backend implements.
+
+A backend turns a :class:`~swapos.models.spec.ModelSpec` into a :class:`LoadedModel` and back.
+All methods are ``async``: the llama backend runs the blocking work in worker threads (never
+on the event loop), the fake backend sleeps on the injected clock. Model objects never travel
+in messages: the Loader keeps them in its :class:`~swapos.actors.residency.Residency` and the
+Generator looks them up by lease.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal, Protocol
+
+import msgspec
+
+from swapos.models.spec import ModelSpec
+
+StopReason = Literal["stop", "eos", "length", "context"]
+
+
+class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
+    """How to sample one generation.
+
+    Attributes:
+        max_tokens: hard cap on generated tokens (``hit_cap`` when reached).
+        stop: stop sequences; the text ends *before* the first one found.
+        temperature: 0 means greedy.
+        seed: sampling seed (used when ``temperature > 0``).
+        top_k: top-k filter; 0 disables it.
+        top_p: nucleus filter; 1.0 disables it.
+    """
+
+    max_tokens: int = 256
+    stop: tuple[str, ...] = ()
+    temperature: float = 0.0
+    seed: int = 0
+    top_k: int = 40
+    top_p: float = 0.95
+
+
+class PrefixState(msgspec.Struct, frozen=True, kw_only=True):
+    """A saved KV state: the model's state after prefilling exactly ``tokens``."""
+
+    tokens: tuple[int, ...]
+    state: bytes
+
+
+class GenerationOutput(msgspec.Struct, frozen=True, kw_only=True):
+    """What one generation produced, with its timings (seconds on the backend's clock).
+
+    Attributes:
+        text: the generated text, cut before any stop sequence.
+        prompt_tokens: tokens in the prompt.
+        kv_restored_tokens: prompt tokens that came from a restored KV state.
+        prefill_tokens: prompt tokens evaluated (prompt_tokens - kv_restored_tokens).
+        prefill_s: time spent restoring and prefilling.
+        ttft_s: from the call to the first generated token (prefill included).
+        tokens: generated tokens.
+        gen_s: decode time after the first token.
+        stop_reason: why generation ended.
+        saved: the KV state snapshot taken at ``save_at`` tokens, if one was asked for.
+    """
+
+    text: str
+    prompt_tokens: int
+    kv_restored_tokens: int
+    prefill_tokens: int
+    prefill_s: float
+    ttft_s: float
+    tokens: int
+    gen_s: float
+    stop_reason: StopReason
+    saved: PrefixState | None = None
+
+    @property
+    def hit_cap(self) -> bool:
+        """True when generation stopped because it reached ``max_tokens``."""
+        return self.stop_reason == "length"
+
+
+class LoadedModel(Protocol):
+    """A model that is resident in memory."""
+
+    @property
+    def spec(self) -> ModelSpec:
+        """The spec it was loaded from."""
+        ...
+
+    @property
+    def footprint_bytes(self) -> int:
+        """Memory it holds, measured after the load (RSS delta for the llama backend)."""
+        ...
+
+    @property
+    def kv_identity(self) -> str:
+        """Key of the states this model can restore: file identity + settings + versions."""
+        ...
+
+    async def tokenize(self, text: str) -> list[int]:
+        """Token ids of ``text`` (with the BOS token the model expects)."""
+        ...
+
+    async def generate(
+        self,
+        prompt: list[int],
+        params: SamplingParams,
+        *,
+        restore: PrefixState | None = None,
+        save_at: int | None = None,
+        on_token: Callable[[str], None] | None = None,
+    ) -> GenerationOutput:
+        """Generate a continuation of ``prompt``.
+
+        Args:
+            prompt: prompt token ids.
+            params: sampling parameters.
+            restore: a saved state whose tokens are a prefix of ``prompt``; restored
+                instead of prefilling those tokens. If restoring fails the backend falls
+                back to a full prefill (``kv_restored_tokens == 0``).
+            save_at: snapshot the KV state after prefilling this many prompt tokens.
+            on_token: called on the event loop thread with each decoded text piece.
+
+        On cancellation the backend stops within one token, then re-raises.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Free the model's memory. Idempotent."""
+        ...
+
+
+class ModelBackend(Protocol):
+    """Loads models. One backend instance serves a whole system."""
+
+    def estimate_footprint(self, spec: ModelSpec) -> int:
+        """Bytes the model is expected to hold once loaded (before measuring)."""
+        ...
+
+    async def load(self, spec: ModelSpec) -> LoadedModel:
+        """Load ``spec``.
+
+        Raises:
+            ModelFileError: the file is missing, truncated or not loadable (says which).
+
+        On cancellation the load is aborted as soon as the backend can, whatever it
+        allocated is freed, and the cancellation is re-raised.
+        """
+        ...
+
+    async def warm(self, spec: ModelSpec) -> None:
+        """Bring the model's file into the OS page cache (a cheap prefetch)."""
+        ...

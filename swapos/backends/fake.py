@@ -1,0 +1,170 @@
+"""A scripted backend on the injected clock, for deterministic tests of the actors.
+
+Nothing here touches a real model: loads, prefills and tokens take scripted amounts of the
+clock's time, so with :class:`~swapos.testing.FakeClock` a test can prove, in virtual time,
+that a load overlaps a generation or that a warm-up shortens a load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import msgspec
+
+from swapos.backends.base import GenerationOutput, PrefixState, SamplingParams, StopReason
+from swapos.clock import Clock
+from swapos.errors import ModelFileError
+from swapos.models.spec import ModelSpec
+
+
+class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
+    """How a fake model behaves.
+
+    Attributes:
+        load_s: load time from a cold page cache.
+        warm_load_s: load time once :meth:`FakeBackend.warm` ran (defaults to ``load_s``).
+        warm_s: how long the warm-up itself takes.
+        footprint_bytes: memory it holds once loaded.
+        prefill_s_per_token: prefill cost of one prompt token.
+        token_s: decode cost of one generated token.
+        reply: the text it generates (split on spaces into tokens), cut by stop sequences and
+            ``max_tokens``.
+        fail_load: if set, every load fails with this reason.
+    """
+
+    load_s: float = 1.0
+    warm_load_s: float | None = None
+    warm_s: float = 0.0
+    footprint_bytes: int = 100
+    prefill_s_per_token: float = 0.0
+    token_s: float = 0.1
+    reply: str = "ok"
+    fail_load: str | None = None
+
+
+class FakeModel:
+    """A loaded fake model; tokens are characters (so prefixes line up exactly)."""
+
+    def __init__(self, backend: FakeBackend, spec: ModelSpec, script: FakeModelScript) -> None:
+        self._backend = backend
+        self._spec = spec
+        self._script = script
+        self.closed = False
+
+    @property
+    def spec(self) -> ModelSpec:
+        return self._spec
+
+    @property
+    def footprint_bytes(self) -> int:
+        return self._script.footprint_bytes
+
+    @property
+    def kv_identity(self) -> str:
+        return f"fake:{self._spec.name}:{self._spec.n_ctx}"
+
+    async def tokenize(self, text: str) -> list[int]:
+        return [ord(c) for c in text]
+
+    async def generate(
+        self,
+        prompt: list[int],
+        params: SamplingParams,
+        *,
+        restore: PrefixState | None = None,
+        save_at: int | None = None,
+        on_token: Callable[[str], None] | None = None,
+    ) -> GenerationOutput:
+        clock, script = self._backend.clock, self._script
+        start = clock.now()
+        restored = 0
+        if restore is not None and list(restore.tokens) == prompt[: len(restore.tokens)]:
+            restored = len(restore.tokens)
+        await clock.sleep(script.prefill_s_per_token * (len(prompt) - restored))
+        saved = None
+        if save_at is not None and 0 < save_at <= len(prompt):
+            saved = PrefixState(tokens=tuple(prompt[:save_at]), state=self.kv_identity.encode())
+        prefill_s = clock.now() - start
+        pieces = [w + " " for w in script.reply.split(" ")] if script.reply else []
+        text, n, first_at = "", 0, 0.0
+        reason: StopReason = "eos"
+        for piece in pieces:
+            if n >= params.max_tokens:
+                reason = "length"
+                break
+            await clock.sleep(script.token_s)
+            n += 1
+            if n == 1:
+                first_at = clock.now()
+            text += piece
+            if on_token is not None:
+                on_token(piece)
+            cut = _stop_index(text, params.stop)
+            if cut is not None:
+                text, reason = text[:cut], "stop"
+                break
+        end = clock.now()
+        return GenerationOutput(
+            text=text.rstrip(" ") if reason != "stop" else text,
+            prompt_tokens=len(prompt),
+            kv_restored_tokens=restored,
+            prefill_tokens=len(prompt) - restored,
+            prefill_s=prefill_s,
+            ttft_s=(first_at or end) - start,
+            tokens=n,
+            gen_s=end - (first_at or end),
+            stop_reason=reason,
+            saved=saved,
+        )
+
+    async def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._backend.open_models.discard(self)
+
+
+def _stop_index(text: str, stops: tuple[str, ...]) -> int | None:
+    found = [i for i in (text.find(s) for s in stops if s) if i >= 0]
+    return min(found) if found else None
+
+
+class FakeBackend:
+    """Scripted loads and generations by model name.
+
+    Attributes:
+        open_models: models loaded and not yet closed (tests assert it ends empty).
+        loads: names of completed loads, in order.
+        warmed: names whose file is "in the page cache".
+    """
+
+    def __init__(self, clock: Clock, scripts: dict[str, FakeModelScript]) -> None:
+        self.clock = clock
+        self.scripts = scripts
+        self.open_models: set[FakeModel] = set()
+        self.loads: list[str] = []
+        self.warmed: set[str] = set()
+
+    def _script(self, spec: ModelSpec) -> FakeModelScript:
+        try:
+            return self.scripts[spec.name]
+        except KeyError:
+            raise ModelFileError(f"fake backend has no script for model {spec.name!r}") from None
+
+    def estimate_footprint(self, spec: ModelSpec) -> int:
+        return spec.footprint_bytes or self._script(spec).footprint_bytes
+
+    async def load(self, spec: ModelSpec) -> FakeModel:
+        script = self._script(spec)
+        warm = spec.name in self.warmed
+        load_s = script.warm_load_s if warm and script.warm_load_s is not None else script.load_s
+        await self.clock.sleep(load_s)
+        if script.fail_load is not None:
+            raise ModelFileError(script.fail_load)
+        model = FakeModel(self, spec, script)
+        self.open_models.add(model)
+        self.loads.append(spec.name)
+        return model
+
+    async def warm(self, spec: ModelSpec) -> None:
+        await self.clock.sleep(self._script(spec).warm_s)
+        self.warmed.add(spec.name)

@@ -1,0 +1,40 @@
+"""The flat exception hierarchy of SwapOS.
+
+Every error a user can cause (a bad profile, a missing model file, a broken task) is a
+:class:`SwapOSError` whose message says what went wrong *and what to do next*. Bugs are not
+wrapped: they surface as the exception they are.
+"""
+
+from __future__ import annotations
+
+
+class SwapOSError(Exception):
+    """Base class of every error SwapOS raises on purpose."""
+
+
+class ProfileError(SwapOSError):
+    """A profile file is missing, malformed, or names a field or value that is not allowed."""
+
+
+class ModelFileError(SwapOSError):
+    """A model file is missing, truncated, or not a GGUF file llama.cpp can load."""
+
+
+class BudgetError(SwapOSError):
+    """A model cannot fit in the memory budget even with every other model evicted."""
+
+
+class TaskError(SwapOSError):
+    """A task folder does not follow the task format (DESIGN §5)."""
+
+
+class SystemClosedError(SwapOSError):
+    """The actor system was used after it shut down (or while it was shutting down)."""
+
+
+class EventLogError(SwapOSError):
+    """An event log or results file cannot be read (corrupt, or from a newer schema)."""
+
+
+class GenerationError(SwapOSError):
+    """A generation could not run (prompt longer than the context, a backend failure)."""

@@ -1,0 +1,246 @@
+"""Commands and replies between actors (events live in :mod:`swapos.messages.events`).
+
+Request/reply edges form a DAG: Router -> Loader -> Evictor, Router -> Generator -> KVCache,
+Prefetcher -> Loader, client -> Router. One-way notifications flow the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from swapos.backends.base import PrefixState, SamplingParams
+from swapos.messages.base import Message, Reply, Request
+from swapos.pipeline.task import Task
+
+# --- client -> Router ---------------------------------------------------------------------
+
+
+class PhaseSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """One generate phase of a scripted sequence: which model, what prompt."""
+
+    phase: str
+    model: str
+    prompt: str
+    stable_prefix: str = ""
+    params: SamplingParams = SamplingParams()
+
+
+class RunPhases(Request, frozen=True, kw_only=True):
+    """Run ``phases`` one after the other for ``task_id``, prefetching along the way."""
+
+    task_id: str
+    phases: list[PhaseSpec]
+
+
+class PhasesDone(Reply, frozen=True, kw_only=True):
+    """The phases ran (records come from the Recorder, the single source of numbers)."""
+
+    task_id: str
+    outputs: list[str]
+    error: str | None = None
+
+
+class RunTask(Request, frozen=True, kw_only=True):
+    """Conduct ``task`` through the coding pipeline (reason, code, grade, critic, ...)."""
+
+    task: Task
+    max_attempts: int | None = None
+
+
+class TaskDone(Reply, frozen=True, kw_only=True):
+    """The task ended; its :class:`TaskResult` is read from the Recorder."""
+
+    task_id: str
+    passed: bool
+    error: str | None = None
+    capsule_json: bytes = b""
+
+
+class Preload(Request, frozen=True, kw_only=True):
+    """Load ``models`` now (resident mode); replies :class:`Preloaded`."""
+
+    models: list[str]
+
+
+class Preloaded(Reply, frozen=True, kw_only=True):
+    failed: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+# --- Router/Prefetcher -> Loader ---------------------------------------------------------
+
+
+class AcquireModel(Request, frozen=True, kw_only=True):
+    """Lease ``model`` (load it if needed). A leased model is pinned until released."""
+
+    model: str
+    task_id: str | None = None
+    phase_id: str | None = None
+
+
+class ModelLeased(Reply, frozen=True, kw_only=True):
+    """The model is ready and pinned; timings say what the requester waited for."""
+
+    lease_id: str
+    model: str
+    load_s: float
+    evict_s: float
+    load_hidden_s: float
+    joined: bool
+
+
+class AcquireFailed(Reply, frozen=True, kw_only=True):
+    model: str
+    reason: str
+
+
+class ReleaseLease(Message, frozen=True, kw_only=True):
+    lease_id: str
+
+
+class PrefetchModel(Request, frozen=True, kw_only=True):
+    """Speculatively load ``model`` if the Evictor grants room without hurting sooner uses."""
+
+    model: str
+
+
+PrefetchOutcome = Literal["loaded", "resident", "joined", "denied", "failed", "cancelled"]
+
+
+class PrefetchDone(Reply, frozen=True, kw_only=True):
+    model: str
+    outcome: PrefetchOutcome
+    reason: str = ""
+
+
+# --- Loader -> Evictor --------------------------------------------------------------------
+
+
+class Reserve(Request, frozen=True, kw_only=True):
+    """Ask for ``nbytes`` of budget to load ``model``. Urgent requests wait for room;
+    speculative ones are granted only without evicting a model needed sooner."""
+
+    model: str
+    nbytes: int
+    urgent: bool
+
+
+class ReservationGranted(Reply, frozen=True, kw_only=True):
+    """Room is granted once the Loader evicts ``victims`` and cancels ``cancel`` loads."""
+
+    model: str
+    victims: list[str] = msgspec.field(default_factory=list)
+    cancel: list[str] = msgspec.field(default_factory=list)
+
+
+class ReservationDenied(Reply, frozen=True, kw_only=True):
+    model: str
+    reason: str
+
+
+class ReturnReservation(Message, frozen=True, kw_only=True):
+    """The Loader could not use a grant (a victim became leased); undo it."""
+
+    request_id: str
+
+
+class ModelResident(Message, frozen=True, kw_only=True):
+    """A load finished; ``nbytes`` is the measured footprint (corrects the estimate)."""
+
+    model: str
+    nbytes: int
+
+
+class ModelFreed(Message, frozen=True, kw_only=True):
+    """``model`` holds no memory any more (evicted, failed or cancelled)."""
+
+    model: str
+
+
+class LoadUpgraded(Message, frozen=True, kw_only=True):
+    """A speculative load of ``model`` now has an urgent waiter: never cancel it."""
+
+    model: str
+
+
+class LeaseCountChanged(Message, frozen=True, kw_only=True):
+    model: str
+    leases: int
+
+
+# --- Router -> Prefetcher / Evictor -------------------------------------------------------
+
+
+class ModelUse(msgspec.Struct, frozen=True, kw_only=True):
+    """One upcoming use of a model: ``order`` 0 is the phase running now."""
+
+    model: str
+    order: int
+    task_id: str = ""
+    phase: str = ""
+    probability: float = 1.0
+
+
+class ScheduleUpdated(Message, frozen=True, kw_only=True):
+    """The upcoming model uses, soonest first."""
+
+    uses: list[ModelUse]
+
+
+# --- Router -> Generator -> KVCache -------------------------------------------------------
+
+
+class Generate(Request, frozen=True, kw_only=True):
+    """Generate with the model held by ``lease_id``."""
+
+    lease_id: str
+    model: str
+    prompt: str
+    stable_prefix: str = ""
+    params: SamplingParams = SamplingParams()
+    task_id: str | None = None
+    phase_id: str | None = None
+
+
+class Generated(Reply, frozen=True, kw_only=True):
+    text: str
+    tokens: int
+    prompt_tokens: int
+    prefill_tokens: int
+    kv_restored_tokens: int
+    prefill_s: float
+    ttft_s: float
+    gen_s: float
+    hit_cap: bool
+    stop_reason: str
+
+
+class GenerateFailed(Reply, frozen=True, kw_only=True):
+    reason: str
+
+
+class CancelGeneration(Message, frozen=True, kw_only=True):
+    request_id: str
+
+
+class LookupPrefix(Request, frozen=True, kw_only=True):
+    """Longest saved state for ``identity`` whose tokens are a proper prefix of ``tokens``."""
+
+    identity: str
+    tokens: list[int]
+
+
+class PrefixFound(Reply, frozen=True, kw_only=True):
+    state: PrefixState
+    tier: Literal["ram", "disk"] = "ram"
+
+
+class PrefixMissing(Reply, frozen=True, kw_only=True):
+    pass
+
+
+class SavePrefix(Message, frozen=True, kw_only=True):
+    identity: str
+    state: PrefixState
+    model: str | None = None

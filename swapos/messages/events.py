@@ -1,0 +1,254 @@
+"""Events: what happened, in the past tense. Every actor sends them to the Recorder, which
+appends each as one JSONL line (DESIGN §6). ``t`` is seconds since the run started."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from swapos.messages.base import Message
+
+SCHEMA_VERSION = 1
+
+
+class Event(Message, frozen=True, kw_only=True):
+    """Base of all events: when, and the ids it concerns."""
+
+    t: float
+    task_id: str | None = None
+    phase_id: str | None = None
+    model: str | None = None
+    request_id: str | None = None
+
+
+# --- run and tasks ------------------------------------------------------------------------
+
+
+class RunStarted(Event, frozen=True, kw_only=True):
+    """The header: always the first line of a log."""
+
+    schema_version: int = SCHEMA_VERSION
+    swapos_version: str
+    run_at: str
+    host: dict[str, str]
+    profile: str
+    mode: str
+    budget_bytes: int
+    models: list[str]
+
+
+class RunFinished(Event, frozen=True, kw_only=True):
+    pass
+
+
+class TaskStarted(Event, frozen=True, kw_only=True):
+    category: str = ""
+
+
+class TaskFinished(Event, frozen=True, kw_only=True):
+    passed: bool
+    pass_at_1: bool = False
+    iterations: int = 0
+    tests_passed: int = 0
+    tests_total: int = 0
+    error: str | None = None
+
+
+class PhaseStarted(Event, frozen=True, kw_only=True):
+    phase: str
+    attempt: int = 0
+
+
+class PhaseFinished(Event, frozen=True, kw_only=True):
+    outcome: str = "ok"
+    error: str | None = None
+    peak_rss_bytes: int = 0
+
+
+class RouterDecided(Event, frozen=True, kw_only=True):
+    """The Router chose a plan or a model; ``text`` says what and why."""
+
+    decision: str
+    text: str
+
+
+class SchedulePublished(Event, frozen=True, kw_only=True):
+    models: list[str]
+
+
+# --- Loader / Evictor ---------------------------------------------------------------------
+
+
+class LeaseGranted(Event, frozen=True, kw_only=True):
+    lease_id: str
+    load_s: float
+    evict_s: float
+    load_hidden_s: float
+    joined: bool
+
+
+class LeaseReleased(Event, frozen=True, kw_only=True):
+    lease_id: str
+
+
+class ModelLoadStarted(Event, frozen=True, kw_only=True):
+    speculative: bool
+    estimate_bytes: int
+
+
+class ModelLoaded(Event, frozen=True, kw_only=True):
+    load_s: float
+    speculative: bool
+    estimate_bytes: int
+    measured_bytes: int
+
+
+class ModelLoadFailed(Event, frozen=True, kw_only=True):
+    reason: str
+
+
+class ModelLoadCancelled(Event, frozen=True, kw_only=True):
+    reason: str
+
+
+class ModelEvictStarted(Event, frozen=True, kw_only=True):
+    reason: str
+
+
+class ModelEvicted(Event, frozen=True, kw_only=True):
+    evict_s: float
+    reason: str
+
+
+class ReservationMade(Event, frozen=True, kw_only=True):
+    nbytes: int
+    urgent: bool
+    victims: list[str]
+    cancel: list[str]
+    used_bytes: int
+    budget_bytes: int
+
+
+class ReservationRefused(Event, frozen=True, kw_only=True):
+    urgent: bool
+    reason: str
+
+
+class PrefetchStarted(Event, frozen=True, kw_only=True):
+    kind: Literal["load", "warm"]
+
+
+class PrefetchFinished(Event, frozen=True, kw_only=True):
+    kind: Literal["load", "warm"]
+    outcome: str
+    duration_s: float
+
+
+# --- Generator / KVCache ------------------------------------------------------------------
+
+
+class GenerationStarted(Event, frozen=True, kw_only=True):
+    prompt_chars: int
+
+
+class FirstToken(Event, frozen=True, kw_only=True):
+    ttft_s: float
+
+
+class GenerationProgress(Event, frozen=True, kw_only=True):
+    tokens: int
+    text_tail: str = ""
+
+
+class GenerationFinished(Event, frozen=True, kw_only=True):
+    prompt_tokens: int
+    prefill_tokens: int
+    kv_restored_tokens: int
+    prefill_s: float
+    ttft_s: float
+    tokens: int
+    gen_s: float
+    hit_cap: bool
+    stop_reason: str
+
+
+class GenerationFailed(Event, frozen=True, kw_only=True):
+    reason: str
+
+
+class KVHit(Event, frozen=True, kw_only=True):
+    tokens: int
+    tier: str = "ram"
+
+
+class KVMiss(Event, frozen=True, kw_only=True):
+    prompt_tokens: int
+    reason: str = ""
+
+
+class KVSaved(Event, frozen=True, kw_only=True):
+    tokens: int
+    nbytes: int
+    tier: str = "ram"
+
+
+class KVDropped(Event, frozen=True, kw_only=True):
+    tokens: int
+    nbytes: int
+    reason: str
+
+
+# --- grading ------------------------------------------------------------------------------
+
+
+class GradeStarted(Event, frozen=True, kw_only=True):
+    attempt: int = 0
+
+
+class GradeFinished(Event, frozen=True, kw_only=True):
+    outcome: str
+    passed: bool
+    tests_passed: int
+    tests_total: int
+    duration_s: float
+    reason: str = ""
+
+
+AnyEvent = (
+    RunStarted
+    | RunFinished
+    | TaskStarted
+    | TaskFinished
+    | PhaseStarted
+    | PhaseFinished
+    | RouterDecided
+    | SchedulePublished
+    | LeaseGranted
+    | LeaseReleased
+    | ModelLoadStarted
+    | ModelLoaded
+    | ModelLoadFailed
+    | ModelLoadCancelled
+    | ModelEvictStarted
+    | ModelEvicted
+    | ReservationMade
+    | ReservationRefused
+    | PrefetchStarted
+    | PrefetchFinished
+    | GenerationStarted
+    | FirstToken
+    | GenerationProgress
+    | GenerationFinished
+    | GenerationFailed
+    | KVHit
+    | KVMiss
+    | KVSaved
+    | KVDropped
+    | GradeStarted
+    | GradeFinished
+)
+"""Every event type: the Recorder's inbox and the event log's line type."""
+
+EVENT_DECODER = msgspec.json.Decoder(AnyEvent)
+"""The typed decoder for one event-log line."""

@@ -1,0 +1,55 @@
+"""The inbox union of each actor: exactly the messages it accepts."""
+
+from __future__ import annotations
+
+from swapos.messages.commands import (
+    AcquireFailed,
+    AcquireModel,
+    CancelGeneration,
+    Generate,
+    Generated,
+    GenerateFailed,
+    LeaseCountChanged,
+    LoadUpgraded,
+    LookupPrefix,
+    ModelFreed,
+    ModelLeased,
+    ModelResident,
+    PhasesDone,
+    PrefetchDone,
+    PrefetchModel,
+    PrefixFound,
+    PrefixMissing,
+    Preload,
+    Preloaded,
+    ReleaseLease,
+    ReservationDenied,
+    ReservationGranted,
+    Reserve,
+    ReturnReservation,
+    RunPhases,
+    RunTask,
+    SavePrefix,
+    ScheduleUpdated,
+    TaskDone,
+)
+from swapos.messages.events import AnyEvent
+
+RouterInbox = (
+    RunPhases | RunTask | Preload | ModelLeased | AcquireFailed | Generated | GenerateFailed
+)
+LoaderInbox = AcquireModel | ReleaseLease | PrefetchModel | ReservationGranted | ReservationDenied
+EvictorInbox = (
+    Reserve
+    | ReturnReservation
+    | ModelResident
+    | ModelFreed
+    | LeaseCountChanged
+    | LoadUpgraded
+    | ScheduleUpdated
+)
+PrefetcherInbox = ScheduleUpdated | PrefetchDone
+GeneratorInbox = Generate | CancelGeneration | PrefixFound | PrefixMissing
+KVCacheInbox = LookupPrefix | SavePrefix
+ClientInbox = PhasesDone | TaskDone | Preloaded
+RecorderInbox = AnyEvent

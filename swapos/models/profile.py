@@ -1,0 +1,218 @@
+"""Profiles: which models a pipeline uses, for which roles, under what budget.
+
+A profile is a TOML file decoded straight into the Structs below; an unknown field or a wrong
+type is a :class:`~swapos.errors.ProfileError` that names the field. See ``docs/profiles.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from swapos.errors import ProfileError
+from swapos.models.spec import ModelSpec
+
+Mode = Literal["overlap", "sequential", "resident"]
+PhaseName = Literal["reason", "code", "critic", "router"]
+
+
+class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One model as a profile declares it: a file (``path``) or a bundled name."""
+
+    path: str | None = None
+    bundled: str | None = None
+    n_ctx: int = 2048
+    n_batch: int = 64
+    threads: int | None = None
+    use_mmap: bool = True
+    type_k: str = "f16"
+    type_v: str = "f16"
+
+
+class PhaseConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Generation settings of one phase."""
+
+    max_tokens: int = 256
+    stop: list[str] = msgspec.field(default_factory=list)
+    temperature: float = 0.0
+    seed: int = 0
+    prompt_budget_tokens: int = 1536
+
+
+class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """How a task is conducted through its phases."""
+
+    max_attempts: int = 3
+    skip_reason_max_difficulty: int = 0
+    grade_timeout_s: float = 30.0
+
+
+class Profile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A whole profile, as written in TOML.
+
+    Attributes:
+        name: a label for reports.
+        budget: the memory budget for resident models: bytes, a size string such as
+            ``"1.5GiB"`` or ``"800MB"``, or ``"auto"`` (half of the available memory).
+        mode: the default swap mode.
+        models: models by name.
+        roles: phase name -> model name (``reason``, ``code``, ``critic``).
+        phases: per-phase generation settings.
+        pipeline: attempts and routing rules.
+    """
+
+    name: str = "profile"
+    budget: int | str = "auto"
+    mode: Mode = "overlap"
+    models: dict[str, ModelConfig] = msgspec.field(default_factory=dict)
+    roles: dict[str, str] = msgspec.field(default_factory=dict)
+    phases: dict[str, PhaseConfig] = msgspec.field(default_factory=dict)
+    pipeline: PipelineConfig = msgspec.field(default_factory=PipelineConfig)
+
+    def phase(self, name: str) -> PhaseConfig:
+        """Settings of phase ``name`` (defaults when the profile does not set them)."""
+        return self.phases.get(name, PhaseConfig())
+
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(value: int | str, *, field: str = "budget") -> int:
+    """Bytes from an int or a size string (``"1.5GiB"``, ``"800MB"``, ``"auto"``).
+
+    Raises:
+        ProfileError: the string is not a size; the message names ``field``.
+    """
+    if isinstance(value, int):
+        if value <= 0:
+            raise ProfileError(f"`{field}` must be positive, got {value}")
+        return value
+    if value.strip().lower() == "auto":
+        return auto_budget()
+    match = _SIZE.match(value)
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _UNITS:
+        raise ProfileError(
+            f"`{field}` = {value!r} is not a size: write bytes (1500000000), a size such as "
+            f'"1.5GiB" or "800MB", or "auto"'
+        )
+    return int(float(match.group(1)) * _UNITS[unit])
+
+
+def auto_budget() -> int:
+    """Half of the memory available right now (``MemAvailable``), at least 512 MiB."""
+    try:
+        text = Path("/proc/meminfo").read_text()
+        kib = int(re.search(r"MemAvailable:\s+(\d+)", text).group(1))  # type: ignore[union-attr]
+        available = kib * 1024
+    except (OSError, AttributeError):
+        available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    return max(available // 2, 512 * 2**20)
+
+
+def decode_profile(text: str | bytes, *, source: str = "<profile>") -> Profile:
+    """Decode a profile from TOML text.
+
+    Raises:
+        ProfileError: syntax error, unknown field or wrong type; names ``source`` and the
+            field path, e.g. ``$.models.coder.n_ctx``.
+    """
+    try:
+        data = tomllib.loads(text.decode() if isinstance(text, bytes) else text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"{source}: not valid TOML ({exc}); fix the syntax") from exc
+    try:
+        profile = msgspec.convert(data, Profile)
+    except msgspec.ValidationError as exc:
+        raise ProfileError(
+            f"{source}: {exc}. See docs/profiles.md for the fields a profile may have."
+        ) from exc
+    check_profile(profile, source=source)
+    return profile
+
+
+def load_profile(path: str | os.PathLike[str]) -> Profile:
+    """Read and decode the profile at ``path`` (relative model paths resolve against it).
+
+    Raises:
+        ProfileError: the file is missing or invalid.
+    """
+    file = Path(path)
+    try:
+        text = file.read_text()
+    except OSError as exc:
+        raise ProfileError(f"cannot read profile {file}: {exc.strerror}; check the path") from exc
+    profile = decode_profile(text, source=str(file))
+    models = {
+        name: msgspec.structs.replace(cfg, path=str((file.parent / cfg.path).resolve()))
+        if cfg.path is not None
+        else cfg
+        for name, cfg in profile.models.items()
+    }
+    return msgspec.structs.replace(profile, models=models)
+
+
+def check_profile(profile: Profile, *, source: str = "<profile>") -> None:
+    """Cross-field checks that types alone cannot express."""
+    if not profile.models:
+        raise ProfileError(f"{source}: `models` is empty; declare at least one [models.NAME]")
+    for name, cfg in profile.models.items():
+        if (cfg.path is None) == (cfg.bundled is None):
+            raise ProfileError(
+                f"{source}: `models.{name}` needs exactly one of `path` or `bundled`"
+            )
+        if cfg.n_ctx < 64 or cfg.n_batch < 1:
+            raise ProfileError(f"{source}: `models.{name}`: n_ctx must be >= 64, n_batch >= 1")
+    for role, model in profile.roles.items():
+        if model not in profile.models:
+            raise ProfileError(
+                f"{source}: `roles.{role}` = {model!r} is not one of the models "
+                f"({', '.join(sorted(profile.models))})"
+            )
+    if profile.pipeline.max_attempts < 1:
+        raise ProfileError(f"{source}: `pipeline.max_attempts` must be at least 1")
+    parse_size(profile.budget)
+
+
+def model_specs(profile: Profile) -> dict[str, ModelSpec]:
+    """Resolve every model of ``profile`` to a :class:`ModelSpec` with a real file path.
+
+    Bundled models are assembled (and derived variants quantized) on first use.
+
+    Raises:
+        ProfileError: a bundled name that does not exist.
+        ModelFileError: a bundled model that cannot be assembled.
+    """
+    from swapos.models.bundled import bundled_model_path
+
+    specs: dict[str, ModelSpec] = {}
+    for name, cfg in profile.models.items():
+        path = cfg.path if cfg.path is not None else str(bundled_model_path(cfg.bundled or ""))
+        specs[name] = ModelSpec(
+            name=name,
+            path=path,
+            n_ctx=cfg.n_ctx,
+            n_batch=cfg.n_batch,
+            n_threads=cfg.threads,
+            use_mmap=cfg.use_mmap,
+            type_k=cfg.type_k,
+            type_v=cfg.type_v,
+        )
+    return specs

@@ -1,0 +1,32 @@
+"""The resolved description of one model: what the Loader needs to load it."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """One model, resolved from a profile: a real file path and its load settings.
+
+    Attributes:
+        name: the profile's name for the model (unique within a profile).
+        path: absolute path of the GGUF file.
+        n_ctx: context length the model is loaded with.
+        n_batch: llama.cpp batch size. Small by default: llama-cpp-python keeps an
+            ``n_batch x n_vocab`` float buffer, ~0.5 GB for Gemma's 262k vocabulary at 512.
+        n_threads: CPU threads for eval; ``None`` lets the backend choose.
+        use_mmap: map the file instead of reading it.
+        type_k: KV cache key type (``"f16"``, ``"q8_0"``...); part of the KV identity.
+        type_v: KV cache value type.
+        footprint_bytes: a measured or declared footprint; ``None`` means estimate it.
+    """
+
+    name: str
+    path: str
+    n_ctx: int = 2048
+    n_batch: int = 64
+    n_threads: int | None = None
+    use_mmap: bool = True
+    type_k: str = "f16"
+    type_v: str = "f16"
+    footprint_bytes: int | None = None

@@ -1,0 +1,175 @@
+"""Which models to evict to make room: pure decisions over a snapshot of the ledger.
+
+The rule (DESIGN §3): evict idle models, the one needed *farthest in the future* first
+(Belady on the published schedule), least recently used breaking ties; never a leased
+model; never exceed the budget. A *speculative* request (a prefetch) may only evict models
+needed later than itself and never cancels anything; an *urgent* request may also cancel
+speculative loads in flight.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+import msgspec
+
+EvictionRule = Literal["next_use", "lru", "all_idle"]
+"""``next_use``: Belady on the schedule (SwapOS). ``lru``: least recently used.
+``all_idle``: evict every idle model on each load (llama-swap / Ollama style swapping)."""
+
+Status = Literal["reserved", "resident", "evicting"]
+
+
+class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One model's claim on the budget.
+
+    Attributes:
+        model: its name.
+        nbytes: estimated (while reserved) or measured (once resident) footprint.
+        status: ``reserved`` while loading, ``resident`` once loaded, ``evicting`` once
+            chosen as a victim (its bytes count until the Loader reports it freed).
+        leases: leases held on it; a leased model is never a victim.
+        speculative: a reservation made by a prefetch (may be cancelled for urgent work).
+        last_used: clock time of its last lease (LRU tie-break).
+        reload_cost_s: what reloading it would cost (weights the next-use choice).
+    """
+
+    model: str
+    nbytes: int
+    status: Status
+    leases: int = 0
+    speculative: bool = False
+    last_used: float = 0.0
+    reload_cost_s: float = 0.0
+
+
+class RoomPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """What must go for a request to fit: models to evict, speculative loads to cancel."""
+
+    victims: list[str]
+    cancel: list[str]
+
+
+def used_bytes(entries: Sequence[LedgerEntry]) -> int:
+    """Bytes counted against the budget (victims being evicted still count)."""
+    return sum(e.nbytes for e in entries)
+
+
+def next_use_distance(model: str, schedule: Sequence[str]) -> float:
+    """Position of the first upcoming use of ``model`` in ``schedule``; ``inf`` if none."""
+    try:
+        return float(schedule.index(model))
+    except ValueError:
+        return math.inf
+
+
+def plan_room(
+    entries: Sequence[LedgerEntry],
+    *,
+    model: str,
+    nbytes: int,
+    budget: int,
+    urgent: bool,
+    schedule: Sequence[str],
+    rule: EvictionRule = "next_use",
+) -> RoomPlan | None:
+    """Decide how ``nbytes`` for ``model`` fits under ``budget``.
+
+    Args:
+        entries: the ledger, excluding ``model`` itself.
+        model: the model that wants room.
+        nbytes: its footprint.
+        budget: the byte budget.
+        urgent: a phase is waiting for it (else it is a prefetch).
+        schedule: upcoming model uses, soonest first.
+        rule: the eviction rule.
+
+    Returns:
+        The plan (possibly empty) or ``None`` when it cannot fit *now*: an urgent request
+        then waits for leases to be released; a speculative one is refused.
+    """
+    if nbytes > budget:
+        return None
+    pending_free = sum(e.nbytes for e in entries if e.status == "evicting")
+    free = budget - used_bytes(entries) + pending_free
+    idle = [e for e in entries if e.status == "resident" and e.leases == 0]
+    if rule == "all_idle" and urgent:
+        victims = [e.model for e in idle]
+        free += sum(e.nbytes for e in idle)
+        return RoomPlan(victims=victims, cancel=[]) if free >= nbytes else None
+    if free >= nbytes:
+        return RoomPlan(victims=[], cancel=[])
+    mine = next_use_distance(model, schedule)
+    order = _victim_order(idle, schedule, rule)
+    if not urgent:
+        order = [e for e in order if next_use_distance(e.model, schedule) > mine]
+    victims: list[str] = []
+    for entry in order:
+        if free >= nbytes:
+            break
+        victims.append(entry.model)
+        free += entry.nbytes
+    cancel: list[str] = []
+    if urgent and free < nbytes:
+        loading = [e for e in entries if e.status == "reserved" and e.speculative]
+        for entry in sorted(loading, key=lambda e: -next_use_distance(e.model, schedule)):
+            if free >= nbytes:
+                break
+            cancel.append(entry.model)
+            free += entry.nbytes
+    if free < nbytes:
+        return None
+    return RoomPlan(victims=victims, cancel=cancel)
+
+
+def _victim_order(
+    idle: Sequence[LedgerEntry], schedule: Sequence[str], rule: EvictionRule
+) -> list[LedgerEntry]:
+    """Idle models, best victim first."""
+    if rule == "lru":
+        return sorted(idle, key=lambda e: e.last_used)
+    # Farthest next use first; among models never used again, the cheapest to reload first;
+    # then least recently used.
+    return sorted(
+        idle,
+        key=lambda e: (-next_use_distance(e.model, schedule), e.reload_cost_s, e.last_used),
+    )
+
+
+def count_loads(
+    uses: Sequence[str],
+    sizes: Mapping[str, int],
+    budget: int,
+    rule: EvictionRule,
+) -> int:
+    """Replay a sequence of uses under ``rule`` and count the loads it causes.
+
+    Each use is known in advance (the schedule is the rest of ``uses``), which is what
+    lets ``next_use`` be Belady-optimal. Used by tests and the policy benchmark.
+    """
+    resident: dict[str, LedgerEntry] = {}
+    loads = 0
+    for i, model in enumerate(uses):
+        if model in resident:
+            resident[model] = msgspec.structs.replace(resident[model], last_used=float(i))
+            continue
+        plan = plan_room(
+            list(resident.values()),
+            model=model,
+            nbytes=sizes[model],
+            budget=budget,
+            urgent=True,
+            schedule=list(uses[i + 1 :]),
+            rule=rule,
+        )
+        if plan is None:
+            raise ValueError(f"{model} cannot fit in {budget} bytes")
+        for victim in plan.victims:
+            del resident[victim]
+        resident[model] = LedgerEntry(
+            model=model, nbytes=sizes[model], status="resident", last_used=float(i)
+        )
+        loads += 1
+    return loads

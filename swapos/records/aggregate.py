@@ -1,0 +1,161 @@
+"""Build per-phase, per-task and per-run records from events: one pure fold.
+
+The Recorder feeds it live; replay feeds it a log. Both therefore report the same numbers,
+to the last bit (msgspec writes floats in shortest round-trip form).
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from swapos.messages.events import (
+    AnyEvent,
+    GenerationFinished,
+    GradeFinished,
+    KVHit,
+    KVMiss,
+    KVSaved,
+    LeaseGranted,
+    ModelEvicted,
+    ModelLoaded,
+    PhaseFinished,
+    PhaseStarted,
+    RunFinished,
+    RunStarted,
+    TaskFinished,
+    TaskStarted,
+)
+from swapos.records.schema import CategoryStats, PhaseRecord, RunSummary, TaskResult
+
+
+class Aggregator:
+    """Folds events into records. Feed events in log order; read at any time."""
+
+    def __init__(self) -> None:
+        self.header: RunStarted | None = None
+        self.tasks: dict[str, TaskResult] = {}
+        self.phases: dict[str, PhaseRecord] = {}
+        self._task_t0: dict[str, float] = {}
+        self.finished_tasks: list[str] = []
+        self.loads = self.evictions = 0
+        self.kv_hits = self.kv_misses = self.kv_saves = 0
+        self.last_t = 0.0
+        self.run_finished_t: float | None = None
+
+    def feed(self, ev: AnyEvent) -> None:
+        self.last_t = max(self.last_t, ev.t)
+        match ev:
+            case RunStarted():
+                self.header = ev
+            case RunFinished():
+                self.run_finished_t = ev.t
+            case TaskStarted(task_id=str(tid)):
+                self._task_t0[tid] = ev.t
+                self.tasks[tid] = TaskResult(task_id=tid, category=ev.category)
+            case TaskFinished(task_id=str(tid)):
+                task = self.tasks.setdefault(tid, TaskResult(task_id=tid))
+                task.passed, task.pass_at_1 = ev.passed, ev.pass_at_1
+                task.iterations, task.error = ev.iterations, ev.error
+                task.tests_passed, task.tests_total = ev.tests_passed, ev.tests_total
+                task.wall_clock_s = ev.t - self._task_t0.get(tid, ev.t)
+                self.finished_tasks.append(tid)
+            case PhaseStarted(task_id=str(tid), phase_id=str(pid)):
+                record = PhaseRecord(
+                    task_id=tid,
+                    phase_id=pid,
+                    phase=ev.phase,
+                    model=ev.model,
+                    attempt=ev.attempt,
+                    started_t=ev.t,
+                )
+                self.phases[pid] = record
+                self.tasks.setdefault(tid, TaskResult(task_id=tid)).phases.append(record)
+            case LeaseGranted(phase_id=str(pid)) if pid in self.phases:
+                record = self.phases[pid]
+                record.load_s, record.evict_s = ev.load_s, ev.evict_s
+                record.load_hidden_s = ev.load_hidden_s
+            case GenerationFinished(phase_id=str(pid)) if pid in self.phases:
+                _apply_generation(self.phases[pid], ev)
+            case GradeFinished(phase_id=str(pid)) if pid in self.phases:
+                self.phases[pid].outcome = ev.outcome
+            case PhaseFinished(phase_id=str(pid)) if pid in self.phases:
+                record = self.phases[pid]
+                record.total_s = ev.t - record.started_t
+                record.outcome = record.outcome or ev.outcome
+                record.error, record.peak_rss_bytes = ev.error, ev.peak_rss_bytes
+            case ModelLoaded():
+                self.loads += 1
+            case ModelEvicted() if ev.reason != "shutdown":
+                self.evictions += 1
+            case KVHit():
+                self.kv_hits += 1
+            case KVMiss():
+                self.kv_misses += 1
+            case KVSaved():
+                self.kv_saves += 1
+            case _:
+                pass
+
+    def summary(self) -> RunSummary:
+        """The run as of the events fed so far (finished tasks only)."""
+        h = self.header
+        results = [self.tasks[t] for t in self.finished_tasks]
+        phases = [p for r in results for p in r.phases]
+        generated = [p for p in phases if p.model is not None]
+        paid = sum(p.load_s for p in generated)
+        hidden = sum(p.load_hidden_s for p in generated)
+        passed = sum(r.passed for r in results)
+        per_cat: dict[str, CategoryStats] = {}
+        for r in results:
+            c = per_cat.setdefault(r.category or "none", CategoryStats())
+            c.tasks += 1
+            c.passed += r.passed
+        for c in per_cat.values():
+            c.pass_rate = c.passed / c.tasks
+        n = len(results)
+        return RunSummary(
+            run_at=h.run_at if h else "",
+            mode=h.mode if h else "",
+            profile=h.profile if h else "",
+            models=list(h.models) if h else [],
+            budget_bytes=h.budget_bytes if h else 0,
+            host=dict(h.host) if h else {},
+            tasks_total=n,
+            tasks_passed=passed,
+            pass_rate=passed / n if n else 0.0,
+            pass_at_1=sum(r.pass_at_1 for r in results) / n if n else 0.0,
+            per_category=per_cat,
+            wall_clock_s=self.run_finished_t if self.run_finished_t is not None else self.last_t,
+            mean_wall_clock_s=_mean([r.wall_clock_s for r in results]),
+            phases_total=len(phases),
+            mean_load_s=_mean([p.load_s for p in generated]),
+            mean_evict_s=_mean([p.evict_s for p in generated]),
+            mean_ttft_s=_mean([p.ttft_s for p in generated]),
+            total_load_s=paid,
+            total_load_hidden_s=hidden,
+            total_evict_s=sum(p.evict_s for p in generated),
+            load_hidden_fraction=hidden / (hidden + paid) if hidden + paid > 0 else 0.0,
+            loads=self.loads,
+            evictions=self.evictions,
+            prefill_tokens=sum(p.prefill_tokens for p in generated),
+            prefill_s=sum(p.prefill_s for p in generated),
+            kv_restored_tokens=sum(p.kv_restored_tokens for p in generated),
+            kv_hits=self.kv_hits,
+            kv_misses=self.kv_misses,
+            kv_saves=self.kv_saves,
+            peak_rss_bytes=max((p.peak_rss_bytes for p in phases), default=0),
+            results=results,
+        )
+
+
+def _apply_generation(record: PhaseRecord, ev: GenerationFinished) -> None:
+    record.ttft_s, record.tokens, record.gen_s = ev.ttft_s, ev.tokens, ev.gen_s
+    record.prompt_tokens, record.prefill_tokens = ev.prompt_tokens, ev.prefill_tokens
+    record.prefill_s, record.kv_restored_tokens = ev.prefill_s, ev.kv_restored_tokens
+    record.hit_cap = ev.hit_cap
+    record.tok_s = (ev.tokens - 1) / ev.gen_s if ev.tokens > 1 and ev.gen_s > 0 else 0.0
+    record.outcome = "cap" if ev.hit_cap else ev.stop_reason
+
+
+def _mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values else 0.0

@@ -1,0 +1,89 @@
+"""The result records of DESIGN §6: what a phase, a task and a run report."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class PhaseRecord(msgspec.Struct, kw_only=True):
+    """One phase of one task. Times in seconds; see ``docs/timings.md`` for each field."""
+
+    task_id: str
+    phase_id: str
+    phase: str
+    model: str | None = None
+    attempt: int = 0
+    started_t: float = 0.0
+    load_s: float = 0.0
+    load_hidden_s: float = 0.0
+    evict_s: float = 0.0
+    ttft_s: float = 0.0
+    prompt_tokens: int = 0
+    prefill_tokens: int = 0
+    prefill_s: float = 0.0
+    kv_restored_tokens: int = 0
+    tokens: int = 0
+    gen_s: float = 0.0
+    tok_s: float = 0.0
+    hit_cap: bool = False
+    total_s: float = 0.0
+    peak_rss_bytes: int = 0
+    outcome: str = ""
+    error: str | None = None
+
+
+class TaskResult(msgspec.Struct, kw_only=True):
+    """One task, with its phases."""
+
+    task_id: str
+    category: str = ""
+    passed: bool = False
+    pass_at_1: bool = False
+    iterations: int = 0
+    tests_passed: int = 0
+    tests_total: int = 0
+    wall_clock_s: float = 0.0
+    error: str | None = None
+    phases: list[PhaseRecord] = msgspec.field(default_factory=list)
+
+
+class CategoryStats(msgspec.Struct, kw_only=True):
+    tasks: int = 0
+    passed: int = 0
+    pass_rate: float = 0.0
+
+
+class RunSummary(msgspec.Struct, kw_only=True):
+    """A whole run: aggregates over its tasks, then the tasks themselves."""
+
+    run_at: str = ""
+    mode: str = ""
+    profile: str = ""
+    models: list[str] = msgspec.field(default_factory=list)
+    budget_bytes: int = 0
+    host: dict[str, str] = msgspec.field(default_factory=dict)
+    tasks_total: int = 0
+    tasks_passed: int = 0
+    pass_rate: float = 0.0
+    pass_at_1: float = 0.0
+    per_category: dict[str, CategoryStats] = msgspec.field(default_factory=dict)
+    wall_clock_s: float = 0.0
+    mean_wall_clock_s: float = 0.0
+    phases_total: int = 0
+    mean_load_s: float = 0.0
+    mean_evict_s: float = 0.0
+    mean_ttft_s: float = 0.0
+    total_load_s: float = 0.0
+    total_load_hidden_s: float = 0.0
+    total_evict_s: float = 0.0
+    load_hidden_fraction: float = 0.0
+    loads: int = 0
+    evictions: int = 0
+    prefill_tokens: int = 0
+    prefill_s: float = 0.0
+    kv_restored_tokens: int = 0
+    kv_hits: int = 0
+    kv_misses: int = 0
+    kv_saves: int = 0
+    peak_rss_bytes: int = 0
+    results: list[TaskResult] = msgspec.field(default_factory=list)

@@ -1,0 +1,48 @@
+"""Process memory and host facts, read from ``/proc`` (Linux) with portable fallbacks."""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+from pathlib import Path
+
+
+def rss_bytes() -> int:
+    """Current resident set size of this process."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return peak_rss_bytes()
+
+
+def peak_rss_bytes() -> int:
+    """Peak RSS since start or since the last :func:`reset_peak_rss` (``VmHWM``)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def reset_peak_rss() -> bool:
+    """Reset the peak-RSS mark so a phase can measure its own peak; False if unsupported."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def host_info() -> dict[str, str]:
+    """What a results file says about the machine it ran on."""
+    return {
+        "hostname": platform.node(),
+        "system": f"{platform.system()} {platform.release()}",
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "cpus": str(os.cpu_count() or 0),
+    }

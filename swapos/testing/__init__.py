@@ -1,0 +1,7 @@
+"""Test helpers users can import for their own tests: a virtual clock and a scripted backend."""
+
+from __future__ import annotations
+
+from swapos.testing.clock import FakeClock as FakeClock
+from swapos.backends.fake import FakeBackend as FakeBackend
+from swapos.backends.fake import FakeModelScript as FakeModelScript

@@ -1,0 +1,29 @@
+"""Builders for systems on the fake backend (deterministic, virtual time)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from swapos.actors.system import System, open_system
+from swapos.backends.fake import FakeBackend, FakeModelScript
+from swapos.models.profile import ModelConfig, Profile
+from swapos.models.spec import ModelSpec
+from swapos.testing import FakeClock
+
+
+def fake_profile(names: list[str]) -> Profile:
+    return Profile(name="fake", budget=1000,
+                   models={n: ModelConfig(path=f"/nonexistent/{n}.gguf") for n in names})
+
+
+@asynccontextmanager
+async def fake_system(
+    scripts: dict[str, FakeModelScript], *, budget: int, clock: FakeClock, **kwargs: Any
+) -> AsyncIterator[tuple[System, FakeBackend]]:
+    backend = FakeBackend(clock, scripts)
+    specs = {n: ModelSpec(name=n, path=f"/nonexistent/{n}.gguf") for n in scripts}
+    async with open_system(fake_profile(list(scripts)), backend=backend, specs=specs,
+                           clock=clock, budget_bytes=budget, **kwargs) as system:
+        yield system, backend
