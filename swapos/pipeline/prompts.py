@@ -1,0 +1,209 @@
+"""Prompts for the reason, code and critic phases (DESIGN §5).
+
+The default models are small *base* models, so a prompt is a markdown document the model
+continues, not an instruction: ``## Task``, ``## Starter solution.py`` in a fence, ``## Plan``,
+the last attempt with its test output and review, and finally an opened fence
+(```` ```python ````) or ``## Plan`` / ``## Review`` heading for the model to fill in.
+
+Every prompt is split in two: :attr:`Prompt.stable` (brief, constraints, starter code, plan:
+identical on every attempt of a task) comes first and :attr:`Prompt.variable` (the newest
+attempt, test output, critic notes, the cue) last, so a KV prefix cache re-reads only what
+changed on a retry. The code and critic phases share the same stable part.
+
+``completion`` tasks (HumanEval style) end the code prompt with the function prompt itself,
+which the model continues; their stable part leaves the starter out (it comes at the end).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final, Literal
+
+import msgspec
+
+from swapos.capsule.compress import CapsuleView, CountTokens, compress
+from swapos.capsule.render import (
+    attempt_section,
+    constraints_section,
+    earlier_section,
+    feedback_sections,
+    goal_section,
+    join_sections,
+    plan_section,
+)
+from swapos.capsule.schema import Capsule, new_capsule
+from swapos.pipeline.task import Task
+
+Phase = Literal["reason", "code", "critic"]
+
+PLAN_CUE: Final = "1."
+CRITIC_CUE: Final = "The tests fail because"
+REASON_STOP: Final[tuple[str, ...]] = ("\n\n", "\n#", "```")
+CODE_STOP: Final[tuple[str, ...]] = ("\n```",)
+COMPLETION_STOP: Final[tuple[str, ...]] = (
+    "\n```",
+    "\ndef ",
+    "\nclass ",
+    "\nif __name__",
+    "\nprint(",
+    "\n#",
+)
+CRITIC_STOP: Final[tuple[str, ...]] = ("\n\n", "\n#", "```")
+
+
+class Prompt(msgspec.Struct, frozen=True, kw_only=True):
+    """A prompt, split for KV prefix reuse.
+
+    Attributes:
+        stable: the part that is the same on every attempt of the task; comes first.
+        variable: the part that changes between attempts; comes last and ends with the cue.
+        stop: stop sequences for this phase.
+        answer_prefix: the start of the answer the prompt already wrote (e.g. ``"1."``);
+            :func:`~swapos.pipeline.extract.extract_plan` and ``extract_feedback`` read
+            ``answer_prefix + output`` best (they also accept the bare output).
+        dropped: what budget compression left out or shortened (for logs).
+    """
+
+    stable: str
+    variable: str
+    stop: tuple[str, ...]
+    answer_prefix: str = ""
+    dropped: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        """The full prompt: ``stable + variable``."""
+        return self.stable + self.variable
+
+
+def default_constraints(task: Task) -> tuple[str, ...]:
+    """Rules every answer of this task's category must follow."""
+    if task.category == "completion":
+        return ()
+    rules = ["Keep the names and signatures of the starter code; the tests import them."]
+    if task.category == "refactor":
+        rules.append("Do not change what the code does.")
+    return tuple(rules)
+
+
+def capsule_for_task(task: Task) -> Capsule:
+    """A fresh capsule for ``task``: goal = the brief, constraints from its category."""
+    return new_capsule(
+        task_id=task.task_id,
+        category=task.category,
+        goal=task.problem.strip() or task.meta.description.strip(),
+        difficulty=task.meta.difficulty,
+        constraints=default_constraints(task),
+    )
+
+
+def build_prompt(
+    phase: Phase, task: Task, capsule: Capsule, count_tokens: CountTokens, budget_tokens: int
+) -> Prompt:
+    """Build the prompt of ``phase`` for ``task`` in at most ``budget_tokens`` tokens.
+
+    Args:
+        phase: ``"reason"``, ``"code"`` (its completion variant for ``completion`` tasks) or
+            ``"critic"``.
+        task: the task (starter code, category).
+        capsule: the task's state; the newest artifact is the attempt to fix or review.
+        count_tokens: the reading model's tokenizer.
+        budget_tokens: the most tokens the prompt may take (``n_ctx`` minus the phase's
+            ``max_tokens``).
+
+    Raises:
+        ValueError: ``phase`` is not one of the three.
+        CapsuleBudgetError: goal, starter and newest attempt alone exceed the budget.
+    """
+    if phase not in ("reason", "code", "critic"):
+        raise ValueError(f"no prompt for phase {phase!r}; expected reason, code or critic")
+    assemble = _ASSEMBLERS[phase]
+    view = compress(
+        capsule,
+        count_tokens=count_tokens,
+        budget_tokens=budget_tokens,
+        layout=lambda v: assemble(task, v).text,
+    )
+    return assemble(task, view)
+
+
+def _stable(task: Task, view: CapsuleView, *, phase: Phase) -> str:
+    completion = task.category == "completion"
+    goal = view.goal.strip()
+    show_goal = not (completion and goal and goal in task.starter)
+    show_starter = not completion or phase == "reason"
+    sections = [
+        goal_section(view) if show_goal else "",
+        constraints_section(view),
+        _starter_section(task) if show_starter else "",
+        plan_section(view) if phase != "reason" else "",
+    ]
+    return join_sections(*sections)
+
+
+def _starter_section(task: Task) -> str:
+    title = "## Function to complete" if task.category == "completion" else "## Starter solution.py"
+    code = task.starter.strip("\n")
+    return f"{title}\n```python\n{code}\n```\n" if code.strip() else ""
+
+
+def _history(view: CapsuleView) -> str:
+    return join_sections(earlier_section(view), attempt_section(view), feedback_sections(view))
+
+
+def _after(stable: str, variable: str) -> str:
+    """``variable``, separated from a non-empty ``stable`` by a blank line."""
+    return "\n" + variable if stable else variable
+
+
+def _reason(task: Task, view: CapsuleView) -> Prompt:
+    stable = _stable(task, view, phase="reason")
+    variable = _after(stable, "## Plan\n" + PLAN_CUE)
+    return Prompt(
+        stable=stable,
+        variable=variable,
+        stop=REASON_STOP,
+        answer_prefix=PLAN_CUE,
+        dropped=view.dropped,
+    )
+
+
+def _code(task: Task, view: CapsuleView) -> Prompt:
+    stable = _stable(task, view, phase="code")
+    title = "## Fixed solution.py" if view.newest is not None else "## solution.py"
+    if task.category == "completion":
+        cue, stop = f"{title}\n```python\n{task.starter}", COMPLETION_STOP
+    else:
+        cue, stop = f"{title}\n```python\n", CODE_STOP
+    variable = _after(stable, join_sections(_history(view), cue))
+    return Prompt(stable=stable, variable=variable, stop=stop, dropped=view.dropped)
+
+
+def _critic(task: Task, view: CapsuleView) -> Prompt:
+    stable = _stable(task, view, phase="critic")
+    history = join_sections(
+        earlier_section(view),
+        attempt_section(view),
+        feedback_sections(_grader_only(view)),
+    )
+    variable = _after(stable, join_sections(history, f"## Review\n{CRITIC_CUE}"))
+    return Prompt(
+        stable=stable,
+        variable=variable,
+        stop=CRITIC_STOP,
+        answer_prefix=CRITIC_CUE,
+        dropped=view.dropped,
+    )
+
+
+def _grader_only(view: CapsuleView) -> CapsuleView:
+    """The view without critic notes (the critic writes a new one for the newest attempt)."""
+    grader = tuple(f for f in view.feedback if f.source == "grader")
+    return msgspec.structs.replace(view, feedback=grader)
+
+
+_ASSEMBLERS: Final[dict[str, Callable[[Task, CapsuleView], Prompt]]] = {
+    "reason": _reason,
+    "code": _code,
+    "critic": _critic,
+}
