@@ -54,3 +54,96 @@ async def test_two_requests_for_one_model_share_one_load() -> None:
                 tg.start_soon(run, "t2")
     assert fb.loads == ["a"]
     assert len(results) == 2
+
+
+async def test_warm_up_shortens_paid_load_when_room_holds_one_model() -> None:
+    clock = FakeClock()
+    scripts = {
+        "a": FakeModelScript(load_s=2.0, token_s=0.3, reply=TEN_TOKENS, footprint_bytes=100),
+        "b": FakeModelScript(load_s=2.0, warm_load_s=0.5, warm_s=1.0, token_s=0.3,
+                             reply=TEN_TOKENS, footprint_bytes=100),
+    }
+    with anyio.fail_after(10):
+        async with clock.autojump(), fake_system(scripts, budget=100, clock=clock) as (sys, fb):
+            out = await sys.run_phases("t1", [phase("a"), phase("b")])
+    assert out.error is None
+    assert "b" in fb.warmed
+    second = out.records[1]
+    assert second.load_s == pytest.approx(0.5)  # 2.0 scripted, 1.5 saved by the warm-up
+    assert second.evict_s == pytest.approx(0.0)
+    assert fb.peak_resident_bytes <= 100
+
+
+async def test_leased_model_is_never_evicted_urgent_load_waits() -> None:
+    clock = FakeClock()
+    scripts = {
+        "a": FakeModelScript(load_s=1.0, token_s=0.5, reply=TEN_TOKENS, footprint_bytes=100),
+        "b": FakeModelScript(load_s=1.0, token_s=0.1, reply="x", footprint_bytes=100),
+    }
+    with anyio.fail_after(10):
+        async with clock.autojump(), fake_system(scripts, budget=100, clock=clock) as (sys, fb):
+            results = {}
+
+            async def run(tid: str, model: str, delay: float) -> None:
+                await clock.sleep(delay)
+                results[tid] = await sys.run_phases(tid, [phase(model)])
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run, "t1", "a", 0.0)
+                tg.start_soon(run, "t2", "b", 2.0)
+    assert results["t1"].error is None and results["t1"].outputs[0].startswith("w0")
+    b = results["t2"].records[0]
+    # a generates from t=1 to t=6; b asked at t=2 and had to wait for a's lease.
+    assert b.evict_s == pytest.approx(4.0)
+    assert b.load_s == pytest.approx(1.0)
+    assert fb.peak_resident_bytes <= 100
+
+
+async def test_wrong_prediction_is_cancelled_without_delaying_urgent_load() -> None:
+    clock = FakeClock()
+    scripts = {
+        "a": FakeModelScript(load_s=2.0, token_s=0.3, reply=TEN_TOKENS, footprint_bytes=100),
+        "b": FakeModelScript(load_s=2.0, token_s=0.1, reply="x", footprint_bytes=100),
+        "c": FakeModelScript(load_s=2.0, token_s=0.1, reply="x", footprint_bytes=100),
+    }
+    with anyio.fail_after(10):
+        async with clock.autojump(), fake_system(scripts, budget=200, clock=clock) as (sys, fb):
+            results = {}
+
+            async def run(tid: str, models: list[str], delay: float) -> None:
+                await clock.sleep(delay)
+                results[tid] = await sys.run_phases(tid, [phase(m) for m in models])
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run, "t1", ["a", "b"], 0.0)  # b is prefetched from t=2
+                tg.start_soon(run, "t2", ["c"], 3.0)  # urgent c at t=3: b must give way
+    c = results["t2"].records[0]
+    assert c.load_s == pytest.approx(2.0)
+    assert c.evict_s == pytest.approx(0.0)
+    assert results["t1"].error is None
+    assert fb.peak_resident_bytes <= 200
+    stats = sys.statistics()
+    assert stats["evictor"].peak_used_bytes <= 200
+
+
+async def test_model_larger_than_budget_fails_the_phase_with_a_reason() -> None:
+    clock = FakeClock()
+    scripts = {
+        "big": FakeModelScript(footprint_bytes=500),
+        "a": FakeModelScript(load_s=1.0, reply="ok", footprint_bytes=100),
+    }
+    with anyio.fail_after(10):
+        async with clock.autojump(), fake_system(scripts, budget=200, clock=clock) as (sys, _):
+            bad = await sys.run_phases("t1", [phase("big")])
+            good = await sys.run_phases("t2", [phase("a")])
+    assert bad.error is not None and "budget" in bad.error and "big" in bad.error
+    assert good.error is None  # the rest of the system is undisturbed
+
+
+async def test_failing_load_is_a_reply_not_a_crash() -> None:
+    clock = FakeClock()
+    scripts = {"a": FakeModelScript(fail_load="model file /x/a.gguf is truncated")}
+    with anyio.fail_after(10):
+        async with clock.autojump(), fake_system(scripts, budget=200, clock=clock) as (sys, _):
+            out = await sys.run_phases("t1", [phase("a")])
+    assert out.error is not None and "truncated" in out.error

@@ -41,6 +41,14 @@ class Outbox:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             raise SystemClosedError(f"{to} is no longer running") from exc
 
+    async def send_if_open(self, to: Address, message: Message) -> bool:
+        """Send unless ``to`` has shut down (for cleanup during shutdown); False if it had."""
+        try:
+            await self.send(to, message)
+        except SystemClosedError:
+            return False
+        return True
+
     def send_nowait(self, to: Address, message: Message) -> bool:
         """Send without waiting; False (message dropped) if the inbox is full or closed."""
         try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from typing import Literal, assert_never
 
@@ -16,7 +15,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from swapos.actors.base import CLEANUP_TIMEOUT_S, Events, Outbox, Pending
 from swapos.actors.residency import Residency
 from swapos.backends.base import LoadedModel, ModelBackend
-from swapos.errors import SwapOSError, SystemClosedError
+from swapos.errors import SwapOSError
 from swapos.messages.base import new_id
 from swapos.messages.commands import (
     AcquireFailed,
@@ -392,8 +391,7 @@ class Loader:
 
     async def _tell_evictor(self, msg: ModelFreed) -> None:
         """One-way notice; at shutdown the Evictor may already be gone, which is fine."""
-        with contextlib.suppress(SystemClosedError):
-            await self._outbox.send("evictor", msg)
+        await self._outbox.send_if_open("evictor", msg)
 
     async def _cancel_load(self, name: str) -> None:
         slot = self._table[name]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, assert_never
 
@@ -15,7 +14,6 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from swapos.actors.base import Events, Outbox, Pending
 from swapos.backends.base import SamplingParams
-from swapos.errors import SystemClosedError
 from swapos.messages.base import new_id
 from swapos.messages.commands import (
     AcquireFailed,
@@ -267,7 +265,7 @@ class Router:
             )
         finally:
             with anyio.CancelScope(shield=True):
-                await self._outbox.send("loader", ReleaseLease(lease_id=lease.lease_id))
+                await self._outbox.send_if_open("loader", ReleaseLease(lease_id=lease.lease_id))
         if isinstance(reply, GenerateFailed):
             return await self._end_phase(ids, PhaseOutput(error=reply.reason))
         assert isinstance(reply, Generated)
@@ -334,5 +332,4 @@ class Router:
     async def _forget_schedule(self, task_id: str) -> None:
         if self._schedules.pop(task_id, None) is not None:
             uses = [u for s in self._schedules.values() for u in s]
-            with contextlib.suppress(SystemClosedError):
-                await self._outbox.send("evictor", ScheduleUpdated(uses=uses))
+            await self._outbox.send_if_open("evictor", ScheduleUpdated(uses=uses))

@@ -121,6 +121,7 @@ class FakeModel:
         if not self.closed:
             self.closed = True
             self._backend.open_models.discard(self)
+            self._backend.resident_bytes -= self._script.footprint_bytes
 
 
 def _stop_index(text: str, stops: tuple[str, ...]) -> int | None:
@@ -133,6 +134,7 @@ class FakeBackend:
 
     Attributes:
         open_models: models loaded and not yet closed (tests assert it ends empty).
+        resident_bytes, peak_resident_bytes: footprints of open models, now and at peak.
         loads: names of completed loads, in order.
         warmed: names whose file is "in the page cache".
     """
@@ -143,6 +145,8 @@ class FakeBackend:
         self.open_models: set[FakeModel] = set()
         self.loads: list[str] = []
         self.warmed: set[str] = set()
+        self.resident_bytes = 0
+        self.peak_resident_bytes = 0
 
     def _script(self, spec: ModelSpec) -> FakeModelScript:
         try:
@@ -162,6 +166,8 @@ class FakeBackend:
             raise ModelFileError(script.fail_load)
         model = FakeModel(self, spec, script)
         self.open_models.add(model)
+        self.resident_bytes += script.footprint_bytes
+        self.peak_resident_bytes = max(self.peak_resident_bytes, self.resident_bytes)
         self.loads.append(spec.name)
         return model
 

@@ -1,0 +1,102 @@
+"""Startup, shutdown and the event log of the actor system (fake backend, virtual time)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import msgspec
+import pytest
+
+from swapos.backends.base import SamplingParams
+from swapos.backends.fake import FakeModelScript
+from swapos.errors import SystemClosedError
+from swapos.messages.commands import PhaseSpec
+from swapos.messages.events import EVENT_DECODER, RunFinished, RunStarted
+from swapos.testing import FakeClock
+from tests.fakes import fake_system
+
+pytestmark = pytest.mark.anyio
+
+LONG = " ".join(f"w{i}" for i in range(100))
+
+
+def phase(model: str) -> PhaseSpec:
+    return PhaseSpec(phase="gen", model=model, prompt="p", params=SamplingParams(max_tokens=200))
+
+
+@pytest.mark.parametrize("stop_at", [1.0, 5.0], ids=["mid-load", "mid-generation"])
+async def test_shutdown_leaves_no_model_open_and_no_task_running(stop_at: float) -> None:
+    clock = FakeClock()
+    scripts = {"a": FakeModelScript(load_s=2.0, token_s=0.5, reply=LONG),
+               "b": FakeModelScript(load_s=2.0, token_s=0.5, reply=LONG)}
+    with anyio.fail_after(10):
+        async with clock.autojump():
+            async with fake_system(scripts, budget=1000, clock=clock) as (sys, fb):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(sys.run_phases, "t1", [phase("a"), phase("b")])
+                    await clock.sleep(stop_at)
+                    assert (len(fb.open_models) > 0) == (stop_at > 2)
+                    tg.cancel_scope.cancel()
+            stats = sys.statistics()
+    assert fb.open_models == set()
+    assert stats["router"].tasks_running == 0
+    assert stats["generator"].running == 0
+    with pytest.raises(SystemClosedError):
+        await sys.run_phases("t2", [phase("a")])
+
+
+async def test_every_event_log_line_decodes_with_the_typed_decoder(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log = tmp_path / "events.jsonl"
+    scripts = {"a": FakeModelScript(load_s=1.0, token_s=0.1, reply="one two three"),
+               "b": FakeModelScript(load_s=1.0, token_s=0.1, reply="four five")}
+    with anyio.fail_after(10):
+        async with clock.autojump(), fake_system(scripts, budget=100, clock=clock,
+                                                 event_log=log) as (sys, _):
+            await sys.run_phases("t1", [phase("a"), phase("b"), phase("a")])
+    lines = log.read_bytes().splitlines()
+    decoded = [EVENT_DECODER.decode(line) for line in lines]
+    assert isinstance(decoded[0], RunStarted)
+    assert isinstance(decoded[-1], RunFinished)
+    kinds = {type(e).__name__ for e in decoded}
+    assert {"ModelLoaded", "ModelEvicted", "LeaseGranted", "GenerationFinished",
+            "PhaseFinished", "TaskFinished"} <= kinds
+    times = [e.t for e in decoded]
+    assert times == sorted(times)
+
+
+async def test_phase_times_add_up_to_task_wall_time() -> None:
+    clock = FakeClock()
+    scripts = {m: FakeModelScript(load_s=1.5, token_s=0.2, reply="a b c d e",
+                                  prefill_s_per_token=0.01, footprint_bytes=100)
+               for m in ("a", "b", "c")}
+    with anyio.fail_after(10):
+        async with clock.autojump(), fake_system(scripts, budget=200, clock=clock) as (sys, _):
+            await sys.run_phases("t1", [phase(m) for m in "abcbcb"])
+    result = sys.summary().results[0]
+    assert sum(p.total_s for p in result.phases) == pytest.approx(result.wall_clock_s, abs=1e-9)
+    for p in result.phases:
+        # A phase is: wait for room, wait for the load, then generate.
+        assert p.evict_s + p.load_s + p.ttft_s + p.gen_s == pytest.approx(p.total_s, abs=1e-9)
+
+
+async def test_the_system_serves_many_tasks_and_keeps_models_resident() -> None:
+    clock = FakeClock()
+    scripts = {"a": FakeModelScript(load_s=1.0, token_s=0.1, reply="x")}
+    with anyio.fail_after(10):
+        async with clock.autojump(), fake_system(scripts, budget=100, clock=clock) as (sys, fb):
+            for i in range(5):
+                out = await sys.run_phases(f"t{i}", [phase("a"), phase("a")])
+                assert out.error is None
+    assert fb.loads == ["a"]
+    summary = sys.summary()
+    assert summary.tasks_total == 5
+    assert [p.load_s for p in summary.results[0].phases] == [1.0, 0.0]
+
+
+def test_summary_is_plain_data() -> None:
+    from swapos.records.aggregate import Aggregator
+
+    data = msgspec.json.encode(Aggregator().summary())
+    assert b"load_hidden_fraction" in data
