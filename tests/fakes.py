@@ -20,10 +20,11 @@ def fake_profile(names: list[str]) -> Profile:
 
 @asynccontextmanager
 async def fake_system(
-    scripts: dict[str, FakeModelScript], *, budget: int, clock: FakeClock, **kwargs: Any
+    scripts: dict[str, FakeModelScript], *, budget: int, clock: FakeClock,
+    profile: Profile | None = None, **kwargs: Any
 ) -> AsyncIterator[tuple[System, FakeBackend]]:
     backend = FakeBackend(clock, scripts)
     specs = {n: ModelSpec(name=n, path=f"/nonexistent/{n}.gguf") for n in scripts}
-    async with open_system(fake_profile(list(scripts)), backend=backend, specs=specs,
+    async with open_system(profile or fake_profile(list(scripts)), backend=backend, specs=specs,
                            clock=clock, budget_bytes=budget, **kwargs) as system:
         yield system, backend

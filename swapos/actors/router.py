@@ -13,7 +13,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from swapos.actors.base import Events, Outbox, Pending
-from swapos.backends.base import SamplingParams
+from swapos.backends.base import ModelBackend, SamplingParams
 from swapos.messages.base import new_id
 from swapos.messages.commands import (
     AcquireFailed,
@@ -43,6 +43,9 @@ from swapos.messages.events import (
 )
 from swapos.messages.inboxes import RouterInbox
 from swapos.models.profile import Profile
+from swapos.models.spec import ModelSpec
+from swapos.pipeline.conductor import PhaseOutput, conduct
+from swapos.pipeline.task import Task
 from swapos.sysinfo import peak_rss_bytes, reset_peak_rss
 
 if TYPE_CHECKING:
@@ -52,15 +55,6 @@ log = structlog.get_logger(__name__)
 
 GradeWork = Callable[[], "GradeResult"]
 """The blocking grading call a conductor hands to :meth:`Router.grade_phase`."""
-
-
-class PhaseOutput(msgspec.Struct, frozen=True, kw_only=True):
-    """What a generate phase gave back to its conductor."""
-
-    text: str = ""
-    tokens: int = 0
-    hit_cap: bool = False
-    error: str | None = None
 
 
 class RouterStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,8 +79,13 @@ class Router:
         outbox: Outbox,
         events: Events,
         profile: Profile,
+        backend: ModelBackend,
+        specs: dict[str, ModelSpec],
         grade_limiter: anyio.CapacityLimiter | None = None,
     ) -> None:
+        self._backend = backend
+        self._specs = specs
+        self._counters: dict[str, Callable[[str], int]] = {}
         self._inbox = inbox
         self._outbox = outbox
         self.events = events
@@ -177,8 +176,6 @@ class Router:
         )
 
     async def _run_task(self, req: RunTask) -> None:
-        from swapos.pipeline.conductor import conduct
-
         self._running += 1
         try:
             done = await conduct(req, self)
@@ -204,6 +201,46 @@ class Router:
         await self._outbox.send(req.reply_to, Preloaded(request_id=req.request_id, failed=failed))
 
     # --- the phase primitives conductors use ----------------------------------------------
+
+    async def task_started(self, task: Task) -> None:
+        """Record that ``task`` started."""
+        await self.events.emit(
+            TaskStarted(t=self.events.t(), task_id=task.task_id, category=task.category)
+        )
+
+    async def task_finished(
+        self,
+        task: Task,
+        *,
+        passed: bool,
+        pass_at_1: bool,
+        iterations: int,
+        tests_passed: int,
+        tests_total: int,
+        error: str | None,
+    ) -> None:
+        """Record how ``task`` ended."""
+        await self.events.emit(
+            TaskFinished(
+                t=self.events.t(),
+                task_id=task.task_id,
+                passed=passed,
+                pass_at_1=pass_at_1,
+                iterations=iterations,
+                tests_passed=tests_passed,
+                tests_total=tests_total,
+                error=error,
+            )
+        )
+
+    async def token_counter(self, model: str) -> Callable[[str], int]:
+        """The tokenizer of ``model`` as a counting function (built once, off the loop)."""
+        if model not in self._counters:
+            spec = self._specs[model]
+            self._counters[model] = await anyio.to_thread.run_sync(
+                self._backend.token_counter, spec
+            )
+        return self._counters[model]
 
     async def decide(self, task_id: str, decision: str, text: str) -> None:
         """Record a routing decision (which plan, which model, and why)."""

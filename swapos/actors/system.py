@@ -285,6 +285,8 @@ async def open_system(
             outbox=boxes["router"],
             events=events(boxes["router"]),
             profile=profile,
+            backend=backend,
+            specs=specs,
         ),
     }
     system = System(

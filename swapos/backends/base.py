@@ -151,3 +151,8 @@ class ModelBackend(Protocol):
     async def warm(self, spec: ModelSpec) -> None:
         """Bring the model's file into the OS page cache (a cheap prefetch)."""
         ...
+
+    def token_counter(self, spec: ModelSpec) -> Callable[[str], int]:
+        """A function counting tokens of text as ``spec``'s tokenizer does, without loading
+        the weights. Blocking (it may read the vocabulary): call it from a worker thread."""
+        ...

@@ -76,6 +76,7 @@ class FakeModel:
         on_token: Callable[[str], None] | None = None,
     ) -> GenerationOutput:
         clock, script = self._backend.clock, self._script
+        self._backend.prompts.append((self._spec.name, "".join(map(chr, prompt))))
         start = clock.now()
         restored = 0
         if restore is not None and list(restore.tokens) == prompt[: len(restore.tokens)]:
@@ -137,6 +138,7 @@ class FakeBackend:
         resident_bytes, peak_resident_bytes: footprints of open models, now and at peak.
         loads: names of completed loads, in order.
         warmed: names whose file is "in the page cache".
+        prompts: ``(model, prompt text)`` of every generation, in order.
     """
 
     def __init__(self, clock: Clock, scripts: dict[str, FakeModelScript]) -> None:
@@ -146,6 +148,7 @@ class FakeBackend:
         self.loads: list[str] = []
         self.warmed: set[str] = set()
         self.resident_bytes = 0
+        self.prompts: list[tuple[str, str]] = []
         self.peak_resident_bytes = 0
 
     def _script(self, spec: ModelSpec) -> FakeModelScript:
@@ -170,6 +173,10 @@ class FakeBackend:
         self.peak_resident_bytes = max(self.peak_resident_bytes, self.resident_bytes)
         self.loads.append(spec.name)
         return model
+
+    def token_counter(self, spec: ModelSpec) -> Callable[[str], int]:
+        """Fake tokens are characters."""
+        return len
 
     async def warm(self, spec: ModelSpec) -> None:
         await self.clock.sleep(self._script(spec).warm_s)

@@ -1,0 +1,43 @@
+"""The Router's rules for a task: which phases run, on which models. Pure decisions."""
+
+from __future__ import annotations
+
+import msgspec
+
+from swapos.models.profile import Profile
+from swapos.pipeline.task import Task
+
+
+class RoutePlan(msgspec.Struct, frozen=True, kw_only=True):
+    """What the Router decided for a task, with the reasons (recorded as events)."""
+
+    reason: bool
+    models: dict[str, str]
+    why: list[str]
+
+
+def model_for(profile: Profile, phase: str) -> str:
+    """The model a phase runs on: its role in the profile, else the ``code`` role, else the
+    first model declared."""
+    return profile.roles.get(phase) or profile.roles.get("code") or next(iter(profile.models))
+
+
+def route(task: Task, profile: Profile) -> RoutePlan:
+    """Plan ``task``: skip ``reason`` for completion tasks and for tasks at or under the
+    profile's ``skip_reason_max_difficulty``; pick each phase's model from the roles."""
+    why: list[str] = []
+    reason = True
+    if task.category == "completion":
+        reason = False
+        why.append("skip reason: completion task, the prompt is the plan")
+    elif task.meta.difficulty <= profile.pipeline.skip_reason_max_difficulty:
+        reason = False
+        why.append(
+            f"skip reason: difficulty {task.meta.difficulty} <= "
+            f"skip_reason_max_difficulty {profile.pipeline.skip_reason_max_difficulty}"
+        )
+    else:
+        why.append(f"plan first: difficulty {task.meta.difficulty}")
+    models = {p: model_for(profile, p) for p in ("reason", "code", "critic")}
+    why.extend(f"{p} -> {m}" for p, m in models.items() if p != "reason" or reason)
+    return RoutePlan(reason=reason, models=models, why=why)
