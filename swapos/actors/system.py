@@ -221,7 +221,7 @@ async def open_system(
     if backend is None:
         from swapos.backends.llama import LlamaBackend
 
-        backend = LlamaBackend(limiter=anyio.CapacityLimiter(load_threads))
+        backend = LlamaBackend(load_limiter=anyio.CapacityLimiter(load_threads))
     budget = budget_bytes if budget_bytes is not None else parse_size(profile.budget)
     if settings.unlimited_budget:
         budget = UNLIMITED_BUDGET

@@ -1,0 +1,175 @@
+"""What a person sees while a run goes and after it ends: a live status line, one line per
+finished phase, and the per-phase table."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from swapos.messages.events import (
+    AnyEvent,
+    FirstToken,
+    GenerationFinished,
+    GenerationProgress,
+    GradeFinished,
+    GradeStarted,
+    LeaseGranted,
+    ModelEvicted,
+    ModelLoaded,
+    ModelLoadStarted,
+    PhaseFinished,
+    PhaseStarted,
+    PrefetchStarted,
+    RouterDecided,
+)
+from swapos.records.schema import PhaseRecord, TaskResult
+
+
+class LiveStatus:
+    """Turns events into a one-line live status plus a printed line per phase.
+
+    Pass :meth:`on_event` as ``open_system(on_event=...)``. Works without a terminal too
+    (then only the per-phase lines are printed).
+    """
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._live: Live | None = None
+        self._phase = ""
+        self._model = ""
+        self._what = "starting"
+        self._tokens = 0
+        self._t = 0.0
+        self._gen_started = 0.0
+
+    def __enter__(self) -> LiveStatus:
+        if self.console.is_terminal:
+            self._live = Live(
+                self._render(), console=self.console, refresh_per_second=8, transient=True
+            )
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(None, None, None)
+
+    def _render(self) -> Text:
+        rate = ""
+        if self._tokens > 1 and self._t > self._gen_started:
+            rate = f" ({self._tokens / (self._t - self._gen_started):.1f} tok/s)"
+        return Text.assemble(
+            (f"{self._t:7.1f}s ", "dim"),
+            (f"{self._phase:<7}", "bold cyan"),
+            " ",
+            (f"{self._model:<10}", "magenta"),
+            " ",
+            self._what,
+            rate,
+        )
+
+    def on_event(self, ev: AnyEvent) -> None:
+        self._t = ev.t
+        match ev:
+            case PhaseStarted():
+                self._phase, self._model = ev.phase, ev.model or ""
+                self._what, self._tokens = "waiting for model", 0
+            case ModelLoadStarted(speculative=False):
+                self._what = f"loading {ev.model}"
+            case PrefetchStarted():
+                self.console.print(f"[dim]{ev.t:7.1f}s   prefetch ({ev.kind}) {ev.model}[/dim]")
+            case ModelLoaded():
+                kind = "prefetched" if ev.speculative else "loaded"
+                self.console.print(
+                    f"[dim]{ev.t:7.1f}s   {kind} {ev.model} in {ev.load_s:.2f}s "
+                    f"({ev.measured_bytes / 2**20:.0f} MiB)[/dim]"
+                )
+            case ModelEvicted() if ev.reason != "shutdown":
+                self.console.print(f"[dim]{ev.t:7.1f}s   evicted {ev.model} ({ev.reason})[/dim]")
+            case LeaseGranted():
+                self._what, self._gen_started = "prefilling", ev.t
+            case FirstToken():
+                self._what, self._tokens, self._gen_started = "generating", 1, ev.t
+            case GenerationProgress():
+                self._tokens = ev.tokens
+            case GenerationFinished():
+                cap = " [yellow](hit max_tokens)[/yellow]" if ev.hit_cap else ""
+                self.console.print(
+                    f"{ev.t:7.1f}s [bold cyan]{self._phase:<7}[/bold cyan] "
+                    f"[magenta]{self._model:<10}[/magenta] {ev.tokens} tokens, ttft "
+                    f"{ev.ttft_s:.2f}s, kv restored {ev.kv_restored_tokens}/{ev.prompt_tokens}"
+                    f"{cap}"
+                )
+            case GradeStarted():
+                self._phase, self._model, self._what = "grade", "", "running tests in sandbox"
+            case GradeFinished():
+                style = "green" if ev.passed else "red"
+                self.console.print(
+                    f"{ev.t:7.1f}s [bold cyan]grade  [/bold cyan] [{style}]{ev.outcome}[/{style}]"
+                    f" {ev.tests_passed}/{ev.tests_total} tests in {ev.duration_s:.2f}s"
+                    + (f" - {ev.reason}" if not ev.passed and ev.reason else "")
+                )
+            case RouterDecided():
+                self.console.print(f"[dim]{ev.t:7.1f}s   router: {ev.text}[/dim]")
+            case PhaseFinished(error=str(err)):
+                self.console.print(f"[red]{ev.t:7.1f}s   phase failed: {err}[/red]")
+            case _:
+                pass
+        if self._live is not None:
+            self._live.update(self._render())
+
+
+def phase_table(phases: Sequence[PhaseRecord], title: str = "phases") -> Table:
+    """The per-phase table: where the time went."""
+    table = Table(title=title, title_justify="left")
+    for col in (
+        "phase",
+        "try",
+        "model",
+        "load s",
+        "hidden s",
+        "evict s",
+        "ttft s",
+        "prefill",
+        "kv",
+        "tokens",
+        "tok/s",
+        "total s",
+        "outcome",
+    ):
+        table.add_column(col, justify="left" if col in ("phase", "model", "outcome") else "right")
+    for p in phases:
+        table.add_row(
+            p.phase,
+            str(p.attempt),
+            p.model or "-",
+            f"{p.load_s:.2f}",
+            f"{p.load_hidden_s:.2f}",
+            f"{p.evict_s:.2f}",
+            f"{p.ttft_s:.2f}",
+            str(p.prefill_tokens),
+            str(p.kv_restored_tokens),
+            str(p.tokens),
+            f"{p.tok_s:.1f}",
+            f"{p.total_s:.2f}",
+            p.outcome + (" (cap)" if p.hit_cap and p.outcome != "cap" else ""),
+        )
+    return table
+
+
+def print_task_summary(console: Console, result: TaskResult) -> None:
+    """Pass/fail, attempts, tests, wall time, then the phase table."""
+    verdict = "[bold green]PASS[/bold green]" if result.passed else "[bold red]FAIL[/bold red]"
+    console.print(phase_table(result.phases, title=f"task {result.task_id}"))
+    phase_sum = sum(p.total_s for p in result.phases)
+    console.print(
+        f"{verdict}  {result.task_id} ({result.category})  attempts {result.iterations}  "
+        f"tests {result.tests_passed}/{result.tests_total}  wall {result.wall_clock_s:.2f}s "
+        f"(phases {phase_sum:.2f}s)"
+    )
+    if result.error:
+        console.print(f"[red]error:[/red] {result.error}")

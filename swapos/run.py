@@ -1,0 +1,152 @@
+"""``python -m swapos.run [TASK]``: one coding task, end to end, on the real models.
+
+With no arguments it runs the default builtin task on the embedded default profile (three
+variants of the bundled Gemma 3 270M standing in for planner, coder and critic), shows what
+happens as it happens, prints the per-phase table and writes ``result.json``,
+``events.jsonl`` and ``capsule.json`` into the output folder.
+
+Exit codes: 0 the task passed, 1 it failed, 2 it could not run (the reason is printed and
+written to ``result.json``), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from functools import partial
+from pathlib import Path
+
+import anyio
+import msgspec
+from rich.console import Console
+
+from swapos.actors.system import open_system
+from swapos.console import LiveStatus, print_task_summary
+from swapos.errors import SwapOSError
+from swapos.logconfig import configure_logging
+from swapos.models.profile import Mode, Profile, load_profile
+from swapos.pipeline.task import Task
+from swapos.pipeline.tasks import DEFAULT_TASK_ID, builtin_suite_path, load_task
+from swapos.records.schema import TaskResult
+
+EXIT_PASS, EXIT_FAIL, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def resolve_task(spec: str | None) -> Task:
+    """A task folder path, or the id of a builtin task (default: the default task).
+
+    Raises:
+        TaskError: the folder is not a valid task, or no builtin task has that id.
+    """
+    spec = spec or DEFAULT_TASK_ID
+    path = Path(spec)
+    if not path.exists():
+        path = builtin_suite_path() / spec
+    return load_task(path)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m swapos.run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("task", nargs="?", help=f"task folder or builtin id ({DEFAULT_TASK_ID})")
+    parser.add_argument("--profile", help="profile TOML (default: the embedded Gemma profile)")
+    parser.add_argument("--out", help="output folder (default: runs/<time>-<task>)")
+    parser.add_argument(
+        "--mode",
+        choices=["overlap", "sequential", "resident"],
+        help="swap mode (default: the profile's, normally overlap)",
+    )
+    parser.add_argument("--max-attempts", type=int, help="code attempts (default: profile)")
+    parser.add_argument("--no-kv-cache", action="store_true", help="disable KV prefix reuse")
+    parser.add_argument("--async-backend", choices=["asyncio", "trio"], default="asyncio")
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_logging(args.verbose)
+    console = Console(highlight=False)
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out or f"runs/{stamp}-{(args.task and Path(args.task).name) or 'default'}")
+    out.mkdir(parents=True, exist_ok=True)
+    task_id = Path(args.task).name if args.task else DEFAULT_TASK_ID
+    try:
+        task = resolve_task(args.task)
+        task_id = task.task_id
+        profile = _profile(args.profile)
+        run = partial(
+            _run,
+            task,
+            profile,
+            out=out,
+            console=console,
+            mode=args.mode,
+            max_attempts=args.max_attempts,
+            kv_cache=not args.no_kv_cache,
+        )
+        return anyio.run(run, backend=args.async_backend)
+    except SwapOSError as exc:
+        console.print(f"[bold red]error:[/bold red] {exc}")
+        _write_result(out, TaskResult(task_id=task_id, error=str(exc)))
+        console.print(f"wrote {out / 'result.json'}")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        console.print(
+            f"[yellow]interrupted[/yellow]; events written so far are in {out / 'events.jsonl'}"
+        )
+        return EXIT_INTERRUPTED
+
+
+def _profile(path: str | None) -> Profile:
+    if path:
+        return load_profile(path)
+    from swapos.models.bundled import default_profile
+
+    return default_profile()
+
+
+async def _run(
+    task: Task,
+    profile: Profile,
+    *,
+    out: Path,
+    console: Console,
+    mode: Mode | None,
+    max_attempts: int | None,
+    kv_cache: bool,
+) -> int:
+    console.print(
+        f"[bold]SwapOS[/bold] task [cyan]{task.task_id}[/cyan] ({task.category}) "
+        f"profile [magenta]{profile.name}[/magenta] -> {out}"
+    )
+    with LiveStatus(console) as status:
+        async with open_system(
+            profile,
+            mode=mode,
+            event_log=out / "events.jsonl",
+            on_event=status.on_event,
+            kv_cache=kv_cache,
+        ) as system:
+            outcome = await system.run_task(task, max_attempts=max_attempts)
+    _write_result(out, outcome.result)
+    (out / "capsule.json").write_bytes(outcome.capsule_json)
+    print_task_summary(console, outcome.result)
+    console.print(f"wrote {out / 'result.json'}, {out / 'events.jsonl'}, {out / 'capsule.json'}")
+    if outcome.result.error and not outcome.result.passed:
+        return EXIT_ERROR if not outcome.result.phases else EXIT_FAIL
+    return EXIT_PASS if outcome.result.passed else EXIT_FAIL
+
+
+def _write_result(out: Path, result: TaskResult) -> None:
+    tmp = out / "result.json.tmp"
+    tmp.write_bytes(msgspec.json.format(msgspec.json.encode(result), indent=2) + b"\n")
+    tmp.replace(out / "result.json")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
