@@ -1,0 +1,6 @@
+def sum_range(n: int) -> int:
+    """Return 1 + 2 + ... + n (0 when n < 1)."""
+    total = 0
+    for i in range(1, n):
+        total += i
+    return total

@@ -1,0 +1,24 @@
+class Stack:
+    """A last-in, first-out stack."""
+
+    def __init__(self) -> None:
+        self._items: list[object] = []
+
+    def push(self, item: object) -> None:
+        """Put item on top."""
+        self._items.append(item)
+
+    def pop(self) -> object:
+        """Remove and return the top item; IndexError if empty."""
+        if not self._items:
+            raise IndexError("pop from empty stack")
+        return self._items.pop()
+
+    def peek(self) -> object:
+        """Return the top item without removing it; IndexError if empty."""
+        if not self._items:
+            raise IndexError("peek at empty stack")
+        return self._items[-1]
+
+    def __len__(self) -> int:
+        return len(self._items)

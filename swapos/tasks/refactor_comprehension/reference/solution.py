@@ -1,0 +1,3 @@
+def squares(n: int) -> list[int]:
+    """Return the squares of 0 .. n-1."""
+    return [i * i for i in range(n)]

@@ -1,0 +1,11 @@
+TAX_RATE = 0.2
+
+
+def tax(price: float) -> float:
+    """Return the tax due on price, rounded to cents."""
+    return round(price * TAX_RATE, 2)
+
+
+def price_with_tax(price: float) -> float:
+    """Return price plus tax, rounded to cents."""
+    return round(price * (1 + TAX_RATE), 2)

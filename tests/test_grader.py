@@ -1,0 +1,205 @@
+"""The sandboxed grader: outcomes, counts, and containment of hostile candidates."""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+from swapos.pipeline.grader import GradeResult, count_tests, grade
+from swapos.pipeline.task import Task, TaskMeta
+
+REPO = Path(__file__).resolve().parents[1]
+
+TESTS = """\
+from solution import add
+
+
+def test_small() -> None:
+    assert add(1, 2) == 3
+
+
+def test_zero() -> None:
+    assert add(0, 0) == 0
+"""
+
+GOOD = "def add(a, b):\n    return a + b\n"
+
+
+def make_task(tests: str = TESTS) -> Task:
+    return Task(
+        meta=TaskMeta(task_id="t_add", category="bugfix"),
+        root="",
+        problem="add two numbers",
+        starter="def add(a, b):\n    return a - b\n",
+        tests={"test_add.py": tests},
+    )
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                cmdline = Path(entry.path, "cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+def _grade_dirs() -> set[str]:
+    return {p.name for p in Path(tempfile.gettempdir()).glob("swapos-grade-*")}
+
+
+def test_correct_candidate_passes_and_temp_dir_is_removed() -> None:
+    before = _grade_dirs()
+    result = grade(make_task(), GOOD)
+    assert isinstance(result, GradeResult)
+    assert (result.passed, result.outcome) == (True, "pass")
+    assert (result.tests_passed, result.tests_total) == (2, 2)
+    assert "session: own process group" in result.sandbox
+    assert _grade_dirs() <= before
+
+
+def test_wrong_candidate_fails_with_counts_and_reason() -> None:
+    result = grade(make_task(), "def add(a, b):\n    return a * b\n")
+    assert (result.passed, result.outcome) == (False, "fail")
+    assert (result.tests_passed, result.tests_total) == (1, 2)
+    assert "test_small" in result.reason
+
+
+def test_hanging_candidate_times_out_and_its_processes_are_gone() -> None:
+    marker = f"swapos-hang-{uuid.uuid4().hex}"
+    candidate = f"""
+import subprocess, sys
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1000)  # {marker}"])
+subprocess.Popen(
+    [sys.executable, "-c", "import time; time.sleep(1000)  # {marker}"], start_new_session=True
+)
+def add(a, b):
+    while True:
+        pass
+"""
+    result = grade(make_task(), candidate, timeout_s=3.0)
+    assert result.outcome == "timeout"
+    assert not result.passed
+    assert result.duration_s < 10
+    assert _processes_with(marker) == []
+
+
+def test_spawning_many_processes_is_contained_and_fails() -> None:
+    marker = f"swapos-spawn-{uuid.uuid4().hex}"
+    candidate = f"""
+import subprocess, sys
+def add(a, b):
+    procs = [
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1000)  # {marker}"])
+        for _ in range(500)
+    ]
+    return a + b
+"""
+    result = grade(make_task(), candidate, timeout_s=20.0)
+    assert result.outcome in {"fail", "error", "crash", "timeout"}
+    assert not result.passed
+    assert _processes_with(marker) == []
+
+
+def test_fork_bomb_is_contained() -> None:
+    candidate = "import os\nwhile True:\n    os.fork()\n" + GOOD
+    result = grade(make_task(), candidate, timeout_s=4.0)
+    assert result.outcome in {"timeout", "error", "crash"}
+    assert result.duration_s < 15
+
+
+def test_memory_hungry_candidate_fails() -> None:
+    candidate = (
+        "def add(a, b):\n    block = bytearray(8 * 1024**3)\n    return a + b + 0 * len(block)\n"
+    )
+    result = grade(make_task(), candidate, timeout_s=20.0)
+    assert result.outcome in {"fail", "crash"}
+    assert not result.passed
+    assert "MemoryError" in result.output_tail or result.outcome == "crash"
+
+
+def test_writes_outside_the_work_directory_do_not_land() -> None:
+    token = uuid.uuid4().hex
+    targets = [
+        Path(tempfile.gettempdir()) / f"escape_{token}",
+        Path("/tmp") / f"escape_{token}",
+        REPO / f"escape_{token}",
+        Path.home() / f"escape_{token}",
+    ]
+    candidate = f"""
+import os
+for path in {[str(t) for t in targets]!r}:
+    try:
+        with open(path, "w") as f:
+            f.write("escaped")
+    except OSError:
+        pass
+{GOOD}"""
+    try:
+        result = grade(make_task(), candidate)
+        assert result.passed, result.output_tail
+        assert [t for t in targets if t.exists()] == []
+    finally:
+        for t in targets:
+            t.unlink(missing_ok=True)
+
+
+def test_network_is_unreachable_when_a_network_namespace_applies() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        candidate = f"""
+import socket
+def add(a, b):
+    try:
+        socket.create_connection(("127.0.0.1", {port}), timeout=2).close()
+    except OSError:
+        return a + b
+    return -1
+"""
+        result = grade(make_task(), candidate)
+    if "netns: yes" not in result.sandbox:
+        pytest.skip("no network namespace on this machine: " + "; ".join(result.sandbox))
+    assert result.passed, result.output_tail
+
+
+def test_syntax_error_is_an_error_with_known_total() -> None:
+    result = grade(make_task(), "def add(a, b)\n    return a + b\n")
+    assert result.outcome == "error"
+    assert "not valid Python" in result.reason
+    assert "line 1" in result.reason
+    assert result.tests_total == 2
+
+
+def test_test_file_that_cannot_import_is_an_error() -> None:
+    result = grade(make_task(), "def subtract(a, b):\n    return a - b\n")
+    assert result.outcome == "error"
+    assert "ImportError" in result.reason
+    assert result.tests_total == 2
+
+
+def test_broken_test_file_is_an_error() -> None:
+    result = grade(make_task("from solution import add\ndef test_x(:\n"), GOOD)
+    assert result.outcome == "error"
+    assert not result.passed
+
+
+def test_early_exit_without_report_is_not_a_pass() -> None:
+    result = grade(make_task(), "import os\nos._exit(0)\n")
+    assert result.outcome == "crash"
+    assert not result.passed
+
+
+def test_count_tests_finds_functions_and_methods() -> None:
+    source = "def test_a(): pass\nclass TestB:\n    def test_c(self): pass\ndef helper(): pass\n"
+    assert count_tests({"test_x.py": source, "test_bad.py": "def ("}) == 2
