@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectSendStream
 
 from swapos.clock import Clock
@@ -36,10 +37,20 @@ class Outbox:
         Raises:
             SystemClosedError: ``to`` has shut down.
         """
+        stream = self._sends[to]
         try:
-            await self._sends[to].send(message)
+            # Fast path: no scheduling round-trip when the inbox has room (anyio's send()
+            # always yields). Cancellation is still honoured; a full inbox still blocks.
+            stream.send_nowait(message)
+        except anyio.WouldBlock:
+            try:
+                await stream.send(message)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                raise SystemClosedError(f"{to} is no longer running") from exc
         except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             raise SystemClosedError(f"{to} is no longer running") from exc
+        else:
+            await anyio.lowlevel.checkpoint_if_cancelled()
 
     async def send_if_open(self, to: Address, message: Message) -> bool:
         """Send unless ``to`` has shut down (for cleanup during shutdown); False if it had."""

@@ -10,18 +10,35 @@ import statistics
 
 from swapos.messages.events import (
     AnyEvent,
+    FirstToken,
+    GenerationFailed,
     GenerationFinished,
+    GenerationProgress,
+    GenerationStarted,
     GradeFinished,
+    GradeStarted,
+    KVDropped,
     KVHit,
     KVMiss,
     KVSaved,
     LeaseGranted,
+    LeaseReleased,
     ModelEvicted,
+    ModelEvictStarted,
+    ModelLoadCancelled,
     ModelLoaded,
+    ModelLoadFailed,
+    ModelLoadStarted,
     PhaseFinished,
     PhaseStarted,
+    PrefetchFinished,
+    PrefetchStarted,
+    ReservationMade,
+    ReservationRefused,
+    RouterDecided,
     RunFinished,
     RunStarted,
+    SchedulePublished,
     TaskFinished,
     TaskStarted,
 )
@@ -146,6 +163,30 @@ class Aggregator:
             peak_rss_bytes=max((p.peak_rss_bytes for p in phases), default=0),
             results=results,
         )
+
+
+_IGNORED: frozenset[type] = frozenset(
+    {
+        GenerationProgress,
+        FirstToken,
+        GenerationStarted,
+        SchedulePublished,
+        ReservationMade,
+        ReservationRefused,
+        ModelLoadStarted,
+        LeaseReleased,
+        PrefetchStarted,
+        PrefetchFinished,
+        ModelEvictStarted,
+        GradeStarted,
+        RouterDecided,
+        KVDropped,
+        GenerationFailed,
+        ModelLoadFailed,
+        ModelLoadCancelled,
+    }
+)
+"""Event types the fold does not use."""
 
 
 def _apply_generation(record: PhaseRecord, ev: GenerationFinished) -> None:

@@ -1,0 +1,61 @@
+"""``python -m swapos.bench``: one subcommand per benchmark, registered in one table."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+import structlog
+
+from swapos.bench import overhead, replay
+from swapos.errors import SwapOSError
+
+AddArguments = Callable[[argparse.ArgumentParser], None]
+Main = Callable[[argparse.Namespace], int]
+
+SUBCOMMANDS: dict[str, tuple[AddArguments, Main]] = {
+    "overhead": (overhead.add_arguments, overhead.main),
+    "replay": (replay.add_arguments, replay.main),
+}
+"""Every subcommand: ``name -> (add_arguments, main)``. ``main``'s docstring is its help."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m swapos.bench", description="SwapOS benchmarks, one subcommand each."
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (add_arguments, run) in SUBCOMMANDS.items():
+        doc = (run.__doc__ or "").strip().splitlines()
+        add_arguments(sub.add_parser(name, help=doc[0] if doc else None, description=run.__doc__))
+    return parser
+
+
+def configure_logging(verbose: bool) -> None:
+    """Structured logs to stderr (the one place structlog is configured)."""
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.DEBUG if verbose else logging.WARNING
+        ),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
+
+
+def main(argv: Sequence[str] | None = None, *, configure_logs: bool = False) -> int:
+    """Parse ``argv`` and run the subcommand; a :class:`SwapOSError` is printed, exit 2.
+
+    ``configure_logs`` is for the process entry point only: structlog is configured once,
+    globally, so library callers and tests leave it False.
+    """
+    args = build_parser().parse_args(argv)
+    if configure_logs:
+        configure_logging(args.verbose)
+    _, run = SUBCOMMANDS[args.command]
+    try:
+        return run(args)
+    except SwapOSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

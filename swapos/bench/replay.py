@@ -1,0 +1,236 @@
+"""Replay an event log: rebuild every record, print the phases and swaps, export a trace.
+
+``python -m swapos.bench replay EVENTS.jsonl [--trace T.json] [--plot T.png] [--json S.json]``
+
+Records are rebuilt by the same :class:`~swapos.records.aggregate.Aggregator` the Recorder
+runs live, so a replayed summary equals the live one exactly (DESIGN §6).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+import structlog
+from rich.console import Console
+from rich.table import Table
+
+from swapos.bench.trace import Swap, chrome_trace, swaps
+from swapos.errors import EventLogError
+from swapos.messages.events import EVENT_DECODER, SCHEMA_VERSION, AnyEvent, RunStarted
+from swapos.records.aggregate import Aggregator
+from swapos.records.schema import RunSummary
+
+log = structlog.get_logger(__name__)
+
+_HEADER = msgspec.json.Decoder(dict[str, object])
+
+
+def load_events(path: str | Path) -> tuple[list[AnyEvent], list[str]]:
+    """Decode every line of the log at ``path`` with the typed event decoder.
+
+    Returns:
+        The events in log order, and warnings (a truncated last line, as left by a crash
+        mid-write, is dropped and reported here).
+
+    Raises:
+        EventLogError: the file cannot be read, is empty, does not start with a
+            ``RunStarted`` header, was written by a newer schema, holds a corrupt line
+            before its last, or holds more than one run.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise EventLogError(f"cannot read event log {path}: {exc}") from exc
+    lines = data.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()  # the newline after the last complete line
+    events: list[AnyEvent] = []
+    warnings: list[str] = []
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            ev = EVENT_DECODER.decode(line)
+        except msgspec.DecodeError as exc:
+            if i == 1:
+                _check_newer(path, line)
+            if i == len(lines):
+                warnings.append(
+                    f"line {i} of {path} is truncated or corrupt and was ignored ({exc}); "
+                    "the run probably stopped mid-write"
+                )
+                log.warning("replay.truncated_last_line", path=str(path), line=i)
+                break
+            raise EventLogError(
+                f"line {i} of {path} is not a valid event ({exc}); the log is corrupt before "
+                "its end: restore it from a copy, or cut it at this line to replay what precedes"
+            ) from exc
+        _check_order(path, i, ev, events)
+        events.append(ev)
+    if not events:
+        raise EventLogError(f"event log {path} holds no events; was the run started?")
+    return events, warnings
+
+
+def _check_order(path: Path, line: int, ev: AnyEvent, before: list[AnyEvent]) -> None:
+    if not before:
+        if not isinstance(ev, RunStarted):
+            raise EventLogError(
+                f"{path} does not start with a RunStarted header (line 1 is {type(ev).__name__}); "
+                "is it a SwapOS event log?"
+            )
+        _check_version(path, ev.schema_version)
+    elif isinstance(ev, RunStarted):
+        raise EventLogError(
+            f"line {line} of {path} starts a second run (the Recorder appends to an existing "
+            "log): give each run its own event log, or split this file at that line"
+        )
+
+
+def _check_newer(path: Path, line: bytes) -> None:
+    """A header the current decoder rejects may be from a newer schema: say so if it is."""
+    try:
+        version = _HEADER.decode(line).get("schema_version")
+    except msgspec.DecodeError:
+        return
+    if isinstance(version, int):
+        _check_version(path, version)
+
+
+def _check_version(path: Path, version: int) -> None:
+    if version > SCHEMA_VERSION:
+        raise EventLogError(
+            f"{path} was written with event schema {version}, newer than this SwapOS "
+            f"understands ({SCHEMA_VERSION}): upgrade swapos to replay it"
+        )
+
+
+def summarize(events: Sequence[AnyEvent]) -> RunSummary:
+    """Fold ``events`` through the Aggregator, exactly as the Recorder does live."""
+    agg = Aggregator()
+    for ev in events:
+        agg.feed(ev)
+    return agg.summary()
+
+
+def replay(path: str | Path) -> RunSummary:
+    """The run summary rebuilt from the event log at ``path`` (see :func:`load_events`)."""
+    events, _ = load_events(path)
+    return summarize(events)
+
+
+# --- report -------------------------------------------------------------------------------
+
+
+def _s(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def phase_table(summary: RunSummary) -> Table:
+    """One row per phase of every finished task."""
+    table = Table(title="Phases (seconds)")
+    for col in (
+        "task",
+        "phase",
+        "model",
+        "load",
+        "hidden",
+        "evict",
+        "ttft",
+        "prefill",
+        "prefill_s",
+        "kv_restored",
+        "tokens",
+        "tok/s",
+        "total",
+        "outcome",
+    ):
+        table.add_column(col, justify="left" if col in ("task", "phase", "model") else "right")
+    for result in summary.results:
+        for p in result.phases:
+            table.add_row(
+                p.task_id,
+                p.phase,
+                p.model or "-",
+                _s(p.load_s),
+                _s(p.load_hidden_s),
+                _s(p.evict_s),
+                _s(p.ttft_s),
+                str(p.prefill_tokens),
+                _s(p.prefill_s),
+                str(p.kv_restored_tokens),
+                str(p.tokens),
+                f"{p.tok_s:.1f}",
+                _s(p.total_s),
+                p.outcome,
+            )
+    return table
+
+
+def swap_table(items: Sequence[Swap]) -> Table:
+    """One row per load and eviction."""
+    table = Table(title="Swaps (seconds since run start)")
+    for col in ("kind", "model", "start", "end", "duration", "speculative", "outcome", "reason"):
+        table.add_column(col, justify="right" if col in ("start", "end", "duration") else "left")
+    for sw in items:
+        table.add_row(
+            sw.kind,
+            sw.model,
+            _s(sw.start),
+            _s(sw.end),
+            _s(sw.duration_s),
+            "yes" if sw.speculative else "no",
+            sw.outcome,
+            sw.reason,
+        )
+    return table
+
+
+def summary_table(summary: RunSummary) -> Table:
+    """The run's aggregates (everything but the per-task results)."""
+    table = Table(title=f"Run {summary.run_at} ({summary.mode}, profile {summary.profile})")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in msgspec.to_builtins(summary).items():
+        if key in ("results", "host", "per_category"):
+            continue
+        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
+    return table
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("events", type=Path, help="the run's events.jsonl")
+    parser.add_argument("--trace", type=Path, help="write a Chrome trace (Perfetto) here")
+    parser.add_argument("--plot", type=Path, help="write a timeline picture here (needs [plot])")
+    parser.add_argument("--json", type=Path, help="write the rebuilt run summary here")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Rebuild a run from its event log; print phases, swaps and summary; export a trace."""
+    console = Console()
+    if not console.is_terminal:  # piped: do not squeeze the tables into 80 columns
+        console.width = max(console.width, 160)
+    events, warnings = load_events(args.events)
+    for warning in warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}")
+    summary = summarize(events)
+    console.print(phase_table(summary))
+    console.print(swap_table(swaps(events)))
+    console.print(summary_table(summary))
+    if args.json is not None:
+        args.json.write_bytes(msgspec.json.format(msgspec.json.encode(summary)))
+        console.print(f"summary written to {args.json}")
+    if args.trace is not None:
+        args.trace.write_text(json.dumps(chrome_trace(events)))
+        console.print(f"trace written to {args.trace} (open it in https://ui.perfetto.dev)")
+    if args.plot is not None:
+        from swapos.bench.plot import plot_timeline
+
+        plot_timeline(events, args.plot)
+        console.print(f"timeline written to {args.plot}")
+    return 0
