@@ -149,8 +149,8 @@ def test_builtin_suite_shape() -> None:
     tasks = load_suite("builtin")
     assert builtin_suite_path().is_dir()
     counts = Counter(t.category for t in tasks)
-    assert len(tasks) >= 12
-    assert min(counts["bugfix"], counts["feature"], counts["refactor"]) >= 4
+    assert len(tasks) >= 33
+    assert min(counts["bugfix"], counts["feature"], counts["refactor"]) >= 11
     assert all(1 <= t.meta.difficulty <= 3 for t in tasks)
     assert sum(t.meta.difficulty == 1 for t in tasks) >= 3
     assert all(t.reference is not None for t in tasks)

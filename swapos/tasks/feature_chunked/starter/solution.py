@@ -1,0 +1,1 @@
+"""Helpers for sending records to the API in batches."""

@@ -1,0 +1,5 @@
+def percent(part: float, whole: float) -> float:
+    """Return part as a percentage of whole (0.0 when whole is 0)."""
+    if whole == 0:
+        return 0.0
+    return 100.0 * part / whole

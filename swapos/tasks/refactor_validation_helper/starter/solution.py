@@ -1,0 +1,14 @@
+def create_user(name: str, email: str) -> dict[str, str]:
+    """Create a user record; the email is stored trimmed and lowercased."""
+    email = email.strip().lower()
+    if "@" not in email or email.startswith("@") or email.endswith("@"):
+        raise ValueError(f"invalid email: {email!r}")
+    return {"name": name.strip(), "email": email}
+
+
+def change_email(user: dict[str, str], email: str) -> dict[str, str]:
+    """Return a copy of user with a new email, trimmed and lowercased."""
+    email = email.strip().lower()
+    if "@" not in email or email.startswith("@") or email.endswith("@"):
+        raise ValueError(f"invalid email: {email!r}")
+    return {**user, "email": email}
