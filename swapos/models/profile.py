@@ -27,7 +27,7 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     path: str | None = None
     bundled: str | None = None
     n_ctx: int = 2048
-    n_batch: int = 64
+    n_batch: int = 128
     threads: int | None = None
     use_mmap: bool = True
     type_k: str = "f16"

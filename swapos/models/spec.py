@@ -24,7 +24,7 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     path: str
     n_ctx: int = 2048
-    n_batch: int = 64
+    n_batch: int = 128
     n_threads: int | None = None
     use_mmap: bool = True
     type_k: str = "f16"

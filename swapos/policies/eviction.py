@@ -96,9 +96,8 @@ def plan_room(
     free = budget - used_bytes(entries) + pending_free
     idle = [e for e in entries if e.status == "resident" and e.leases == 0]
     if rule == "all_idle" and urgent:
-        victims = [e.model for e in idle]
         free += sum(e.nbytes for e in idle)
-        return RoomPlan(victims=victims, cancel=[]) if free >= nbytes else None
+        return RoomPlan(victims=[e.model for e in idle], cancel=[]) if free >= nbytes else None
     if free >= nbytes:
         return RoomPlan(victims=[], cancel=[])
     mine = next_use_distance(model, schedule)

@@ -1,0 +1,269 @@
+"""A small pure-Python reader of GGUF headers: what a model is, without loading it.
+
+Reads the magic, version, metadata key/values and tensor infos of a GGUF file (v2 and v3,
+little-endian) through a read-only ``mmap``, so only the header pages are touched. Large
+arrays (the 262k-entry Gemma vocabulary) are skipped, not materialized: only their length is
+kept. The tensor infos give the size the tensor data must have, so a truncated file is
+caught here instead of deep inside llama.cpp.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+
+import msgspec
+
+from swapos.errors import ModelFileError
+
+GGUF_MAGIC = b"GGUF"
+
+# Value types of GGUF metadata (gguf.h: enum gguf_type).
+_UINT8, _INT8, _UINT16, _INT16, _UINT32, _INT32, _FLOAT32, _BOOL = range(8)
+_STRING, _ARRAY, _UINT64, _INT64, _FLOAT64 = 8, 9, 10, 11, 12
+_SCALARS: dict[int, struct.Struct] = {
+    _UINT8: struct.Struct("<B"), _INT8: struct.Struct("<b"),
+    _UINT16: struct.Struct("<H"), _INT16: struct.Struct("<h"),
+    _UINT32: struct.Struct("<I"), _INT32: struct.Struct("<i"),
+    _FLOAT32: struct.Struct("<f"), _BOOL: struct.Struct("<?"),
+    _UINT64: struct.Struct("<Q"), _INT64: struct.Struct("<q"),
+    _FLOAT64: struct.Struct("<d"),
+}  # fmt: skip
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+
+# ggml tensor types: type id -> (elements per block, bytes per block).
+_GGML_BLOCKS: dict[int, tuple[int, int]] = {
+    0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24),
+    8: (32, 34), 9: (32, 36), 10: (256, 84), 11: (256, 110), 12: (256, 144),
+    13: (256, 176), 14: (256, 210), 15: (256, 292), 16: (256, 66), 17: (256, 74),
+    18: (256, 98), 19: (256, 50), 20: (32, 18), 21: (256, 110), 22: (256, 82),
+    23: (256, 136), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8),
+    29: (256, 56), 30: (1, 2), 34: (256, 54), 35: (256, 66), 39: (32, 17),
+}  # fmt: skip
+
+MetaValue = int | float | bool | str
+
+
+class GGUFInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """What a GGUF header says about a model.
+
+    Attributes:
+        path: the file.
+        file_size: its size in bytes.
+        version: GGUF version (2 or 3).
+        tensor_count: number of tensors.
+        data_offset: where the tensor data starts.
+        data_size: bytes of tensor data the tensor infos require (end of the last tensor).
+        architecture: ``general.architecture`` (e.g. ``"gemma3"``).
+        block_count: transformer layers.
+        embedding_length: hidden size.
+        head_count: attention heads.
+        head_count_kv: KV heads (``head_count`` when the file does not say).
+        key_length: per-head key size (``embedding_length // head_count`` by default).
+        value_length: per-head value size (``key_length`` by default).
+        context_length: training context length.
+        vocab_size: entries of ``tokenizer.ggml.tokens``.
+        metadata: every scalar or string metadata value (arrays are left out).
+    """
+
+    path: str
+    file_size: int
+    version: int
+    tensor_count: int
+    data_offset: int
+    data_size: int
+    architecture: str
+    block_count: int
+    embedding_length: int
+    head_count: int
+    head_count_kv: int
+    key_length: int
+    value_length: int
+    context_length: int
+    vocab_size: int
+    metadata: dict[str, MetaValue]
+
+
+class _Truncated(Exception):
+    """The header ends before it should."""
+
+
+class _Cursor:
+    """Sequential little-endian reads over a buffer."""
+
+    def __init__(self, buf: mmap.mmap | bytes) -> None:
+        self.buf = buf
+        self.pos = 0
+
+    def take(self, fmt: struct.Struct) -> int | float | bool:
+        if self.pos + fmt.size > len(self.buf):
+            raise _Truncated
+        (value,) = fmt.unpack_from(self.buf, self.pos)
+        self.pos += fmt.size
+        return value  # type: ignore[no-any-return]
+
+    def u32(self) -> int:
+        return int(self.take(_U32))
+
+    def u64(self) -> int:
+        return int(self.take(_U64))
+
+    def skip(self, n: int) -> None:
+        if self.pos + n > len(self.buf):
+            raise _Truncated
+        self.pos += n
+
+    def string(self) -> str:
+        n = self.u64()
+        start = self.pos
+        self.skip(n)
+        return bytes(self.buf[start : self.pos]).decode("utf-8", errors="replace")
+
+    def skip_string(self) -> None:
+        self.skip(self.u64())
+
+
+def _value(cur: _Cursor, vtype: int) -> MetaValue | int:
+    """Read one value; an array yields its length (its elements are skipped)."""
+    if vtype == _STRING:
+        return cur.string()
+    if vtype == _ARRAY:
+        etype, count = cur.u32(), cur.u64()
+        if etype in _SCALARS:
+            cur.skip(_SCALARS[etype].size * count)
+        elif etype == _STRING:
+            for _ in range(count):
+                cur.skip_string()
+        else:  # nested arrays: rare, read them one by one
+            for _ in range(count):
+                _value(cur, etype)
+        return count
+    fmt = _SCALARS.get(vtype)
+    if fmt is None:
+        raise ValueError(f"unknown metadata value type {vtype}")
+    return cur.take(fmt)
+
+
+def _tensor_bytes(dims: list[int], ggml_type: int) -> int:
+    block = _GGML_BLOCKS.get(ggml_type)
+    if block is None:
+        return 0  # unknown type: only the offset bounds the data
+    elems = 1
+    for d in dims:
+        elems *= d
+    per, size = block
+    return (elems + per - 1) // per * size
+
+
+def _parse(buf: mmap.mmap | bytes, path: Path, file_size: int) -> GGUFInfo:
+    cur = _Cursor(buf)
+    if bytes(buf[:4]) != GGUF_MAGIC:
+        raise ModelFileError(
+            f"{path} is not a GGUF file (bad magic); point the profile at a .gguf model file"
+        )
+    cur.skip(4)
+    version = cur.u32()
+    if version not in (2, 3):
+        raise ModelFileError(
+            f"{path} is GGUF version {version}; only versions 2 and 3 are supported, "
+            "re-convert the model with a current llama.cpp"
+        )
+    tensor_count, kv_count = cur.u64(), cur.u64()
+    metadata: dict[str, MetaValue] = {}
+    arrays: dict[str, int] = {}
+    for _ in range(kv_count):
+        key = cur.string()
+        vtype = cur.u32()
+        value = _value(cur, vtype)
+        if vtype == _ARRAY:
+            arrays[key] = int(value)
+        else:
+            metadata[key] = value
+    data_end = 0
+    for _ in range(tensor_count):
+        cur.skip_string()
+        dims = [cur.u64() for _ in range(cur.u32())]
+        ggml_type, offset = cur.u32(), cur.u64()
+        data_end = max(data_end, offset + _tensor_bytes(dims, ggml_type))
+    alignment = int(metadata.get("general.alignment", 32))
+    data_offset = (cur.pos + alignment - 1) // alignment * alignment
+    return _info(
+        path=path, file_size=file_size, version=version, tensor_count=tensor_count,
+        data_offset=data_offset, data_size=data_end, meta=metadata, arrays=arrays,
+    )  # fmt: skip
+
+
+def _info(
+    *,
+    path: Path,
+    file_size: int,
+    version: int,
+    tensor_count: int,
+    data_offset: int,
+    data_size: int,
+    meta: dict[str, MetaValue],
+    arrays: dict[str, int],
+) -> GGUFInfo:
+    arch = str(meta.get("general.architecture", ""))
+
+    def num(key: str, default: int = 0) -> int:
+        value = meta.get(f"{arch}.{key}", default)
+        return int(value) if isinstance(value, int | float) else default
+
+    heads = num("attention.head_count", 1) or 1
+    key_len = num("attention.key_length", num("embedding_length") // heads)
+    return GGUFInfo(
+        path=str(path),
+        file_size=file_size,
+        version=version,
+        tensor_count=tensor_count,
+        data_offset=data_offset,
+        data_size=data_size,
+        architecture=arch,
+        block_count=num("block_count"),
+        embedding_length=num("embedding_length"),
+        head_count=heads,
+        head_count_kv=num("attention.head_count_kv", heads),
+        key_length=key_len,
+        value_length=num("attention.value_length", key_len),
+        context_length=num("context_length"),
+        vocab_size=arrays.get("tokenizer.ggml.tokens", 0),
+        metadata=meta,
+    )
+
+
+def read_gguf(path: str | os.PathLike[str]) -> GGUFInfo:
+    """Read the header and metadata of the GGUF file at ``path``.
+
+    Raises:
+        ModelFileError: the file is missing, unreadable, not GGUF, or truncated (its header
+            or its tensor data ends early). The message names the file and what to do.
+    """
+    file = Path(path)
+    try:
+        with file.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < 24:
+                raise ModelFileError(
+                    f"{file} is too small to be a GGUF model ({size} bytes); "
+                    "it is truncated or not a model: re-download or re-assemble it"
+                )
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+                info = _parse(buf, file, size)
+    except FileNotFoundError as exc:
+        raise ModelFileError(f"model file {file} does not exist; check the path") from exc
+    except OSError as exc:
+        raise ModelFileError(f"cannot read model file {file}: {exc.strerror}") from exc
+    except (_Truncated, ValueError, UnicodeDecodeError) as exc:
+        raise ModelFileError(
+            f"{file} has a truncated or corrupt GGUF header; re-download or re-assemble it"
+        ) from exc
+    if info.data_offset + info.data_size > size:
+        raise ModelFileError(
+            f"{file} is truncated: its tensors need {info.data_offset + info.data_size} bytes "
+            f"but the file has {size}; re-download or re-assemble it"
+        )
+    return info

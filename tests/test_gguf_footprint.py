@@ -1,0 +1,118 @@
+"""The GGUF header reader and the footprint estimate (calibrated against measured RSS)."""
+
+from __future__ import annotations
+
+import struct
+import threading
+from pathlib import Path
+
+import anyio
+import pytest
+
+from swapos.backends.base import SamplingParams
+from swapos.backends.llama import LlamaBackend, load_model, rss_bytes
+from swapos.errors import ModelFileError
+from swapos.models.bundled import BUNDLED_NAMES, bundled_model_path
+from swapos.models.gguf import read_gguf
+from swapos.models.spec import ModelSpec
+from swapos.policies.memory import TOLERANCE, estimate_footprint, kv_cache_bytes
+
+
+def _str(s: str) -> bytes:
+    return struct.pack("<Q", len(s)) + s.encode()
+
+
+def tiny_gguf(*, tensor_bytes: int = 64, data_bytes: int = 64) -> bytes:
+    """A valid GGUF v3 file with a few metadata keys and one f32 tensor of 16 elements."""
+    kvs = [
+        _str("general.architecture") + struct.pack("<I", 8) + _str("toy"),
+        _str("toy.block_count") + struct.pack("<II", 4, 2),
+        _str("toy.embedding_length") + struct.pack("<II", 4, 8),
+        _str("toy.attention.head_count") + struct.pack("<II", 4, 2),
+        _str("tokenizer.ggml.tokens")
+        + struct.pack("<IIQ", 9, 8, 3)
+        + b"".join(_str(t) for t in ("a", "bb", "ccc")),
+        _str("tokenizer.ggml.scores") + struct.pack("<IIQ", 9, 6, 3) + b"\0" * 12,
+    ]
+    head = b"GGUF" + struct.pack("<IQQ", 3, 1, len(kvs)) + b"".join(kvs)
+    head += _str("w") + struct.pack("<IQ", 1, tensor_bytes // 4) + struct.pack("<IQ", 0, 0)
+    head += b"\0" * (-len(head) % 32)
+    return head + b"\1" * data_bytes
+
+
+def test_reads_the_metadata_of_a_small_file(tmp_path: Path) -> None:
+    path = tmp_path / "toy.gguf"
+    path.write_bytes(tiny_gguf())
+    info = read_gguf(path)
+    assert (info.architecture, info.block_count, info.embedding_length) == ("toy", 2, 8)
+    assert (info.head_count, info.head_count_kv, info.key_length) == (2, 2, 4)
+    assert info.vocab_size == 3 and info.tensor_count == 1
+    assert info.data_offset + info.data_size == info.file_size
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        (b"NOPE" + b"\0" * 64, "not a GGUF file"),
+        (tiny_gguf()[:40], "truncated or corrupt GGUF header"),
+        (tiny_gguf(data_bytes=32), "is truncated: its tensors need"),
+        (b"GG", "too small"),
+    ],
+)
+def test_bad_files_are_model_file_errors_naming_the_file(
+    tmp_path: Path, content: bytes, match: str
+) -> None:
+    path = tmp_path / "bad.gguf"
+    path.write_bytes(content)
+    with pytest.raises(ModelFileError, match=match) as err:
+        read_gguf(path)
+    assert str(path) in str(err.value)
+
+
+def test_a_missing_file_is_a_model_file_error(tmp_path: Path) -> None:
+    with pytest.raises(ModelFileError, match="does not exist"):
+        read_gguf(tmp_path / "absent.gguf")
+
+
+@pytest.mark.real_model
+def test_metadata_of_the_bundled_model() -> None:
+    info = read_gguf(bundled_model_path("gemma3-270m-q4_k_m"))
+    assert info.architecture == "gemma3" and info.version == 3
+    assert (info.block_count, info.embedding_length, info.head_count) == (18, 640, 4)
+    assert (info.head_count_kv, info.key_length, info.value_length) == (1, 256, 256)
+    assert info.context_length == 32768 and info.vocab_size == 262144
+    assert info.data_offset + info.data_size == info.file_size == 253113024
+
+
+@pytest.mark.real_model
+def test_kv_cache_size_follows_the_metadata() -> None:
+    info = read_gguf(bundled_model_path("gemma3-270m-q8_0"))
+    # 18 layers x 1 KV head x (256 + 256) x 2 bytes = 18 KiB per token.
+    assert kv_cache_bytes(info, n_ctx=2048, type_k="f16", type_v="f16") == 2048 * 18 * 1024
+    q8 = kv_cache_bytes(info, n_ctx=2048, type_k="q8_0", type_v="q8_0")
+    assert q8 == 2048 * 18 * 512 * 34 // 32
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("name", BUNDLED_NAMES)
+def test_estimate_is_within_tolerance_of_measured_rss(name: str) -> None:
+    spec = ModelSpec(name=name, path=str(bundled_model_path(name)))
+    estimate = LlamaBackend().estimate_footprint(spec)
+    info = read_gguf(spec.path)
+    assert estimate == estimate_footprint(
+        info.file_size, info, n_ctx=spec.n_ctx, n_batch=spec.n_batch
+    )
+    start = rss_bytes()
+    model = load_model(spec, threading.Event())
+    try:
+
+        async def generate() -> None:
+            prompt = await model.tokenize("def add(a, b):\n    return a + b\n" * 8)
+            await model.generate(prompt, SamplingParams(max_tokens=4))
+
+        anyio.run(generate)
+        measured = rss_bytes() - start
+    finally:
+        model.close_sync()
+    assert abs(estimate - measured) <= TOLERANCE * measured, (estimate, measured)
+    assert model.footprint_bytes >= estimate
