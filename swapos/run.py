@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.verbose)
     console = Console(highlight=False)
+    if not console.is_terminal:  # logs and CI: wide enough for the phase table
+        console = Console(highlight=False, width=160)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.out or f"runs/{stamp}-{(args.task and Path(args.task).name) or 'default'}")
     out.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from swapos.actors.base import Events, Outbox, Pending
 from swapos.backends.base import ModelBackend, SamplingParams
+from swapos.errors import SwapOSError
 from swapos.messages.base import new_id
 from swapos.messages.commands import (
     AcquireFailed,
@@ -108,6 +109,12 @@ class Router:
         try:
             async with self._inbox, anyio.create_task_group() as tg:
                 self._tg = tg
+                # Tokenizers are read at startup, not on the first task's critical path.
+                for model in self._specs:
+                    try:
+                        await self.token_counter(model)
+                    except SwapOSError as exc:  # a bad model file fails its phases, not startup
+                        log.warning("token_counter.unavailable", model=model, reason=str(exc))
                 task_status.started()
                 async for msg in self._inbox:
                     await self._handle(msg)
@@ -237,9 +244,8 @@ class Router:
         """The tokenizer of ``model`` as a counting function (built once, off the loop)."""
         if model not in self._counters:
             spec = self._specs[model]
-            self._counters[model] = await anyio.to_thread.run_sync(
-                self._backend.token_counter, spec
-            )
+            counter = await anyio.to_thread.run_sync(self._backend.token_counter, spec)
+            self._counters.setdefault(model, counter)
         return self._counters[model]
 
     async def decide(self, task_id: str, decision: str, text: str) -> None:

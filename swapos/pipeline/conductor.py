@@ -29,6 +29,7 @@ from swapos.capsule.schema import (
     with_plan,
     with_verdict,
 )
+from swapos.errors import SwapOSError
 from swapos.messages.commands import RunTask, TaskDone
 from swapos.models.profile import Profile
 from swapos.pipeline.extract import extract_code, extract_feedback, extract_plan
@@ -193,7 +194,11 @@ async def _generate(
     cfg = runner.profile.phase(phase)
     n_ctx = runner.profile.models[model].n_ctx
     budget = min(cfg.prompt_budget_tokens, n_ctx - cfg.max_tokens - 8)
-    counter = await runner.token_counter(model)
+    try:
+        counter = await runner.token_counter(model)
+    except SwapOSError as exc:
+        st.error = f"{phase} phase: model {model!r} is unusable: {exc}"
+        return None
     try:
         prompt: Prompt = await anyio.to_thread.run_sync(
             lambda: build_prompt(phase, task, st.capsule, counter, budget)

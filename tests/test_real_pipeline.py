@@ -1,0 +1,108 @@
+"""The pipeline and the swap engine on the real bundled Gemma models (short generations)."""
+
+from __future__ import annotations
+
+import anyio
+import msgspec
+import pytest
+
+from swapos.actors.system import open_system
+from swapos.backends.base import SamplingParams
+from swapos.capsule.schema import decode_capsule
+from swapos.messages.commands import PhaseSpec
+from swapos.messages.events import (
+    AnyEvent, GenerationFinished, GenerationStarted, ModelLoaded, ModelLoadStarted,
+)
+from swapos.models.bundled import default_profile
+from swapos.models.profile import PhaseConfig, PipelineConfig, Profile
+from swapos.pipeline.task import Task, TaskMeta
+from swapos.sysinfo import peak_rss_bytes
+
+pytestmark = [pytest.mark.anyio, pytest.mark.real_model]
+
+ADD = Task(
+    meta=TaskMeta(task_id="complete_add", category="completion", difficulty=1),
+    root="",
+    problem='def add(a, b):\n    """Return the sum of a and b."""\n',
+    starter='def add(a, b):\n    """Return the sum of a and b."""\n',
+    tests={"test_add.py": "from solution import add\n\n\ndef test_add():\n"
+                          "    assert add(2, 3) == 5\n"},
+    entry_point="add",
+)
+IMPOSSIBLE = Task(
+    meta=TaskMeta(task_id="impossible", category="bugfix", difficulty=1),
+    root="",
+    problem="Make `answer()` return the secret number.",
+    starter="def answer():\n    return 0\n",
+    tests={"test_answer.py": "from solution import answer\n\n\ndef test_answer():\n"
+                             "    assert answer() == 'never-guessable-7f3a'\n"},
+)
+
+
+def short_profile(max_attempts: int) -> Profile:
+    base = default_profile()
+    phases = {name: PhaseConfig(max_tokens=tokens, stop=list(base.phase(name).stop))
+              for name, tokens in (("reason", 16), ("code", 48), ("critic", 16))}
+    return msgspec.structs.replace(
+        base, phases=phases,
+        pipeline=PipelineConfig(max_attempts=max_attempts, skip_reason_max_difficulty=1),
+    )
+
+
+async def test_task_passing_first_attempt_ends_after_one_grade() -> None:
+    with anyio.fail_after(300):
+        async with open_system(short_profile(2)) as system:
+            outcome = await system.run_task(ADD)
+    result = outcome.result
+    assert result.passed and result.pass_at_1 and result.iterations == 1
+    assert [p.phase for p in result.phases] == ["code", "grade"]
+
+
+async def test_failing_attempt_goes_through_critic_and_retries_with_feedback() -> None:
+    with anyio.fail_after(300):
+        async with open_system(short_profile(2)) as system:
+            outcome = await system.run_task(IMPOSSIBLE)
+    result = outcome.result
+    assert not result.passed and result.iterations == 2
+    assert [p.phase for p in result.phases] == ["code", "grade", "critic", "code", "grade"]
+    capsule = decode_capsule(outcome.capsule_json)
+    assert [f.source for f in capsule.feedback] == ["grader", "critic", "grader"]
+    # The retry re-read only its new suffix: the stable prefix came from the KV cache.
+    retry = result.phases[3]
+    assert retry.kv_restored_tokens > 0
+    assert retry.prefill_tokens < retry.prompt_tokens
+
+
+async def test_three_models_swap_under_a_budget_that_holds_two() -> None:
+    profile = default_profile()
+    seen: list[AnyEvent] = []
+    params = SamplingParams(max_tokens=24)
+    sequence = ["planner", "coder", "critic", "coder", "critic", "planner"]
+    phases = [PhaseSpec(phase=f"p{i}", model=m, prompt="def fibonacci(n):\n", params=params)
+              for i, m in enumerate(sequence)]
+    with anyio.fail_after(300):
+        async with open_system(profile, on_event=seen.append) as system:
+            out = await system.run_phases("swap", phases)
+            summary = system.summary()
+    assert out.error is None
+    assert summary.evictions >= 1  # all three cannot be resident at once
+    resident_peak = system.statistics()["evictor"].peak_used_bytes
+    assert resident_peak <= system.budget_bytes
+    # A prefetch (speculative load) ran while another model was generating.
+    gens: list[tuple[float, float, str | None]] = []
+    started: dict[str | None, float] = {}
+    for ev in seen:
+        if isinstance(ev, GenerationStarted):
+            started[ev.request_id] = ev.t
+        elif isinstance(ev, GenerationFinished):
+            gens.append((started[ev.request_id], ev.t, ev.model))
+    load_starts = {ev.model: ev.t for ev in seen
+                   if isinstance(ev, ModelLoadStarted) and ev.speculative}
+    overlapping = [
+        ev for ev in seen if isinstance(ev, ModelLoaded) and ev.speculative
+        and any(g0 < ev.t and load_starts[ev.model] < g1 and m != ev.model
+                for g0, g1, m in gens)
+    ]
+    assert overlapping, "no prefetch overlapped a generation"
+    assert summary.load_hidden_fraction > 0
+    assert peak_rss_bytes() > 0
