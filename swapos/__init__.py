@@ -3,7 +3,6 @@
 The public API is exactly what this module re-exports (a test keeps it so).
 """
 
-
 __version__ = "0.1.0"
 
 from swapos.actors.system import MODES as MODES

@@ -14,17 +14,30 @@ from swapos.testing import FakeClock
 
 
 def fake_profile(names: list[str]) -> Profile:
-    return Profile(name="fake", budget=1000,
-                   models={n: ModelConfig(path=f"/nonexistent/{n}.gguf") for n in names})
+    return Profile(
+        name="fake",
+        budget=1000,
+        models={n: ModelConfig(path=f"/nonexistent/{n}.gguf") for n in names},
+    )
 
 
 @asynccontextmanager
 async def fake_system(
-    scripts: dict[str, FakeModelScript], *, budget: int, clock: FakeClock,
-    profile: Profile | None = None, **kwargs: Any
+    scripts: dict[str, FakeModelScript],
+    *,
+    budget: int,
+    clock: FakeClock,
+    profile: Profile | None = None,
+    **kwargs: Any,
 ) -> AsyncIterator[tuple[System, FakeBackend]]:
     backend = FakeBackend(clock, scripts)
     specs = {n: ModelSpec(name=n, path=f"/nonexistent/{n}.gguf") for n in scripts}
-    async with open_system(profile or fake_profile(list(scripts)), backend=backend, specs=specs,
-                           clock=clock, budget_bytes=budget, **kwargs) as system:
+    async with open_system(
+        profile or fake_profile(list(scripts)),
+        backend=backend,
+        specs=specs,
+        clock=clock,
+        budget_bytes=budget,
+        **kwargs,
+    ) as system:
         yield system, backend

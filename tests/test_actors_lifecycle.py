@@ -28,16 +28,20 @@ def phase(model: str) -> PhaseSpec:
 @pytest.mark.parametrize("stop_at", [1.0, 5.0], ids=["mid-load", "mid-generation"])
 async def test_shutdown_leaves_no_model_open_and_no_task_running(stop_at: float) -> None:
     clock = FakeClock()
-    scripts = {"a": FakeModelScript(load_s=2.0, token_s=0.5, reply=LONG),
-               "b": FakeModelScript(load_s=2.0, token_s=0.5, reply=LONG)}
+    scripts = {
+        "a": FakeModelScript(load_s=2.0, token_s=0.5, reply=LONG),
+        "b": FakeModelScript(load_s=2.0, token_s=0.5, reply=LONG),
+    }
     with anyio.fail_after(10):
         async with clock.autojump():
-            async with fake_system(scripts, budget=1000, clock=clock) as (sys, fb):
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(sys.run_phases, "t1", [phase("a"), phase("b")])
-                    await clock.sleep(stop_at)
-                    assert (len(fb.open_models) > 0) == (stop_at > 2)
-                    tg.cancel_scope.cancel()
+            async with (
+                fake_system(scripts, budget=1000, clock=clock) as (sys, fb),
+                anyio.create_task_group() as tg,
+            ):
+                tg.start_soon(sys.run_phases, "t1", [phase("a"), phase("b")])
+                await clock.sleep(stop_at)
+                assert (len(fb.open_models) > 0) == (stop_at > 2)
+                tg.cancel_scope.cancel()
             stats = sys.statistics()
     assert fb.open_models == set()
     assert stats["router"].tasks_running == 0
@@ -49,28 +53,45 @@ async def test_shutdown_leaves_no_model_open_and_no_task_running(stop_at: float)
 async def test_every_event_log_line_decodes_with_the_typed_decoder(tmp_path: Path) -> None:
     clock = FakeClock()
     log = tmp_path / "events.jsonl"
-    scripts = {"a": FakeModelScript(load_s=1.0, token_s=0.1, reply="one two three"),
-               "b": FakeModelScript(load_s=1.0, token_s=0.1, reply="four five")}
+    scripts = {
+        "a": FakeModelScript(load_s=1.0, token_s=0.1, reply="one two three"),
+        "b": FakeModelScript(load_s=1.0, token_s=0.1, reply="four five"),
+    }
     with anyio.fail_after(10):
-        async with clock.autojump(), fake_system(scripts, budget=100, clock=clock,
-                                                 event_log=log) as (sys, _):
+        async with (
+            clock.autojump(),
+            fake_system(scripts, budget=100, clock=clock, event_log=log) as (sys, _),
+        ):
             await sys.run_phases("t1", [phase("a"), phase("b"), phase("a")])
     lines = log.read_bytes().splitlines()
     decoded = [EVENT_DECODER.decode(line) for line in lines]
     assert isinstance(decoded[0], RunStarted)
     assert isinstance(decoded[-1], RunFinished)
     kinds = {type(e).__name__ for e in decoded}
-    assert {"ModelLoaded", "ModelEvicted", "LeaseGranted", "GenerationFinished",
-            "PhaseFinished", "TaskFinished"} <= kinds
+    assert {
+        "ModelLoaded",
+        "ModelEvicted",
+        "LeaseGranted",
+        "GenerationFinished",
+        "PhaseFinished",
+        "TaskFinished",
+    } <= kinds
     times = [e.t for e in decoded]
     assert times == sorted(times)
 
 
 async def test_phase_times_add_up_to_task_wall_time() -> None:
     clock = FakeClock()
-    scripts = {m: FakeModelScript(load_s=1.5, token_s=0.2, reply="a b c d e",
-                                  prefill_s_per_token=0.01, footprint_bytes=100)
-               for m in ("a", "b", "c")}
+    scripts = {
+        m: FakeModelScript(
+            load_s=1.5,
+            token_s=0.2,
+            reply="a b c d e",
+            prefill_s_per_token=0.01,
+            footprint_bytes=100,
+        )
+        for m in ("a", "b", "c")
+    }
     with anyio.fail_after(10):
         async with clock.autojump(), fake_system(scripts, budget=200, clock=clock) as (sys, _):
             await sys.run_phases("t1", [phase(m) for m in "abcbcb"])

@@ -17,8 +17,9 @@ TEN_TOKENS = " ".join(f"w{i}" for i in range(10))
 
 
 def phase(model: str, name: str = "gen") -> PhaseSpec:
-    return PhaseSpec(phase=name, model=model, prompt=f"prompt for {model}",
-                     params=SamplingParams(max_tokens=100))
+    return PhaseSpec(
+        phase=name, model=model, prompt=f"prompt for {model}", params=SamplingParams(max_tokens=100)
+    )
 
 
 async def test_load_of_next_model_overlaps_current_generation() -> None:
@@ -60,8 +61,14 @@ async def test_warm_up_shortens_paid_load_when_room_holds_one_model() -> None:
     clock = FakeClock()
     scripts = {
         "a": FakeModelScript(load_s=2.0, token_s=0.3, reply=TEN_TOKENS, footprint_bytes=100),
-        "b": FakeModelScript(load_s=2.0, warm_load_s=0.5, warm_s=1.0, token_s=0.3,
-                             reply=TEN_TOKENS, footprint_bytes=100),
+        "b": FakeModelScript(
+            load_s=2.0,
+            warm_load_s=0.5,
+            warm_s=1.0,
+            token_s=0.3,
+            reply=TEN_TOKENS,
+            footprint_bytes=100,
+        ),
     }
     with anyio.fail_after(10):
         async with clock.autojump(), fake_system(scripts, budget=100, clock=clock) as (sys, fb):

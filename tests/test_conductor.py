@@ -20,8 +20,9 @@ TASK = Task(
     root="",
     problem="`add(a, b)` should return the sum of a and b.",
     starter="def add(a, b):\n    return a - b\n",
-    tests={"test_add.py": "from solution import add\n\n\ndef test_add():\n"
-                          "    assert add(2, 3) == 5\n"},
+    tests={
+        "test_add.py": "from solution import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    },
 )
 GOOD = "def add(a, b):\n    return a + b\n```"
 BAD = "def add(a, b):\n    return a * b\n```"
@@ -31,15 +32,17 @@ def scripts(code_reply: str) -> dict[str, FakeModelScript]:
     return {
         "planner": FakeModelScript(load_s=1.0, token_s=0.05, reply="Return a plus b.\n\n"),
         "coder": FakeModelScript(load_s=1.0, token_s=0.05, reply=code_reply),
-        "critic": FakeModelScript(load_s=1.0, token_s=0.05,
-                                  reply="it multiplies instead of adding.\n\n"),
+        "critic": FakeModelScript(
+            load_s=1.0, token_s=0.05, reply="it multiplies instead of adding.\n\n"
+        ),
     }
 
 
 def profile(max_attempts: int = 2) -> Profile:
     names = ["planner", "coder", "critic"]
     return Profile(
-        name="fake", budget=1000,
+        name="fake",
+        budget=1000,
         models={n: ModelConfig(path=f"/nonexistent/{n}.gguf", n_ctx=4096) for n in names},
         roles={"reason": "planner", "code": "coder", "critic": "critic"},
         pipeline=PipelineConfig(max_attempts=max_attempts),
@@ -49,8 +52,12 @@ def profile(max_attempts: int = 2) -> Profile:
 async def run(code_reply: str, max_attempts: int = 2):  # type: ignore[no-untyped-def]
     clock = FakeClock()
     with anyio.fail_after(60):
-        async with clock.autojump(), fake_system(scripts(code_reply), budget=300, clock=clock,
-                                                 profile=profile(max_attempts)) as (sys, fb):
+        async with (
+            clock.autojump(),
+            fake_system(
+                scripts(code_reply), budget=300, clock=clock, profile=profile(max_attempts)
+            ) as (sys, fb),
+        ):
             outcome = await sys.run_task(TASK)
     return outcome, fb
 
@@ -68,7 +75,13 @@ async def test_failing_attempt_goes_through_critic_and_retries_with_feedback() -
     result = outcome.result
     assert not result.passed and result.iterations == 2
     assert [p.phase for p in result.phases] == [
-        "reason", "code", "grade", "critic", "code", "grade"]
+        "reason",
+        "code",
+        "grade",
+        "critic",
+        "code",
+        "grade",
+    ]
     second_code_prompt = [text for model, text in fb.prompts if model == "coder"][1]
     assert "multiplies instead of adding" in second_code_prompt
     assert "return a * b" in second_code_prompt

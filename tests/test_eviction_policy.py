@@ -15,36 +15,67 @@ from swapos.testing import FakeClock
 from tests.fakes import fake_system
 
 
-def entry(model: str, nbytes: int = 100, leases: int = 0, last_used: float = 0.0,
-          status: str = "resident", speculative: bool = False) -> LedgerEntry:
-    return LedgerEntry(model=model, nbytes=nbytes, status=status,  # type: ignore[arg-type]
-                       leases=leases, last_used=last_used, speculative=speculative)
+def entry(
+    model: str,
+    *,
+    nbytes: int = 100,
+    leases: int = 0,
+    last_used: float = 0.0,
+    status: str = "resident",
+    speculative: bool = False,
+) -> LedgerEntry:
+    return LedgerEntry(
+        model=model,
+        nbytes=nbytes,
+        status=status,  # type: ignore[arg-type]
+        leases=leases,
+        last_used=last_used,
+        speculative=speculative,
+    )
 
 
 def test_farthest_next_use_is_evicted_first() -> None:
-    plan = plan_room([entry("a", last_used=5), entry("b", last_used=1)], model="c",
-                     nbytes=100, budget=200, urgent=True, schedule=["c", "a", "b"])
+    plan = plan_room(
+        [entry("a", last_used=5), entry("b", last_used=1)],
+        model="c",
+        nbytes=100,
+        budget=200,
+        urgent=True,
+        schedule=["c", "a", "b"],
+    )
     assert plan is not None and plan.victims == ["b"]
 
 
 def test_lru_breaks_ties_between_models_never_used_again() -> None:
-    plan = plan_room([entry("a", last_used=5), entry("b", last_used=1)], model="c",
-                     nbytes=100, budget=200, urgent=True, schedule=["c"])
+    plan = plan_room(
+        [entry("a", last_used=5), entry("b", last_used=1)],
+        model="c",
+        nbytes=100,
+        budget=200,
+        urgent=True,
+        schedule=["c"],
+    )
     assert plan is not None and plan.victims == ["b"]
 
 
 def test_leased_model_is_never_a_victim() -> None:
-    plan = plan_room([entry("a", leases=1)], model="b", nbytes=100, budget=100, urgent=True,
-                     schedule=["b"])
+    plan = plan_room(
+        [entry("a", leases=1)], model="b", nbytes=100, budget=100, urgent=True, schedule=["b"]
+    )
     assert plan is None  # the urgent request must wait for the lease
 
 
 def test_speculative_request_never_evicts_a_model_needed_sooner() -> None:
     entries = [entry("a")]
-    assert plan_room(entries, model="b", nbytes=100, budget=100, urgent=False,
-                     schedule=["x", "a", "b"]) is None
-    plan = plan_room(entries, model="b", nbytes=100, budget=100, urgent=False,
-                     schedule=["x", "b", "a"])
+    assert (
+        plan_room(
+            entries, model="b", nbytes=100, budget=100, urgent=False, schedule=["x", "a", "b"]
+        )
+        is None
+    )
+    plan = plan_room(
+        entries, model="b", nbytes=100, budget=100, urgent=False, schedule=["x", "b", "a"]
+    )
     assert plan is not None and plan.victims == ["a"]
 
 
@@ -73,33 +104,49 @@ def test_belady_beats_lru_on_a_recorded_pipeline_schedule() -> None:
     budget_extra=st.integers(0, 250),
     tasks=st.lists(
         st.tuples(st.floats(0, 5), st.lists(st.integers(0, 3), min_size=1, max_size=6)),
-        min_size=1, max_size=3,
+        min_size=1,
+        max_size=3,
     ),
     mode=st.sampled_from(["overlap", "sequential"]),
 )
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_budget_is_never_exceeded_under_random_schedules(
-    backend: str, sizes: list[int], budget_extra: int,
-    tasks: list[tuple[float, list[int]]], mode: str,
+    backend: str,
+    sizes: list[int],
+    budget_extra: int,
+    tasks: list[tuple[float, list[int]]],
+    mode: str,
 ) -> None:
     names = [f"m{i}" for i in range(len(sizes))]
     budget = max(sizes) + budget_extra
-    scripts = {n: FakeModelScript(load_s=1.0 + i * 0.3, warm_load_s=0.5, token_s=0.2,
-                                  reply="a b c", footprint_bytes=s)
-               for i, (n, s) in enumerate(zip(names, sizes, strict=True))}
+    scripts = {
+        n: FakeModelScript(
+            load_s=1.0 + i * 0.3, warm_load_s=0.5, token_s=0.2, reply="a b c", footprint_bytes=s
+        )
+        for i, (n, s) in enumerate(zip(names, sizes, strict=True))
+    }
 
     async def scenario() -> None:
         clock = FakeClock()
         with anyio.fail_after(20):
-            async with clock.autojump(), fake_system(scripts, budget=budget, clock=clock,
-                                                     mode=mode) as (sys, fb):
+            async with (
+                clock.autojump(),
+                fake_system(scripts, budget=budget, clock=clock, mode=mode) as (sys, fb),
+            ):
                 errors: list[str | None] = []
 
                 async def run(i: int, delay: float, seq: list[int]) -> None:
                     await clock.sleep(delay)
-                    phases = [PhaseSpec(phase="p", model=names[j % len(names)], prompt="x",
-                                        params=SamplingParams(max_tokens=5)) for j in seq]
+                    phases = [
+                        PhaseSpec(
+                            phase="p",
+                            model=names[j % len(names)],
+                            prompt="x",
+                            params=SamplingParams(max_tokens=5),
+                        )
+                        for j in seq
+                    ]
                     errors.append((await sys.run_phases(f"t{i}", phases)).error)
 
                 async with anyio.create_task_group() as tg:

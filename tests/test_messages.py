@@ -12,8 +12,14 @@ from swapos.backends.base import PrefixState, SamplingParams
 from swapos.messages import commands, events
 from swapos.messages.base import Message
 from swapos.messages.inboxes import (
-    ClientInbox, EvictorInbox, GeneratorInbox, KVCacheInbox, LoaderInbox, PrefetcherInbox,
-    RecorderInbox, RouterInbox,
+    ClientInbox,
+    EvictorInbox,
+    GeneratorInbox,
+    KVCacheInbox,
+    LoaderInbox,
+    PrefetcherInbox,
+    RecorderInbox,
+    RouterInbox,
 )
 from swapos.pipeline.task import Task, TaskMeta
 
@@ -22,18 +28,27 @@ def _all_message_types() -> list[type[Message]]:
     found: list[type[Message]] = []
     for module in (commands, events):
         for _, obj in inspect.getmembers(module, inspect.isclass):
-            if issubclass(obj, Message) and obj.__module__ == module.__name__:
-                if obj is not events.Event:
-                    found.append(obj)
+            ours = issubclass(obj, Message) and obj.__module__ == module.__name__
+            if ours and obj is not events.Event:
+                found.append(obj)
     return found
 
 
 SAMPLES: dict[type, object] = {
-    str: "x", int: 3, float: 1.5, bool: True, bytes: b"\x00\x01",
+    str: "x",
+    int: 3,
+    float: 1.5,
+    bool: True,
+    bytes: b"\x00\x01",
     SamplingParams: SamplingParams(max_tokens=8, stop=("\n",)),
     PrefixState: PrefixState(tokens=(1, 2), state=b"kv"),
-    Task: Task(meta=TaskMeta(task_id="t", category="bugfix"), root="", problem="p",
-               starter="s", tests={"test_x.py": "def test(): pass"}),
+    Task: Task(
+        meta=TaskMeta(task_id="t", category="bugfix"),
+        root="",
+        problem="p",
+        starter="s",
+        tests={"test_x.py": "def test(): pass"},
+    ),
 }
 
 
@@ -44,7 +59,7 @@ def _sample(tp: object) -> object:
         return SAMPLES[tp]  # type: ignore[index]
     if origin is typing.Literal:
         return args[0]
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType")):
+    if origin in (typing.Union, __import__("types").UnionType):
         return _sample(next(a for a in args if a is not type(None)))
     if origin is list:
         return [_sample(args[0])]
@@ -72,8 +87,16 @@ def test_message_round_trips_through_json(cls: type[Message]) -> None:
 
 
 def test_every_inbox_union_decodes_its_members() -> None:
-    for union in (ClientInbox, EvictorInbox, GeneratorInbox, KVCacheInbox, LoaderInbox,
-                  PrefetcherInbox, RecorderInbox, RouterInbox):
+    for union in (
+        ClientInbox,
+        EvictorInbox,
+        GeneratorInbox,
+        KVCacheInbox,
+        LoaderInbox,
+        PrefetcherInbox,
+        RecorderInbox,
+        RouterInbox,
+    ):
         for cls in typing.get_args(union):
             msg = _build(cls)
             assert msgspec.json.decode(msgspec.json.encode(msg), type=union) == msg
@@ -84,7 +107,9 @@ def test_there_are_messages_for_every_actor() -> None:
 
 
 def test_decoding_rejects_a_wrong_type() -> None:
-    bad = b'{"type":"ModelLoaded","t":"soon","load_s":1,"speculative":false,' \
-          b'"estimate_bytes":1,"measured_bytes":1}'
+    bad = (
+        b'{"type":"ModelLoaded","t":"soon","load_s":1,"speculative":false,'
+        b'"estimate_bytes":1,"measured_bytes":1}'
+    )
     with pytest.raises(msgspec.ValidationError, match="t"):
         events.EVENT_DECODER.decode(bad)

@@ -5,20 +5,50 @@ from __future__ import annotations
 import swapos
 
 PUBLIC = {
-    "MODES", "PhasesOutcome", "System", "TaskOutcome", "open_system", "GenerationOutput",
-    "LoadedModel", "ModelBackend", "SamplingParams", "Clock", "MonotonicClock", "BudgetError",
-    "EventLogError", "GenerationError", "ModelFileError", "ProfileError", "SwapOSError",
-    "SystemClosedError", "TaskError", "PhaseSpec", "EVENT_DECODER", "AnyEvent",
-    "default_profile", "Profile", "decode_profile", "load_profile", "ModelSpec", "Task",
-    "load_suite", "load_task", "PhaseRecord", "RunSummary", "TaskResult",
+    "MODES",
+    "PhasesOutcome",
+    "System",
+    "TaskOutcome",
+    "open_system",
+    "GenerationOutput",
+    "LoadedModel",
+    "ModelBackend",
+    "SamplingParams",
+    "Clock",
+    "MonotonicClock",
+    "BudgetError",
+    "EventLogError",
+    "GenerationError",
+    "ModelFileError",
+    "ProfileError",
+    "SwapOSError",
+    "SystemClosedError",
+    "TaskError",
+    "PhaseSpec",
+    "EVENT_DECODER",
+    "AnyEvent",
+    "default_profile",
+    "Profile",
+    "decode_profile",
+    "load_profile",
+    "ModelSpec",
+    "Task",
+    "load_suite",
+    "load_task",
+    "PhaseRecord",
+    "RunSummary",
+    "TaskResult",
 }
 
 
 def test_public_names_are_exactly_the_documented_ones() -> None:
     import types
 
-    exported = {n for n, v in vars(swapos).items()
-                if not n.startswith("_") and not isinstance(v, types.ModuleType)}
+    exported = {
+        n
+        for n, v in vars(swapos).items()
+        if not n.startswith("_") and not isinstance(v, types.ModuleType)
+    }
     assert exported == PUBLIC
 
 

@@ -11,7 +11,11 @@ from swapos.backends.base import SamplingParams
 from swapos.capsule.schema import decode_capsule
 from swapos.messages.commands import PhaseSpec
 from swapos.messages.events import (
-    AnyEvent, GenerationFinished, GenerationStarted, ModelLoaded, ModelLoadStarted,
+    AnyEvent,
+    GenerationFinished,
+    GenerationStarted,
+    ModelLoaded,
+    ModelLoadStarted,
 )
 from swapos.models.bundled import default_profile
 from swapos.models.profile import PhaseConfig, PipelineConfig, Profile
@@ -25,8 +29,9 @@ ADD = Task(
     root="",
     problem='def add(a, b):\n    """Return the sum of a and b."""\n',
     starter='def add(a, b):\n    """Return the sum of a and b."""\n',
-    tests={"test_add.py": "from solution import add\n\n\ndef test_add():\n"
-                          "    assert add(2, 3) == 5\n"},
+    tests={
+        "test_add.py": "from solution import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    },
     entry_point="add",
 )
 IMPOSSIBLE = Task(
@@ -34,17 +39,22 @@ IMPOSSIBLE = Task(
     root="",
     problem="Make `answer()` return the secret number.",
     starter="def answer():\n    return 0\n",
-    tests={"test_answer.py": "from solution import answer\n\n\ndef test_answer():\n"
-                             "    assert answer() == 'never-guessable-7f3a'\n"},
+    tests={
+        "test_answer.py": "from solution import answer\n\n\ndef test_answer():\n"
+        "    assert answer() == 'never-guessable-7f3a'\n"
+    },
 )
 
 
 def short_profile(max_attempts: int) -> Profile:
     base = default_profile()
-    phases = {name: PhaseConfig(max_tokens=tokens, stop=list(base.phase(name).stop))
-              for name, tokens in (("reason", 16), ("code", 48), ("critic", 16))}
+    phases = {
+        name: PhaseConfig(max_tokens=tokens, stop=list(base.phase(name).stop))
+        for name, tokens in (("reason", 16), ("code", 48), ("critic", 16))
+    }
     return msgspec.structs.replace(
-        base, phases=phases,
+        base,
+        phases=phases,
         pipeline=PipelineConfig(max_attempts=max_attempts, skip_reason_max_difficulty=1),
     )
 
@@ -78,8 +88,10 @@ async def test_three_models_swap_under_a_budget_that_holds_two() -> None:
     seen: list[AnyEvent] = []
     params = SamplingParams(max_tokens=24)
     sequence = ["planner", "coder", "critic", "coder", "critic", "planner"]
-    phases = [PhaseSpec(phase=f"p{i}", model=m, prompt="def fibonacci(n):\n", params=params)
-              for i, m in enumerate(sequence)]
+    phases = [
+        PhaseSpec(phase=f"p{i}", model=m, prompt="def fibonacci(n):\n", params=params)
+        for i, m in enumerate(sequence)
+    ]
     with anyio.fail_after(300):
         async with open_system(profile, on_event=seen.append) as system:
             out = await system.run_phases("swap", phases)
@@ -96,12 +108,15 @@ async def test_three_models_swap_under_a_budget_that_holds_two() -> None:
             started[ev.request_id] = ev.t
         elif isinstance(ev, GenerationFinished):
             gens.append((started[ev.request_id], ev.t, ev.model))
-    load_starts = {ev.model: ev.t for ev in seen
-                   if isinstance(ev, ModelLoadStarted) and ev.speculative}
+    load_starts = {
+        ev.model: ev.t for ev in seen if isinstance(ev, ModelLoadStarted) and ev.speculative
+    }
     overlapping = [
-        ev for ev in seen if isinstance(ev, ModelLoaded) and ev.speculative
-        and any(g0 < ev.t and load_starts[ev.model] < g1 and m != ev.model
-                for g0, g1, m in gens)
+        ev
+        for ev in seen
+        if isinstance(ev, ModelLoaded)
+        and ev.speculative
+        and any(g0 < ev.t and load_starts[ev.model] < g1 and m != ev.model for g0, g1, m in gens)
     ]
     assert overlapping, "no prefetch overlapped a generation"
     assert summary.load_hidden_fraction > 0

@@ -53,8 +53,8 @@ import structlog
 from swapos.backends.base import GenerationOutput, PrefixState, SamplingParams, StopReason
 from swapos.backends.threads import run_in_worker
 from swapos.errors import ModelFileError
-from swapos.models.gguf import GGUFInfo, read_gguf
 from swapos.models.digests import known_digest
+from swapos.models.gguf import GGUFInfo, read_gguf
 from swapos.models.spec import ModelSpec
 from swapos.policies.memory import KV_TYPES, estimate_footprint
 

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from swapos.testing.clock import FakeClock as FakeClock
 from swapos.backends.fake import FakeBackend as FakeBackend
 from swapos.backends.fake import FakeModelScript as FakeModelScript
+from swapos.testing.clock import FakeClock as FakeClock
