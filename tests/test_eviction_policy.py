@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from swapos.backends.base import SamplingParams
@@ -108,6 +108,13 @@ def test_belady_beats_lru_on_a_recorded_pipeline_schedule() -> None:
         max_size=3,
     ),
     mode=st.sampled_from(["overlap", "sequential"]),
+)
+# A returned grant once restored a cancelled speculative load as "resident": livelock.
+@example(
+    sizes=[104, 96, 62, 95],
+    budget_extra=54,
+    tasks=[(0.92, [1, 1, 2, 2, 3, 3]), (1.73, [1, 1, 0])],
+    mode="overlap",
 )
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])

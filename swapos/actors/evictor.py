@@ -25,7 +25,7 @@ from swapos.messages.commands import (
 )
 from swapos.messages.events import ReservationMade, ReservationRefused
 from swapos.messages.inboxes import EvictorInbox
-from swapos.policies.eviction import EvictionRule, LedgerEntry, plan_room, used_bytes
+from swapos.policies.eviction import EvictionRule, LedgerEntry, Status, plan_room, used_bytes
 
 log = structlog.get_logger(__name__)
 
@@ -65,7 +65,8 @@ class Evictor:
         self.budget_bytes = budget_bytes
         self._rule = rule
         self._ledger: dict[str, LedgerEntry] = {}
-        self._grants: dict[str, tuple[str, list[str]]] = {}  # request_id -> (model, victims)
+        # request_id -> (model, the victims' and cancelled loads' statuses before the grant)
+        self._grants: dict[str, tuple[str, dict[str, Status]]] = {}
         self._waiting: deque[Reserve] = deque()
         self._schedule: list[str] = []
         self._peak = 0
@@ -168,6 +169,7 @@ class Evictor:
         )
         if plan is None:
             return False
+        before = {m: self._ledger[m].status for m in plan.victims + plan.cancel}
         for victim in plan.victims:
             self._ledger[victim] = msgspec.structs.replace(self._ledger[victim], status="evicting")
         for cancelled in plan.cancel:
@@ -181,7 +183,7 @@ class Evictor:
             speculative=not req.urgent,
             last_used=self._clock.now(),
         )
-        self._grants[req.request_id] = (req.model, plan.victims + plan.cancel)
+        self._grants[req.request_id] = (req.model, before)
         self._granted += 1
         self._victims += len(plan.victims)
         self._note_peak()
@@ -213,14 +215,14 @@ class Evictor:
         grant = self._grants.pop(request_id, None)
         if grant is None:
             return
-        model, victims = grant
+        model, before = grant
         entry = self._ledger.get(model)
         if entry is not None and entry.status == "reserved":
             del self._ledger[model]
-        for victim in victims:
+        for victim, status in before.items():  # a cancelled load goes back to "reserved"
             v = self._ledger.get(victim)
             if v is not None and v.status == "evicting":
-                self._ledger[victim] = msgspec.structs.replace(v, status="resident")
+                self._ledger[victim] = msgspec.structs.replace(v, status=status)
 
     def _forget_grants(self, model: str) -> None:
         self._grants = {rid: g for rid, g in self._grants.items() if g[0] != model}
