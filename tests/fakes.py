@@ -28,9 +28,10 @@ async def fake_system(
     budget: int,
     clock: FakeClock,
     profile: Profile | None = None,
+    contention: float = 0.0,
     **kwargs: Any,
 ) -> AsyncIterator[tuple[System, FakeBackend]]:
-    backend = FakeBackend(clock, scripts)
+    backend = FakeBackend(clock, scripts, contention=contention)
     specs = {n: ModelSpec(name=n, path=f"/nonexistent/{n}.gguf") for n in scripts}
     async with open_system(
         profile or fake_profile(list(scripts)),

@@ -34,7 +34,7 @@ stop = ["END"]
 
 def test_a_valid_profile_decodes() -> None:
     profile = decode_profile(VALID)
-    assert profile.models["big"].n_ctx == 4096 and profile.models["big"].n_batch == 64
+    assert profile.models["big"].n_ctx == 4096 and profile.models["big"].n_batch == 128
     assert profile.roles == {"reason": "big", "critic": "small"}
     assert profile.phase("reason").stop == ["END"] and profile.phase("code").max_tokens == 256
     assert parse_size(profile.budget) == 800_000_000

@@ -88,6 +88,9 @@ def _overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
 class Loader:
     """Owns ``absent -> loading -> ready -> evicting -> absent`` for every model.
 
+    With ``cold``, an evicted model's file is also dropped from the page cache, as on a
+    machine whose RAM cannot hold every model (``--cold`` benchmarks).
+
     Loads run as tasks of the Loader's own task group, so a requester that is cancelled
     does not cancel a load others have joined. Room is asked of the Evictor before each
     load; victims it names are evicted first (closes run shielded). Speculative loads
@@ -104,7 +107,9 @@ class Loader:
         backend: ModelBackend,
         specs: dict[str, ModelSpec],
         residency: Residency,
+        cold: bool = False,
     ) -> None:
+        self._cold = cold
         self._inbox = inbox
         self._outbox = outbox
         self._events = events
@@ -255,6 +260,8 @@ class Loader:
             outcome = "resident"
         elif slot.state in ("loading", "evicting"):
             outcome = "joined"
+        elif req.warm_only:
+            outcome, reason = "denied", "warm-up only"
         else:
             self._start_load(req.model, slot, urgent=False)
             await slot.done.wait()
@@ -411,6 +418,8 @@ class Loader:
         await self._events.emit(ModelEvictStarted(t=t0, model=name, reason=reason))
         if model is not None:
             await model.close()
+            if self._cold:  # model a machine whose RAM cannot also cache evicted models
+                await self._backend.drop_page_cache(slot.spec)
         slot.model = None
         slot.state, slot.outcome = "absent", "evicted"
         slot.hidden_credit_s = 0.0

@@ -24,6 +24,7 @@ from swapos.messages.commands import (
     GenerateFailed,
     ModelLeased,
     ModelUse,
+    PhaseObserved,
     PhasesDone,
     Preload,
     Preloaded,
@@ -291,6 +292,7 @@ class Router:
         assert isinstance(lease, ModelLeased)
         try:
             await self._publish(task_id, schedule, current_ready=True)
+            gen_started = self.events.t()
             reply = await self._pending.ask(
                 self._outbox,
                 "generator",
@@ -312,6 +314,18 @@ class Router:
         if isinstance(reply, GenerateFailed):
             return await self._end_phase(ids, PhaseOutput(error=reply.reason))
         assert isinstance(reply, Generated)
+        await self._outbox.send(
+            "prefetcher",
+            PhaseObserved(
+                model=model,
+                tokens=reply.tokens,
+                gen_s=reply.gen_s,
+                started_t=gen_started,
+                ended_t=self.events.t(),
+                load_s=lease.load_s,
+                load_hidden_s=lease.load_hidden_s,
+            ),
+        )
         out = PhaseOutput(text=reply.text, tokens=reply.tokens, hit_cap=reply.hit_cap)
         return await self._end_phase(ids, out)
 

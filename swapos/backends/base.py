@@ -152,6 +152,11 @@ class ModelBackend(Protocol):
         """Bring the model's file into the OS page cache (a cheap prefetch)."""
         ...
 
+    async def drop_page_cache(self, spec: ModelSpec) -> bool:
+        """Ask the OS to drop ``spec``'s file from the page cache (``--cold`` benchmarks:
+        a model that is not resident is not cached either). False if unsupported."""
+        ...
+
     def token_counter(self, spec: ModelSpec) -> Callable[[str], int]:
         """A function counting tokens of text as ``spec``'s tokenizer does, without loading
         the weights. Blocking (it may read the vocabulary): call it from a worker thread."""

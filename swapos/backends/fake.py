@@ -93,7 +93,8 @@ class FakeModel:
             if n >= params.max_tokens:
                 reason = "length"
                 break
-            await clock.sleep(script.token_s)
+            slow = 1 - self._backend.contention if self._backend.loading else 1.0
+            await clock.sleep(script.token_s / slow)
             n += 1
             if n == 1:
                 first_at = clock.now()
@@ -139,10 +140,16 @@ class FakeBackend:
         loads: names of completed loads, in order.
         warmed: names whose file is "in the page cache".
         prompts: ``(model, prompt text)`` of every generation, in order.
+        contention: share of decode speed lost while a load runs (a 2-core CPU machine);
+            0 models a GPU box where loads and generation do not compete.
     """
 
-    def __init__(self, clock: Clock, scripts: dict[str, FakeModelScript]) -> None:
+    def __init__(
+        self, clock: Clock, scripts: dict[str, FakeModelScript], *, contention: float = 0.0
+    ) -> None:
         self.clock = clock
+        self.contention = contention
+        self.loading = 0
         self.scripts = scripts
         self.open_models: set[FakeModel] = set()
         self.loads: list[str] = []
@@ -164,7 +171,11 @@ class FakeBackend:
         script = self._script(spec)
         warm = spec.name in self.warmed
         load_s = script.warm_load_s if warm and script.warm_load_s is not None else script.load_s
-        await self.clock.sleep(load_s)
+        self.loading += 1
+        try:
+            await self.clock.sleep(load_s)
+        finally:
+            self.loading -= 1
         if script.fail_load is not None:
             raise ModelFileError(script.fail_load)
         model = FakeModel(self, spec, script)
@@ -173,6 +184,10 @@ class FakeBackend:
         self.peak_resident_bytes = max(self.peak_resident_bytes, self.resident_bytes)
         self.loads.append(spec.name)
         return model
+
+    async def drop_page_cache(self, spec: ModelSpec) -> bool:
+        self.warmed.discard(spec.name)
+        return True
 
     def token_counter(self, spec: ModelSpec) -> Callable[[str], int]:
         """Fake tokens are characters."""

@@ -233,6 +233,22 @@ class LlamaBackend:
 
         await run_in_worker(work)  # not behind load_limiter: a warm-up never delays a load
 
+    async def drop_page_cache(self, spec: ModelSpec) -> bool:
+        """``posix_fadvise(DONTNEED)`` on ``spec``'s file: its clean, unmapped pages leave
+        the page cache, so the next load reads from disk. False where unsupported."""
+
+        def work(abort: threading.Event) -> bool:
+            if not hasattr(os, "posix_fadvise"):
+                return False
+            try:
+                with open(spec.path, "rb", buffering=0) as f:
+                    os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+            except OSError:
+                return False
+            return True
+
+        return await run_in_worker(work)
+
 
 def load_model(
     spec: ModelSpec,

@@ -100,9 +100,13 @@ class ReleaseLease(Message, frozen=True, kw_only=True):
 
 
 class PrefetchModel(Request, frozen=True, kw_only=True):
-    """Speculatively load ``model`` if the Evictor grants room without hurting sooner uses."""
+    """Speculatively load ``model`` if the Evictor grants room without hurting sooner uses.
+
+    With ``warm_only`` nothing is loaded: the reply only says whether the model is already
+    resident or loading (else ``denied``), so the Prefetcher warms only what needs it."""
 
     model: str
+    warm_only: bool = False
 
 
 PrefetchOutcome = Literal["loaded", "resident", "joined", "denied", "failed", "cancelled"]
@@ -180,6 +184,18 @@ class ModelUse(msgspec.Struct, frozen=True, kw_only=True):
     task_id: str = ""
     phase: str = ""
     probability: float = 1.0
+
+
+class PhaseObserved(Message, frozen=True, kw_only=True):
+    """A generate phase ended: what it cost (feeds the Prefetcher's cost model)."""
+
+    model: str
+    tokens: int
+    gen_s: float
+    started_t: float
+    ended_t: float
+    load_s: float
+    load_hidden_s: float
 
 
 class ScheduleUpdated(Message, frozen=True, kw_only=True):

@@ -15,6 +15,7 @@ from swapos.messages.commands import (
     ModelFreed,
     ModelLeased,
     ModelResident,
+    PhaseObserved,
     PhasesDone,
     PrefetchDone,
     PrefetchModel,
@@ -48,7 +49,7 @@ EvictorInbox = (
     | LoadUpgraded
     | ScheduleUpdated
 )
-PrefetcherInbox = ScheduleUpdated | PrefetchDone
+PrefetcherInbox = ScheduleUpdated | PrefetchDone | PhaseObserved
 GeneratorInbox = Generate | CancelGeneration | PrefixFound | PrefixMissing
 KVCacheInbox = LookupPrefix | SavePrefix
 ClientInbox = PhasesDone | TaskDone | Preloaded
