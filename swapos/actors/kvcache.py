@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from typing import assert_never
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar, assert_never
 
 import anyio
+import anyio.to_thread
 import msgspec
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from swapos.actors.base import Events, Outbox
 from swapos.backends.base import PrefixState
+from swapos.kvstore.disk import DiskLookup, DiskPut, DiskStore
+from swapos.kvstore.ram import Dropped, RamStore
 from swapos.messages.commands import LookupPrefix, PrefixFound, PrefixMissing, SavePrefix
 from swapos.messages.events import KVDropped, KVHit, KVMiss, KVSaved
 from swapos.messages.inboxes import KVCacheInbox
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+DEFAULT_KV_DISK_BYTES = 4 * 2**30
+"""Default size bound of the disk tier."""
 
 
 class KVCacheStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -27,15 +37,34 @@ class KVCacheStatistics(msgspec.Struct, frozen=True, kw_only=True):
     misses: int
     saves: int
     dropped: int
+    disk_dir: str | None = None
+    disk_budget_bytes: int = 0
+    disk_hits: int = 0
+    disk_saves: int = 0
+    disk_rejected: int = 0
+    disk_errors: int = 0
 
 
 class KVCache:
-    """A RAM tier of prefix states with a byte budget, least recently used dropped first.
+    """Prefix states in two tiers: RAM (a byte budget, LRU) and, optionally, disk.
 
     A key is ``(identity, tokens)``: ``identity`` comes from the model
     (:attr:`~swapos.backends.base.LoadedModel.kv_identity`: file digest, size, mtime,
     context and KV settings, library version), so a state is never offered to a model it
-    does not belong to. States outlive their model's eviction: they are plain bytes.
+    does not belong to. States outlive their model's eviction (they are plain bytes) and,
+    with a disk tier, the process: the disk store verifies every file it reads and deletes
+    a bad one, which is then a miss with the reason, never an error.
+
+    A lookup takes the longest saved prefix over both tiers (a disk hit is copied into RAM).
+    A save goes to RAM and is written through to disk. Disk I/O runs in worker threads
+    behind a :class:`~anyio.CapacityLimiter` of one, never on the event loop; messages are
+    handled one at a time, so a lookup queued behind a save sees it.
+
+    Args:
+        budget_bytes: RAM budget.
+        disk_dir: directory of the disk tier (None: RAM only); created on the first save.
+            :func:`~swapos.kvstore.disk.default_kv_dir` is the user's cache.
+        disk_budget_bytes: size bound of the disk tier.
     """
 
     def __init__(
@@ -45,30 +74,54 @@ class KVCache:
         outbox: Outbox,
         events: Events,
         budget_bytes: int,
+        disk_dir: Path | None = None,
+        disk_budget_bytes: int = DEFAULT_KV_DISK_BYTES,
     ) -> None:
         self._inbox = inbox
         self._outbox = outbox
         self._events = events
-        self.budget_bytes = budget_bytes
-        self._store: OrderedDict[tuple[str, tuple[int, ...]], PrefixState] = OrderedDict()
-        self._bytes = 0
+        self._ram = RamStore(budget_bytes)
+        self._disk = DiskStore(disk_dir, disk_budget_bytes) if disk_dir is not None else None
+        self._limiter: anyio.CapacityLimiter | None = None
         self._hits = self._misses = self._saves = self._dropped = 0
+        self._disk_hits = self._disk_saves = self._disk_rejected = self._disk_errors = 0
+
+    @property
+    def budget_bytes(self) -> int:
+        """The RAM tier's budget."""
+        return self._ram.budget_bytes
+
+    @property
+    def disk_dir(self) -> Path | None:
+        """Where the disk tier lives (None without one)."""
+        return self._disk.root if self._disk is not None else None
 
     def statistics(self) -> KVCacheStatistics:
         return KVCacheStatistics(
-            entries=len(self._store),
-            bytes=self._bytes,
-            budget_bytes=self.budget_bytes,
+            entries=len(self._ram),
+            bytes=self._ram.nbytes,
+            budget_bytes=self._ram.budget_bytes,
             hits=self._hits,
             misses=self._misses,
             saves=self._saves,
             dropped=self._dropped,
+            disk_dir=str(self._disk.root) if self._disk is not None else None,
+            disk_budget_bytes=self._disk.budget_bytes if self._disk is not None else 0,
+            disk_hits=self._disk_hits,
+            disk_saves=self._disk_saves,
+            disk_rejected=self._disk_rejected,
+            disk_errors=self._disk_errors,
         )
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Serve lookups and saves until the inbox closes."""
+        """Serve lookups and saves until the inbox closes.
+
+        On cancellation a disk write already in its thread completes (its file is renamed
+        into place whole, or not at all) before the cancellation propagates.
+        """
+        self._limiter = anyio.CapacityLimiter(1)
         try:
             async with self._inbox:
                 task_status.started()
@@ -88,74 +141,124 @@ class KVCache:
                 assert_never(msg)
 
     def longest_prefix(self, identity: str, tokens: list[int]) -> PrefixState | None:
-        """The saved state for ``identity`` with the longest proper prefix of ``tokens``."""
-        best: tuple[str, tuple[int, ...]] | None = None
-        n = len(tokens)
-        for key in self._store:
-            ident, prefix = key
-            k = len(prefix)
-            if ident != identity or k >= n or (best is not None and k <= len(best[1])):
-                continue
-            if list(prefix) == tokens[:k]:
-                best = key
-        if best is None:
-            return None
-        self._store.move_to_end(best)
-        return self._store[best]
+        """The RAM tier's state for ``identity`` with the longest proper prefix of ``tokens``."""
+        return self._ram.longest_prefix(identity, tokens)
+
+    async def _in_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        call = functools.partial(fn, *args, **kwargs)
+        return await anyio.to_thread.run_sync(call, limiter=self._limiter)
 
     async def _lookup(self, req: LookupPrefix) -> None:
-        state = self.longest_prefix(req.identity, req.tokens)
+        state = self._ram.longest_prefix(req.identity, req.tokens)
+        tier: str = "ram"
+        rejected: list[Dropped] = []
+        if self._disk is not None:
+            found = await self._disk_lookup(req, len(state.tokens) if state else 0)
+            rejected = found.rejected
+            for drop in rejected:
+                await self._drop(drop, tier="disk", request_id=req.request_id)
+            if found.state is not None:
+                state, tier = found.state, "disk"
+                self._disk_hits += 1
+                await self._put_ram(req.identity, found.state, None)
         if state is None:
             self._misses += 1
+            reason = "no saved prefix"
+            if rejected:
+                reason += "; rejected on disk: " + "; ".join(d.reason for d in rejected)
             await self._events.emit(
                 KVMiss(
                     t=self._events.t(),
                     request_id=req.request_id,
                     prompt_tokens=len(req.tokens),
-                    reason="no saved prefix",
+                    reason=reason,
                 )
             )
             await self._outbox.send(req.reply_to, PrefixMissing(request_id=req.request_id))
             return
         self._hits += 1
         await self._events.emit(
-            KVHit(t=self._events.t(), request_id=req.request_id, tokens=len(state.tokens))
+            KVHit(
+                t=self._events.t(), request_id=req.request_id, tokens=len(state.tokens), tier=tier
+            )
         )
-        await self._outbox.send(req.reply_to, PrefixFound(request_id=req.request_id, state=state))
+        reply = PrefixFound(
+            request_id=req.request_id, state=state, tier="disk" if tier == "disk" else "ram"
+        )
+        await self._outbox.send(req.reply_to, reply)
+
+    async def _disk_lookup(self, req: LookupPrefix, longer_than: int) -> DiskLookup:
+        assert self._disk is not None
+        try:
+            return await self._in_thread(
+                self._disk.longest_prefix, req.identity, req.tokens, longer_than=longer_than
+            )
+        except OSError as exc:  # DiskStore turns file errors into rejections; belt and braces
+            self._disk_errors += 1
+            log.warning("kv_disk.lookup_failed", error=str(exc))
+            return DiskLookup()
 
     async def _save(self, msg: SavePrefix) -> None:
-        size = len(msg.state.state)
-        key = (msg.identity, msg.state.tokens)
-        if size > self.budget_bytes:
-            self._dropped += 1
-            await self._events.emit(
-                KVDropped(
-                    t=self._events.t(),
-                    model=msg.model,
-                    tokens=len(msg.state.tokens),
-                    nbytes=size,
-                    reason="larger than the KV cache budget",
-                )
-            )
+        tiers: list[str] = []
+        if await self._put_ram(msg.identity, msg.state, msg.model):
+            tiers.append("ram")
+        if self._disk is not None and await self._put_disk(msg):
+            tiers.append("disk")
+        if not tiers:
             return
-        old = self._store.pop(key, None)
-        if old is not None:
-            self._bytes -= len(old.state)
-        while self._store and self._bytes + size > self.budget_bytes:
-            (_, tokens), dropped = self._store.popitem(last=False)
-            self._bytes -= len(dropped.state)
-            self._dropped += 1
-            await self._events.emit(
-                KVDropped(
-                    t=self._events.t(),
-                    tokens=len(tokens),
-                    nbytes=len(dropped.state),
-                    reason="least recently used, over budget",
-                )
-            )
-        self._store[key] = msg.state
-        self._bytes += size
         self._saves += 1
         await self._events.emit(
-            KVSaved(t=self._events.t(), model=msg.model, tokens=len(msg.state.tokens), nbytes=size)
+            KVSaved(
+                t=self._events.t(),
+                model=msg.model,
+                tokens=len(msg.state.tokens),
+                nbytes=len(msg.state.state),
+                tier="+".join(tiers),
+            )
+        )
+
+    async def _put_ram(self, identity: str, state: PrefixState, model: str | None) -> bool:
+        kept, dropped = self._ram.put(identity, state)
+        for drop in dropped:
+            await self._drop(drop, tier="ram", model=model)
+        return kept
+
+    async def _put_disk(self, msg: SavePrefix) -> bool:
+        assert self._disk is not None
+        try:
+            put: DiskPut = await self._in_thread(self._disk.put, msg.identity, msg.state)
+        except OSError as exc:
+            self._disk_errors += 1
+            log.warning("kv_disk.write_failed", error=str(exc), model=msg.model)
+            reason = f"disk write failed: {exc}"
+            drop = Dropped(tokens=len(msg.state.tokens), nbytes=len(msg.state.state), reason=reason)
+            await self._drop(drop, tier="disk", model=msg.model)
+            return False
+        for drop in put.dropped:
+            await self._drop(drop, tier="disk", model=msg.model)
+        if put.stored:
+            self._disk_saves += 1
+        return put.stored
+
+    async def _drop(
+        self,
+        drop: Dropped,
+        *,
+        tier: str,
+        model: str | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        self._dropped += 1
+        if tier == "disk" and drop.reason.startswith("corrupt"):
+            self._disk_rejected += 1
+        await self._events.emit(
+            KVDropped(
+                t=self._events.t(),
+                model=model,
+                request_id=request_id,
+                tokens=drop.tokens,
+                nbytes=drop.nbytes,
+                reason=drop.reason,
+                tier=tier,
+            )
         )

@@ -16,7 +16,7 @@ from swapos import __version__
 from swapos.actors.base import Events, Outbox, Pending
 from swapos.actors.evictor import Evictor
 from swapos.actors.generator import Generator
-from swapos.actors.kvcache import KVCache
+from swapos.actors.kvcache import DEFAULT_KV_DISK_BYTES, KVCache
 from swapos.actors.loader import Loader
 from swapos.actors.prefetcher import Prefetcher, PrefetchPolicy
 from swapos.actors.recorder import Recorder
@@ -82,7 +82,7 @@ class ModeSettings(msgspec.Struct, frozen=True, kw_only=True):
 
 MODES: dict[str, ModeSettings] = {
     "overlap": ModeSettings(
-        rule="next_use", prefetch="load", preload=False, unlimited_budget=False
+        rule="next_use", prefetch="auto", preload=False, unlimited_budget=False
     ),
     "sequential": ModeSettings(
         rule="all_idle", prefetch="off", preload=False, unlimited_budget=False
@@ -189,8 +189,11 @@ async def open_system(
     on_event: Callable[[AnyEvent], None] | None = None,
     kv_cache: bool = True,
     kv_cache_bytes: int = DEFAULT_KV_CACHE_BYTES,
+    kv_disk_dir: Path | None = None,
+    kv_disk_bytes: int = DEFAULT_KV_DISK_BYTES,
     prefetch: PrefetchPolicy | None = None,
     load_threads: int = 1,
+    cold: bool = False,
 ) -> AsyncIterator[System]:
     """Start the actor system for ``profile`` and yield its :class:`System` handle.
 
@@ -205,8 +208,13 @@ async def open_system(
         on_event: called on the event loop with every event, after it is written.
         kv_cache: reuse KV prefix states.
         kv_cache_bytes: RAM budget of the KV cache.
+        kv_disk_dir: directory of the KV cache's disk tier, which outlives the process
+            (None: RAM only; ``swapos.kvstore.default_kv_dir()`` is the user's cache).
+        kv_disk_bytes: size bound of the disk tier.
         prefetch: overrides the mode's prefetch policy.
         load_threads: model loads that may run at once.
+        cold: drop an evicted model's file from the page cache (benchmarks of machines whose
+            RAM cannot hold every model).
 
     Startup errors surface here. On exit, in-flight work is cancelled, every model is
     closed (shielded, bounded), and the log is flushed and closed. An unexpected exception
@@ -256,6 +264,8 @@ async def open_system(
             outbox=boxes["kvcache"],
             events=events(boxes["kvcache"]),
             budget_bytes=kv_cache_bytes,
+            disk_dir=kv_disk_dir if kv_cache else None,
+            disk_budget_bytes=kv_disk_bytes,
         ),
         "loader": Loader(
             inbox=recvs["loader"],
@@ -264,6 +274,7 @@ async def open_system(
             backend=backend,
             specs=specs,
             residency=residency,
+            cold=cold,
         ),
         "generator": Generator(
             inbox=recvs["generator"],

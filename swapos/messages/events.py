@@ -137,6 +137,7 @@ class ReservationRefused(Event, frozen=True, kw_only=True):
 
 class PrefetchStarted(Event, frozen=True, kw_only=True):
     kind: Literal["load", "warm"]
+    reason: str = ""
 
 
 class PrefetchFinished(Event, frozen=True, kw_only=True):
@@ -197,6 +198,7 @@ class KVDropped(Event, frozen=True, kw_only=True):
     tokens: int
     nbytes: int
     reason: str
+    tier: str = "ram"
 
 
 # --- grading ------------------------------------------------------------------------------

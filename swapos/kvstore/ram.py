@@ -1,0 +1,93 @@
+"""The RAM tier: prefix states under a byte budget, least recently used dropped first."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import msgspec
+
+from swapos.backends.base import PrefixState
+
+Key = tuple[str, tuple[int, ...]]
+
+
+class Dropped(msgspec.Struct, frozen=True, kw_only=True):
+    """A state a tier let go of (or refused), and why."""
+
+    tokens: int
+    nbytes: int
+    reason: str
+
+
+class RamStore:
+    """Prefix states in memory, keyed by ``(identity, tokens)``; never above ``budget_bytes``.
+
+    Only the state bytes count against the budget (the token tuple is small next to them).
+    """
+
+    def __init__(self, budget_bytes: int) -> None:
+        self.budget_bytes = budget_bytes
+        self._entries: OrderedDict[Key, PrefixState] = OrderedDict()
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of state held now."""
+        return self._bytes
+
+    def longest_prefix(
+        self, identity: str, tokens: list[int], *, longer_than: int = 0
+    ) -> PrefixState | None:
+        """The state for ``identity`` with the longest proper prefix of ``tokens``.
+
+        Only prefixes longer than ``longer_than`` tokens count. A hit becomes the most
+        recently used entry.
+        """
+        best: Key | None = None
+        best_len = longer_than
+        n = len(tokens)
+        for key in self._entries:
+            ident, prefix = key
+            k = len(prefix)
+            if ident != identity or k >= n or k <= best_len:
+                continue
+            if list(prefix) == tokens[:k]:
+                best, best_len = key, k
+        if best is None:
+            return None
+        self._entries.move_to_end(best)
+        return self._entries[best]
+
+    def put(self, identity: str, state: PrefixState) -> tuple[bool, list[Dropped]]:
+        """Keep ``state``, dropping least recently used entries to stay within budget.
+
+        Returns:
+            Whether it was kept (False when it alone exceeds the budget), and what was
+            dropped to make room.
+        """
+        size = len(state.state)
+        if size > self.budget_bytes:
+            return False, [
+                Dropped(tokens=len(state.tokens), nbytes=size, reason="larger than the RAM budget")
+            ]
+        key = (identity, state.tokens)
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self._bytes -= len(old.state)
+        dropped: list[Dropped] = []
+        while self._entries and self._bytes + size > self.budget_bytes:
+            (_, tokens), gone = self._entries.popitem(last=False)
+            self._bytes -= len(gone.state)
+            dropped.append(
+                Dropped(
+                    tokens=len(tokens),
+                    nbytes=len(gone.state),
+                    reason="least recently used, over the RAM budget",
+                )
+            )
+        self._entries[key] = state
+        self._bytes += size
+        return True, dropped

@@ -1,0 +1,131 @@
+"""KV prefix reuse on the bundled Gemma 3 270M: exactness, survival, refusal (short runs)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from swapos.actors.system import open_system
+from swapos.backends.base import PrefixState, SamplingParams
+from swapos.backends.llama import LlamaBackend, LlamaModel, _identity, load_model
+from swapos.kvstore import DiskStore
+from swapos.messages.commands import PhaseSpec
+from swapos.messages.events import AnyEvent, KVHit, ModelEvicted
+from swapos.models.bundled import bundled_model_path
+from swapos.models.profile import ModelConfig, Profile
+from swapos.models.spec import ModelSpec
+
+pytestmark = pytest.mark.real_model
+
+MODEL = "gemma3-270m-q4_k_m"
+STABLE = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\n" * 3
+TAILS = ("def mul(a, b):\n", "def neg(a):\n")
+GREEDY = SamplingParams(max_tokens=12)
+
+
+def flip_byte(root: Path, offset_from_end: int) -> None:
+    """Corrupt the one state file under ``root``."""
+    (path,) = root.glob("*/*.kv")
+    data = bytearray(path.read_bytes())
+    data[-1 - offset_from_end] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def spec_for(name: str = MODEL, n_ctx: int = 2048) -> ModelSpec:
+    return ModelSpec(name=name, path=str(bundled_model_path(name)), n_ctx=n_ctx)
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[LlamaModel]:
+    loaded = load_model(spec_for(), threading.Event(), LlamaBackend())
+    yield loaded
+    loaded.close_sync()
+
+
+async def saved_prefix(model: LlamaModel, tail: str) -> tuple[list[int], PrefixState, str]:
+    """Prompt tokens, the state after STABLE, and the greedy text of a fresh prefill."""
+    tokens = await model.tokenize(STABLE + tail)
+    n = len(await model.tokenize(STABLE))
+    fresh = await model.generate(tokens, GREEDY)
+    out = await model.generate(tokens, GREEDY, save_at=n)
+    assert out.saved is not None and len(out.saved.tokens) == n
+    assert out.text == fresh.text
+    return tokens, out.saved, fresh.text
+
+
+async def test_greedy_after_restore_is_identical_to_fresh_prefill(model: LlamaModel) -> None:
+    with anyio.fail_after(240):
+        _, saved, _ = await saved_prefix(model, TAILS[0])
+        for tail in TAILS:  # the saved prefix serves a different suffix too
+            tokens = await model.tokenize(STABLE + tail)
+            fresh = await model.generate(tokens, GREEDY)
+            restored = await model.generate(tokens, GREEDY, restore=saved)
+            assert restored.kv_restored_tokens == len(saved.tokens)
+            assert restored.prefill_tokens == len(tokens) - len(saved.tokens)
+            assert restored.text == fresh.text and restored.tokens == fresh.tokens > 0
+
+
+async def test_state_survives_a_new_store_and_bad_files_are_refused(
+    model: LlamaModel, tmp_path: Path
+) -> None:
+    with anyio.fail_after(240):
+        tokens, saved, text = await saved_prefix(model, TAILS[0])
+        DiskStore(tmp_path, 1 << 30).put(model.kv_identity, saved)
+        found = DiskStore(tmp_path, 1 << 30).longest_prefix(model.kv_identity, tokens)
+        assert found.state == saved
+        out = await model.generate(tokens, GREEDY, restore=found.state)
+        assert out.kv_restored_tokens == len(saved.tokens) and out.text == text
+        other_file = _identity(spec_for("gemma3-270m-q8_0"))
+        other_ctx = _identity(spec_for(n_ctx=1024))
+        assert model.kv_identity not in (other_file, other_ctx)
+        for other in (other_file, other_ctx):
+            assert DiskStore(tmp_path, 1 << 30).longest_prefix(other, tokens).state is None
+        flip_byte(tmp_path, len(saved.state) // 2)
+        bad = DiskStore(tmp_path, 1 << 30).longest_prefix(model.kv_identity, tokens)
+        assert bad.state is None and "checksum" in bad.rejected[0].reason
+        assert DiskStore(tmp_path, 1 << 30).total_bytes() == 0  # deleted
+
+
+async def test_backend_falls_back_to_full_prefill_when_restore_fails(model: LlamaModel) -> None:
+    with anyio.fail_after(240):
+        tokens, saved, text = await saved_prefix(model, TAILS[1])
+        broken = PrefixState(tokens=saved.tokens, state=saved.state[: len(saved.state) // 2])
+        out = await model.generate(tokens, GREEDY, restore=broken)
+    assert out.kv_restored_tokens == 0 and out.prefill_tokens == len(tokens)
+    assert out.text == text
+
+
+def phase(model: str, tail: str) -> PhaseSpec:
+    return PhaseSpec(phase="code", model=model, prompt=STABLE + tail, stable_prefix=STABLE,
+                     params=GREEDY)  # fmt: skip
+
+
+async def test_state_survives_eviction_reload_and_restart(tmp_path: Path) -> None:
+    profile = Profile(
+        name="kv-real",
+        budget="500MiB",  # holds one of the two models
+        models={
+            "coder": ModelConfig(bundled=MODEL),
+            "critic": ModelConfig(bundled="gemma3-270m-q8_0"),
+        },
+    )
+    seen: list[AnyEvent] = []
+    with anyio.fail_after(600):
+        async with open_system(profile, kv_disk_dir=tmp_path, on_event=seen.append) as sys:
+            phases = [phase("coder", TAILS[0]), phase("critic", TAILS[0]), phase("coder", TAILS[1])]
+            out = await sys.run_phases("t1", phases)
+        async with open_system(profile, kv_disk_dir=tmp_path, on_event=seen.append) as sys:
+            later = await sys.run_phases("t2", [phase("coder", TAILS[1])])
+    assert out.error is None and later.error is None
+    evicted = [e.model for e in seen if isinstance(e, ModelEvicted) and e.reason != "shutdown"]
+    assert "coder" in evicted
+    first, _, retry = out.records
+    assert first.kv_restored_tokens == 0
+    assert retry.kv_restored_tokens > 0
+    assert later.records[0].kv_restored_tokens == retry.kv_restored_tokens
+    assert later.outputs[0] == out.outputs[2]
+    assert [e.tier for e in seen if isinstance(e, KVHit)] == ["ram", "disk"]
