@@ -24,6 +24,7 @@ from rich.console import Console
 from swapos.actors.system import open_system
 from swapos.console import LiveStatus, print_task_summary
 from swapos.errors import SwapOSError
+from swapos.kvstore import default_kv_dir
 from swapos.logconfig import configure_logging
 from swapos.models.profile import Mode, Profile, load_profile
 from swapos.pipeline.task import Task
@@ -61,7 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="swap mode (default: the profile's, normally overlap)",
     )
     parser.add_argument("--max-attempts", type=int, help="code attempts (default: profile)")
-    parser.add_argument("--no-kv-cache", action="store_true", help="disable KV prefix reuse")
+    parser.add_argument(
+        "--no-kv-cache",
+        action="store_true",
+        help="disable KV prefix reuse (on by default, with a disk tier in the user cache)",
+    )
     parser.add_argument("--async-backend", choices=["asyncio", "trio"], default="asyncio")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     return parser
@@ -133,6 +138,7 @@ async def _run(
             event_log=out / "events.jsonl",
             on_event=status.on_event,
             kv_cache=kv_cache,
+            kv_disk_dir=default_kv_dir() if kv_cache else None,
         ) as system:
             outcome = await system.run_task(task, max_attempts=max_attempts)
     _write_result(out, outcome.result)
