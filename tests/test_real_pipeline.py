@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
 import msgspec
 import pytest
@@ -11,6 +13,7 @@ from swapos.backends.base import SamplingParams
 from swapos.capsule.schema import decode_capsule
 from swapos.messages.commands import PhaseSpec
 from swapos.messages.events import (
+    EVENT_DECODER,
     AnyEvent,
     GenerationFinished,
     GenerationStarted,
@@ -20,7 +23,7 @@ from swapos.messages.events import (
 from swapos.models.bundled import default_profile
 from swapos.models.profile import PhaseConfig, PipelineConfig, Profile
 from swapos.pipeline.task import Task, TaskMeta
-from swapos.sysinfo import peak_rss_bytes
+from swapos.sysinfo import peak_rss_bytes, rss_bytes
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_model]
 
@@ -121,3 +124,25 @@ async def test_three_models_swap_under_a_budget_that_holds_two() -> None:
     assert overlapping, "no prefetch overlapped a generation"
     assert summary.load_hidden_fraction > 0
     assert peak_rss_bytes() > 0
+
+
+async def test_load_generate_evict_is_in_the_log_and_rss_returns(tmp_path: Path) -> None:
+    log = tmp_path / "events.jsonl"
+    spec = PhaseSpec(
+        phase="gen", model="coder", prompt="def add(a, b):\n", params=SamplingParams(max_tokens=8)
+    )
+    with anyio.fail_after(300):
+        async with open_system(default_profile(), event_log=log) as system:
+            before = rss_bytes()  # tokenizers are read at startup and stay
+            out = await system.run_phases("one", [spec])
+            during = rss_bytes()
+    after = rss_bytes()
+    assert out.error is None and out.outputs[0]
+    kinds = [type(EVENT_DECODER.decode(line)).__name__ for line in log.read_bytes().splitlines()]
+    for kind in ("ModelLoaded", "GenerationFinished", "ModelEvicted", "RunFinished"):
+        assert kind in kinds
+    assert (
+        kinds.index("ModelLoaded") < kinds.index("GenerationFinished") < kinds.index("ModelEvicted")
+    )
+    assert during - before > 200 * 2**20  # the Q8_0 coder was really resident
+    assert after - before < 64 * 2**20  # and its memory went back after eviction
