@@ -121,3 +121,19 @@ def test_summary_is_plain_data() -> None:
 
     data = msgspec.json.encode(Aggregator().summary())
     assert b"load_hidden_fraction" in data
+
+
+async def test_hidden_load_is_credited_once_not_to_every_later_user() -> None:
+    from swapos.clock import MonotonicClock
+
+    clock = MonotonicClock()  # real time: a resident model is ready a few µs after asking
+    scripts = {"a": FakeModelScript(load_s=0.05, token_s=0.001, reply="x y"),
+               "b": FakeModelScript(load_s=0.05, token_s=0.001, reply="x y")}
+    with anyio.fail_after(10):
+        async with fake_system(scripts, budget=1000, clock=clock) as (sys, _):  # type: ignore[arg-type]
+            await sys.run_phases("t1", [phase("a"), phase("b")])
+            second = await sys.run_phases("t2", [phase("a"), phase("b")])
+    assert [p.load_s for p in second.records] == [0.0, 0.0]
+    assert [p.load_hidden_s for p in second.records] == [0.0, 0.0]
+    first = sys.summary().results[0].phases
+    assert first[1].load_hidden_s > 0  # b's prefetch is credited to its first use

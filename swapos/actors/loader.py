@@ -72,6 +72,7 @@ class _Slot:
     leases: int = 0
     done: anyio.Event = field(default_factory=anyio.Event)
     speculative: bool = False
+    started_speculative: bool = False
     scope: anyio.CancelScope | None = None
     outcome: Outcome = "none"
     failure: str = ""
@@ -177,6 +178,7 @@ class Loader:
             await self._reply_failed(req, f"unknown model {req.model!r} (known: {known})")
             return
         t_req = self._events.t()
+        was_ready = slot.state == "ready"
         joined = False
         while slot.state != "ready":
             if slot.state == "absent":
@@ -191,12 +193,13 @@ class Loader:
                 await self._reply_failed(req, slot.failure)
                 return
         t_ready = self._events.t()
-        window = (t_req, t_ready)
-        evict_s = _overlap(window, slot.room) if t_ready > t_req else 0.0
-        load_s = max(0.0, t_ready - t_req - evict_s)
-        hidden = slot.hidden_credit_s
-        if t_ready > t_req and slot.load[0] < t_req:  # joined a load already running
-            hidden = max(hidden, min(t_req, slot.load[1]) - slot.load[0])
+        evict_s = load_s = 0.0
+        hidden = slot.hidden_credit_s  # a finished prefetch, credited to its first user only
+        if not was_ready:
+            evict_s = _overlap((t_req, t_ready), slot.room)
+            load_s = max(0.0, t_ready - t_req - evict_s)
+            if slot.started_speculative and slot.load[0] < t_req:  # joined a prefetch
+                hidden = max(hidden, min(t_req, slot.load[1]) - slot.load[0])
         slot.hidden_credit_s = 0.0
         self._joined += joined
         assert slot.model is not None
@@ -286,7 +289,7 @@ class Loader:
         assert self._tg is not None
         slot.state = "loading"
         slot.done = anyio.Event()
-        slot.speculative = not urgent
+        slot.speculative = slot.started_speculative = not urgent
         slot.outcome = "none"
         slot.failure = ""
         slot.scope = anyio.CancelScope()
