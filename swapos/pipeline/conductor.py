@@ -7,6 +7,7 @@ does the running: leasing models, generating, grading off the event loop, record
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -37,6 +38,9 @@ from swapos.pipeline.grader import GradeResult, count_tests, grade
 from swapos.pipeline.prompts import Phase, Prompt, build_prompt, capsule_for_task
 from swapos.pipeline.routing import route
 from swapos.pipeline.task import Task
+
+_TIMINGS = re.compile(r" in \d+(?:\.\d+)?s\b")
+"""Wall times in pytest's output; kept out of prompts so runs (and KV prefixes) repeat."""
 
 
 class PhaseOutput(msgspec.Struct, frozen=True, kw_only=True):
@@ -258,6 +262,7 @@ async def _grade(  # noqa: PLR0917
     st.last = result
     st.capsule = with_verdict(st.capsule, attempt=attempt, passed=result.passed)
     feedback = result.reason if result.passed else f"{result.reason}\n{result.output_tail}"
+    feedback = _TIMINGS.sub("", feedback)  # "1 failed in 0.34s": same prompt in every run
     st.capsule = with_feedback(
         st.capsule,
         Feedback(
