@@ -173,3 +173,13 @@ def print_task_summary(console: Console, result: TaskResult) -> None:
     )
     if result.error:
         console.print(f"[red]error:[/red] {result.error}")
+
+
+def interrupt_on_sigterm() -> None:
+    """Treat SIGTERM like Ctrl-C, so a killed run still writes what it finished."""
+    import signal
+
+    def _interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _interrupt)

@@ -22,7 +22,7 @@ import msgspec
 from rich.console import Console
 
 from swapos.actors.system import open_system
-from swapos.console import LiveStatus, print_task_summary
+from swapos.console import LiveStatus, interrupt_on_sigterm, print_task_summary
 from swapos.errors import SwapOSError
 from swapos.kvstore import default_kv_dir
 from swapos.logconfig import configure_logging
@@ -82,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out or f"runs/{stamp}-{(args.task and Path(args.task).name) or 'default'}")
     out.mkdir(parents=True, exist_ok=True)
     task_id = Path(args.task).name if args.task else DEFAULT_TASK_ID
+    interrupt_on_sigterm()
     try:
         task = resolve_task(args.task)
         task_id = task.task_id

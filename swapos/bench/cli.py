@@ -9,15 +9,20 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from swapos.bench import overhead, replay
+from swapos.bench import kv, overhead, replay, report, swap
+from swapos.bench import run as suite_run
 from swapos.errors import SwapOSError
 
 AddArguments = Callable[[argparse.ArgumentParser], None]
 Main = Callable[[argparse.Namespace], int]
 
 SUBCOMMANDS: dict[str, tuple[AddArguments, Main]] = {
+    "kv": (kv.add_arguments, kv.main),
     "overhead": (overhead.add_arguments, overhead.main),
     "replay": (replay.add_arguments, replay.main),
+    "run": (suite_run.add_arguments, suite_run.main),
+    "swap": (swap.add_arguments, swap.main),
+    "report": (report.add_arguments, report.main),
 }
 """Every subcommand: ``name -> (add_arguments, main)``. ``main``'s docstring is its help."""
 

@@ -1,0 +1,134 @@
+"""``comparison.json``: the ratios that matter between modes and arms (DESIGN §8). Pure.
+
+Built from the per-mode/arm run summaries alone, so ``report`` can rebuild it at any time
+from the results files.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+
+import msgspec
+
+from swapos.bench.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, McNemar, RatioStats, ratio_stats
+from swapos.bench.stats import mcnemar as paired_mcnemar
+from swapos.records.schema import RunSummary
+
+MODE_ORDER = ("overlap", "sequential", "resident")
+ARM_ORDER = ("pipeline", "single")
+RATIOS = (("overlap", "resident"), ("sequential", "resident"), ("overlap", "sequential"))
+"""Wall-time ratios reported, as (numerator mode, denominator mode)."""
+
+Key = tuple[str, str]
+"""(mode, arm)."""
+
+
+class ArmStats(msgspec.Struct, frozen=True, kw_only=True):
+    """Headline figures of one mode/arm."""
+
+    mode: str
+    arm: str
+    tasks: int
+    passed: int
+    pass_rate: float
+    pass_at_1: float
+    mean_wall_clock_s: float
+    total_task_wall_s: float
+    load_hidden_fraction: float
+
+
+class Comparison(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything ``comparison.json`` holds.
+
+    Attributes:
+        arms: ``"<mode>-<arm>"`` -> its headline figures.
+        wall_ratios: arm -> ``"overlap/resident"`` (etc.) -> per-task wall-time ratios.
+        hidden_load_fraction: mode -> hidden / (hidden + paid) load time, over every arm.
+        mcnemar_arms: per mode, ``pipeline`` vs ``single`` on pass/fail.
+        mcnemar_modes: per arm, each pair of modes on pass/fail.
+        bootstrap: how the intervals were computed.
+    """
+
+    arms: dict[str, ArmStats]
+    wall_ratios: dict[str, dict[str, RatioStats]]
+    hidden_load_fraction: dict[str, float]
+    mcnemar_arms: list[McNemar]
+    mcnemar_modes: list[McNemar]
+    bootstrap: dict[str, float]
+
+
+def label(key: Key) -> str:
+    return f"{key[0]}-{key[1]}"
+
+
+def ordered(keys: list[Key]) -> list[Key]:
+    """Keys in display order: modes, then arms, as in :data:`MODE_ORDER` / :data:`ARM_ORDER`."""
+
+    def rank(key: Key) -> tuple[int, int, Key]:
+        mode, arm = key
+        m = MODE_ORDER.index(mode) if mode in MODE_ORDER else len(MODE_ORDER)
+        a = ARM_ORDER.index(arm) if arm in ARM_ORDER else len(ARM_ORDER)
+        return m, a, key
+
+    return sorted(keys, key=rank)
+
+
+def compare(summaries: Mapping[Key, RunSummary], *, seed: int = DEFAULT_SEED) -> Comparison:
+    """The comparison of every mode/arm in ``summaries``, paired by task id."""
+    keys = ordered(list(summaries))
+    walls = {k: {r.task_id: r.wall_clock_s for r in summaries[k].results} for k in keys}
+    passed = {k: {r.task_id: r.passed for r in summaries[k].results} for k in keys}
+    arms = [a for a in ARM_ORDER if any(k[1] == a for k in keys)]
+    arms += sorted({k[1] for k in keys} - set(arms))
+    modes = [m for m in MODE_ORDER if any(k[0] == m for k in keys)]
+    modes += sorted({k[0] for k in keys} - set(modes))
+    wall_ratios: dict[str, dict[str, RatioStats]] = {}
+    for arm in arms:
+        ratios = {
+            f"{num}/{den}": ratio_stats(walls[(num, arm)], walls[(den, arm)], seed=seed)
+            for num, den in RATIOS
+            if (num, arm) in walls and (den, arm) in walls
+        }
+        if ratios:
+            wall_ratios[arm] = ratios
+    mcnemar_arms = [
+        paired_mcnemar(label((m, a)), passed[(m, a)], label((m, b)), passed[(m, b)])
+        for m in modes
+        for a, b in itertools.combinations(arms, 2)
+        if (m, a) in passed and (m, b) in passed
+    ]
+    mcnemar_modes = [
+        paired_mcnemar(label((x, arm)), passed[(x, arm)], label((y, arm)), passed[(y, arm)])
+        for arm in arms
+        for x, y in itertools.combinations(modes, 2)
+        if (x, arm) in passed and (y, arm) in passed
+    ]
+    return Comparison(
+        arms={label(k): _arm_stats(k, summaries[k]) for k in keys},
+        wall_ratios=wall_ratios,
+        hidden_load_fraction={m: _hidden_fraction(summaries, m) for m in modes},
+        mcnemar_arms=mcnemar_arms,
+        mcnemar_modes=mcnemar_modes,
+        bootstrap={"level": 0.95, "resamples": DEFAULT_RESAMPLES, "seed": seed},
+    )
+
+
+def _arm_stats(key: Key, s: RunSummary) -> ArmStats:
+    return ArmStats(
+        mode=key[0],
+        arm=key[1],
+        tasks=s.tasks_total,
+        passed=s.tasks_passed,
+        pass_rate=s.pass_rate,
+        pass_at_1=s.pass_at_1,
+        mean_wall_clock_s=s.mean_wall_clock_s,
+        total_task_wall_s=sum(r.wall_clock_s for r in s.results),
+        load_hidden_fraction=s.load_hidden_fraction,
+    )
+
+
+def _hidden_fraction(summaries: Mapping[Key, RunSummary], mode: str) -> float:
+    paid = sum(s.total_load_s for k, s in summaries.items() if k[0] == mode)
+    hidden = sum(s.total_load_hidden_s for k, s in summaries.items() if k[0] == mode)
+    return hidden / (hidden + paid) if hidden + paid > 0 else 0.0

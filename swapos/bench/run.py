@@ -1,0 +1,312 @@
+"""The suite benchmark: every mode x arm on the same tasks, interleaved task by task.
+
+``python -m swapos.bench run --suite S [--modes ...] [--arms ...] [--out DIR] [--resume]``
+
+Each mode/arm gets one long-lived system, opened once and kept open across tasks so models
+stay resident between tasks, as they would in a real deployment. All of them are open at
+once: with the default profile that is up to ~7 GiB of models for three modes x two arms
+(resident holds every model). For each task, every mode/arm runs it in turn, in an order
+rotated by the task's index so that machine drift spreads over all of them. After every
+task the mode/arm's ``results.json`` is rewritten atomically, so an interrupted run keeps
+what it finished and ``--resume`` continues it without running or counting anything twice.
+See ``docs/reports.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from pathlib import Path
+from typing import Protocol, cast, get_args
+
+import anyio
+import msgspec
+import structlog
+
+from swapos.actors.system import System, open_system
+from swapos.bench.coldcache import ColdCache
+from swapos.bench.compare import Key, compare, label, ordered
+from swapos.bench.progress import RichReporter
+from swapos.bench.results import (
+    RunInfo,
+    add_counters,
+    info_of,
+    read_summary,
+    summarize,
+    write_atomic,
+    write_summary,
+)
+from swapos.clock import Clock, MonotonicClock
+from swapos.console import interrupt_on_sigterm
+from swapos.errors import SwapOSError
+from swapos.models.profile import Mode, Profile, load_profile
+from swapos.pipeline.task import Task
+from swapos.pipeline.tasks import load_suite
+from swapos.records.schema import RunSummary, TaskResult
+
+log = structlog.get_logger(__name__)
+
+MODES: tuple[str, ...] = get_args(Mode)
+ARMS = ("pipeline", "single")
+SINGLE_SKIP_REASON = 10**9
+"""``skip_reason_max_difficulty`` of the single arm: the router never plans."""
+
+SystemFactory = Callable[[Profile, Mode, Path], AbstractAsyncContextManager[System]]
+"""Opens the system of one mode/arm: ``(profile, mode, events_path) -> System``."""
+
+
+class Reporter(Protocol):
+    """What the runner tells about its progress."""
+
+    def start(self, total: int, keys: Sequence[Key]) -> None: ...
+
+    def advance(self, key: Key, result: TaskResult) -> None: ...
+
+
+def parse_choices(text: str, valid: Sequence[str], what: str) -> list[str]:
+    """A comma-separated list of ``what`` names, each one of ``valid``, deduplicated.
+
+    Raises:
+        SwapOSError: an unknown or empty name (the message lists the valid ones).
+    """
+    names = list(dict.fromkeys(n.strip() for n in text.split(",")))
+    unknown = [n for n in names if n not in valid]
+    if unknown or not names:
+        raise SwapOSError(
+            f"unknown {what} {', '.join(map(repr, unknown)) or repr(text)}; "
+            f"choose from {', '.join(valid)} (comma-separated)"
+        )
+    return names
+
+
+def arm_profile(profile: Profile, arm: str) -> Profile:
+    """``profile`` for ``arm``: unchanged for ``pipeline``; for ``single``, one code attempt
+    and no reason phase (so: code, grade)."""
+    if arm == "pipeline":
+        return profile
+    pipeline = msgspec.structs.replace(
+        profile.pipeline, max_attempts=1, skip_reason_max_difficulty=SINGLE_SKIP_REASON
+    )
+    return msgspec.structs.replace(profile, pipeline=pipeline)
+
+
+def events_path(folder: Path) -> Path:
+    """``events.jsonl``, or ``events-<n>.jsonl`` for the n-th resumed session (every session
+    opens a new system, and an event log holds exactly one run)."""
+    path, n = folder / "events.jsonl", 1
+    while path.exists():
+        n += 1
+        path = folder / f"events-{n}.jsonl"
+    return path
+
+
+def open_llama(profile: Profile, mode: Mode, events: Path) -> AbstractAsyncContextManager[System]:
+    """The real :data:`SystemFactory`: llama-cpp-python models, a monotonic clock."""
+    return open_system(profile, mode=mode, event_log=events)
+
+
+def _previous(out: Path, keys: Sequence[Key], resume: bool) -> dict[Key, RunSummary]:
+    found: dict[Key, RunSummary] = {}
+    for key in keys:
+        folder = out / label(key)
+        if not resume:
+            if (folder / "results.json").exists() or any(folder.glob("events*.jsonl")):
+                raise SwapOSError(
+                    f"{folder} holds a previous run: pass --resume to continue it, or choose "
+                    "another --out"
+                )
+            continue
+        summary = read_summary(folder / "results.json")
+        if summary is not None:
+            if summary.mode and summary.mode != key[0]:
+                raise SwapOSError(
+                    f"{folder / 'results.json'} is a {summary.mode!r} run, not {key[0]!r}: "
+                    "delete it or choose another --out"
+                )
+            found[key] = summary
+    return found
+
+
+async def run_bench(
+    tasks: Sequence[Task],
+    profile: Profile,
+    *,
+    out: Path,
+    modes: Sequence[str],
+    arms: Sequence[str],
+    factory: SystemFactory = open_llama,
+    max_attempts: int | None = None,
+    resume: bool = False,
+    cold: ColdCache | None = None,
+    clock: Clock | None = None,
+    reporter: Reporter | None = None,
+) -> dict[Key, RunSummary]:
+    """Run every task in every mode x arm, interleaved; write results after every task.
+
+    Args:
+        tasks: the suite, in order (its index rotates the mode/arm order).
+        profile: the profile of the ``pipeline`` arm (see :func:`arm_profile`).
+        out: output folder; ``<mode>-<arm>/results.json`` and ``events*.jsonl`` go there.
+        modes, arms: what to compare (validated by :func:`parse_choices`).
+        factory: opens one mode/arm's system (tests pass fake systems).
+        max_attempts: code attempts of the ``pipeline`` arm (default: the profile's).
+        resume: continue the results in ``out``, skipping finished (task, mode, arm).
+        cold: drops the page cache before every task run, where allowed.
+        clock: measures the time spent in each system (default: monotonic).
+        reporter: told the total and every finished task.
+
+    Returns:
+        The summary of every mode/arm, old and new tasks together.
+
+    Raises:
+        SwapOSError: ``out`` holds a run and ``resume`` is False; a results file is
+            corrupt or from another mode; a system cannot open. Results written so far
+            stay on disk. Cancellation stops after the task runs in flight; nothing
+            finished is lost.
+    """
+    clock = clock or MonotonicClock()
+    keys = ordered([(m, a) for m in modes for a in arms])
+    previous = _previous(out, keys, resume)
+    base = {k: info_of(previous[k]) if k in previous else RunInfo() for k in keys}
+    results = {k: list(previous[k].results) if k in previous else [] for k in keys}
+    done = {k: {r.task_id for r in results[k]} for k in keys}
+    todo = {k: [t for t in tasks if t.task_id not in done[k]] for k in keys}
+    summaries = {k: previous[k] for k in previous}
+    if reporter is not None:
+        reporter.start(sum(len(v) for v in todo.values()), keys)
+    async with AsyncExitStack() as stack:
+        systems: dict[Key, System] = {}
+        wall: dict[Key, float] = {}
+        for key in (k for k in keys if todo[k]):
+            t0 = clock.now()
+            folder = out / label(key)
+            folder.mkdir(parents=True, exist_ok=True)
+            cm = factory(arm_profile(profile, key[1]), cast(Mode, key[0]), events_path(folder))
+            systems[key] = await stack.enter_async_context(cm)
+            wall[key] = clock.now() - t0
+            log.info("bench.system_opened", key=label(key), open_s=wall[key])
+        for i, task in enumerate(tasks):
+            rot = i % len(keys)
+            for key in [*keys[rot:], *keys[:rot]]:
+                if task.task_id in done[key]:
+                    continue
+                if cold is not None:
+                    await cold.drop()
+                t0 = clock.now()
+                attempts = 1 if key[1] == "single" else max_attempts
+                outcome = await systems[key].run_task(task, max_attempts=attempts)
+                wall[key] += clock.now() - t0
+                results[key].append(outcome.result)
+                done[key].add(task.task_id)
+                live = info_of(systems[key].summary())
+                live.wall_clock_s = wall[key]
+                summaries[key] = summarize(results[key], add_counters(base[key], live))
+                write_summary(out / label(key) / "results.json", summaries[key])
+                if reporter is not None:
+                    reporter.advance(key, outcome.result)
+    return summaries
+
+
+def write_comparison(out: Path, summaries: dict[Key, RunSummary]) -> Path:
+    """Write ``out/comparison.json`` from ``summaries``; returns its path."""
+    path = out / "comparison.json"
+    encoded = msgspec.json.encode(compare(summaries))
+    write_atomic(path, msgspec.json.format(encoded, indent=2) + b"\n")
+    return path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--suite", default="builtin", help="builtin, humaneval or a folder")
+    parser.add_argument("--limit", type=int, help="at most this many tasks (in id order)")
+    parser.add_argument("--tasks", help="only these task ids (comma-separated)")
+    parser.add_argument("--categories", help="only these categories (comma-separated)")
+    parser.add_argument("--modes", default=",".join(MODES), help=f"of {', '.join(MODES)}")
+    parser.add_argument("--arms", default="pipeline", help=f"of {', '.join(ARMS)}")
+    parser.add_argument("--profile", help="profile TOML (default: the embedded Gemma profile)")
+    parser.add_argument("--max-attempts", type=int, help="code attempts of the pipeline arm")
+    parser.add_argument("--out", type=Path, default=Path("out/bench"), help="output folder")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out")
+    parser.add_argument("--cold", action="store_true", help="drop the page cache before runs")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run a suite in every mode x arm, interleaved; write results and comparison.json."""
+    modes = parse_choices(args.modes, MODES, "mode")
+    arms = parse_choices(args.arms, ARMS, "arm")
+    tasks = load_suite(
+        args.suite,
+        limit=args.limit,
+        task_ids=_split(args.tasks),
+        categories=_split(args.categories),
+    )
+    profile = load_profile(args.profile) if args.profile else _default_profile()
+    out: Path = args.out
+    cold = ColdCache(print) if args.cold else None
+
+    async def go() -> dict[Key, RunSummary]:
+        with RichReporter() as reporter:
+            return await run_bench(
+                tasks,
+                profile,
+                out=out,
+                modes=modes,
+                arms=arms,
+                max_attempts=args.max_attempts,
+                resume=args.resume,
+                cold=cold,
+                reporter=reporter,
+            )
+
+    task_ids = [t.task_id for t in tasks]
+    interrupt_on_sigterm()
+    try:
+        summaries = anyio.run(go)
+    except KeyboardInterrupt:
+        _write_manifest(out, args, task_ids, cold)
+        print(f"interrupted; finished tasks are in {out}: rerun with --resume to continue")
+        return 130
+    _write_manifest(out, args, task_ids, cold)
+    path = write_comparison(out, summaries)
+    for key, s in summaries.items():
+        print(
+            f"{label(key)}: {s.tasks_passed}/{s.tasks_total} passed, "
+            f"mean wall {s.mean_wall_clock_s:.2f}s, hidden load {s.load_hidden_fraction:.0%}"
+        )
+    print(f"wrote {path}; report: python -m swapos.bench report {out}")
+    return 0
+
+
+def _split(text: str | None) -> list[str] | None:
+    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+
+def _default_profile() -> Profile:
+    from swapos.models.bundled import default_profile
+
+    return default_profile()
+
+
+def _write_manifest(
+    out: Path, args: argparse.Namespace, task_ids: list[str], cold: ColdCache | None
+) -> None:
+    """``bench.json``: the invocation, appended to the sessions already recorded."""
+    path = out / "bench.json"
+    sessions: list[object] = []
+    if path.exists():
+        try:
+            sessions = list(msgspec.json.decode(path.read_bytes()).get("sessions", []))
+        except (msgspec.DecodeError, AttributeError):
+            sessions = []
+    sessions.append(
+        {
+            "argv": {
+                k: str(v) if isinstance(v, Path) else v
+                for k, v in vars(args).items()
+                if k != "command"
+            },
+            "task_ids": task_ids,
+            "cold": cold.status() if cold is not None else {"requested": False},
+        }
+    )
+    write_atomic(path, msgspec.json.format(msgspec.json.encode({"sessions": sessions})) + b"\n")
