@@ -6,8 +6,6 @@ to the last bit (msgspec writes floats in shortest round-trip form).
 
 from __future__ import annotations
 
-import statistics
-
 from swapos.messages.events import (
     AnyEvent,
     FirstToken,
@@ -42,7 +40,8 @@ from swapos.messages.events import (
     TaskFinished,
     TaskStarted,
 )
-from swapos.records.schema import CategoryStats, PhaseRecord, RunSummary, TaskResult
+from swapos.records.schema import PhaseRecord, RunSummary, TaskResult
+from swapos.records.summary import RunInfo, summarize
 
 
 class Aggregator:
@@ -116,53 +115,21 @@ class Aggregator:
     def summary(self) -> RunSummary:
         """The run as of the events fed so far (finished tasks only)."""
         h = self.header
-        results = [self.tasks[t] for t in self.finished_tasks]
-        phases = [p for r in results for p in r.phases]
-        generated = [p for p in phases if p.model is not None]
-        paid = sum(p.load_s for p in generated)
-        hidden = sum(p.load_hidden_s for p in generated)
-        passed = sum(r.passed for r in results)
-        per_cat: dict[str, CategoryStats] = {}
-        for r in results:
-            c = per_cat.setdefault(r.category or "none", CategoryStats())
-            c.tasks += 1
-            c.passed += r.passed
-        for c in per_cat.values():
-            c.pass_rate = c.passed / c.tasks
-        n = len(results)
-        return RunSummary(
+        info = RunInfo(
             run_at=h.run_at if h else "",
             mode=h.mode if h else "",
             profile=h.profile if h else "",
             models=list(h.models) if h else [],
             budget_bytes=h.budget_bytes if h else 0,
             host=dict(h.host) if h else {},
-            tasks_total=n,
-            tasks_passed=passed,
-            pass_rate=passed / n if n else 0.0,
-            pass_at_1=sum(r.pass_at_1 for r in results) / n if n else 0.0,
-            per_category=per_cat,
             wall_clock_s=self.run_finished_t if self.run_finished_t is not None else self.last_t,
-            mean_wall_clock_s=_mean([r.wall_clock_s for r in results]),
-            phases_total=len(phases),
-            mean_load_s=_mean([p.load_s for p in generated]),
-            mean_evict_s=_mean([p.evict_s for p in generated]),
-            mean_ttft_s=_mean([p.ttft_s for p in generated]),
-            total_load_s=paid,
-            total_load_hidden_s=hidden,
-            total_evict_s=sum(p.evict_s for p in generated),
-            load_hidden_fraction=hidden / (hidden + paid) if hidden + paid > 0 else 0.0,
             loads=self.loads,
             evictions=self.evictions,
-            prefill_tokens=sum(p.prefill_tokens for p in generated),
-            prefill_s=sum(p.prefill_s for p in generated),
-            kv_restored_tokens=sum(p.kv_restored_tokens for p in generated),
             kv_hits=self.kv_hits,
             kv_misses=self.kv_misses,
             kv_saves=self.kv_saves,
-            peak_rss_bytes=max((p.peak_rss_bytes for p in phases), default=0),
-            results=results,
         )
+        return summarize([self.tasks[t] for t in self.finished_tasks], info)
 
 
 _IGNORED: frozenset[type] = frozenset(
@@ -196,7 +163,3 @@ def _apply_generation(record: PhaseRecord, ev: GenerationFinished) -> None:
     record.hit_cap = ev.hit_cap
     record.tok_s = (ev.tokens - 1) / ev.gen_s if ev.tokens > 1 and ev.gen_s > 0 else 0.0
     record.outcome = "cap" if ev.hit_cap else ev.stop_reason
-
-
-def _mean(values: list[float]) -> float:
-    return statistics.fmean(values) if values else 0.0

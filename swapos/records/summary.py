@@ -1,0 +1,86 @@
+"""A run's summary from its finished tasks: every aggregate of DESIGN §6, one function."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+import msgspec
+
+from swapos.records.schema import CategoryStats, RunSummary, TaskResult
+
+
+class RunInfo(msgspec.Struct, kw_only=True):
+    """What a run summary holds beyond its tasks: header facts and run-wide counters."""
+
+    run_at: str = ""
+    mode: str = ""
+    profile: str = ""
+    models: list[str] = msgspec.field(default_factory=list)
+    budget_bytes: int = 0
+    host: dict[str, str] = msgspec.field(default_factory=dict)
+    wall_clock_s: float = 0.0
+    loads: int = 0
+    evictions: int = 0
+    kv_hits: int = 0
+    kv_misses: int = 0
+    kv_saves: int = 0
+
+
+def summarize(results: Sequence[TaskResult], info: RunInfo) -> RunSummary:
+    """The run summary of ``results`` (in order), every aggregate computed from them.
+
+    :meth:`swapos.records.aggregate.Aggregator.summary` (live and replay) and the benchmark
+    results files (resumable) both use it, so their numbers agree by construction.
+    """
+    results = list(results)
+    phases = [p for r in results for p in r.phases]
+    generated = [p for p in phases if p.model is not None]
+    paid = sum(p.load_s for p in generated)
+    hidden = sum(p.load_hidden_s for p in generated)
+    passed = sum(r.passed for r in results)
+    per_cat: dict[str, CategoryStats] = {}
+    for r in results:
+        c = per_cat.setdefault(r.category or "none", CategoryStats())
+        c.tasks += 1
+        c.passed += r.passed
+    for c in per_cat.values():
+        c.pass_rate = c.passed / c.tasks
+    n = len(results)
+    return RunSummary(
+        run_at=info.run_at,
+        mode=info.mode,
+        profile=info.profile,
+        models=list(info.models),
+        budget_bytes=info.budget_bytes,
+        host=dict(info.host),
+        tasks_total=n,
+        tasks_passed=passed,
+        pass_rate=passed / n if n else 0.0,
+        pass_at_1=sum(r.pass_at_1 for r in results) / n if n else 0.0,
+        per_category=per_cat,
+        wall_clock_s=info.wall_clock_s,
+        mean_wall_clock_s=_mean([r.wall_clock_s for r in results]),
+        phases_total=len(phases),
+        mean_load_s=_mean([p.load_s for p in generated]),
+        mean_evict_s=_mean([p.evict_s for p in generated]),
+        mean_ttft_s=_mean([p.ttft_s for p in generated]),
+        total_load_s=paid,
+        total_load_hidden_s=hidden,
+        total_evict_s=sum(p.evict_s for p in generated),
+        load_hidden_fraction=hidden / (hidden + paid) if hidden + paid > 0 else 0.0,
+        loads=info.loads,
+        evictions=info.evictions,
+        prefill_tokens=sum(p.prefill_tokens for p in generated),
+        prefill_s=sum(p.prefill_s for p in generated),
+        kv_restored_tokens=sum(p.kv_restored_tokens for p in generated),
+        kv_hits=info.kv_hits,
+        kv_misses=info.kv_misses,
+        kv_saves=info.kv_saves,
+        peak_rss_bytes=max((p.peak_rss_bytes for p in phases), default=0),
+        results=results,
+    )
+
+
+def _mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values else 0.0
