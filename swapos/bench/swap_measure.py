@@ -24,6 +24,7 @@ from swapos.bench.coldcache import DROP_CACHES, drop_page_cache
 from swapos.messages.commands import PhaseSpec
 from swapos.models.profile import Mode, Profile
 from swapos.models.spec import ModelSpec
+from swapos.records.schema import PhaseRecord
 from swapos.sysinfo import peak_rss_bytes, reset_peak_rss, rss_bytes
 
 log = structlog.get_logger(__name__)
@@ -245,6 +246,7 @@ class ModeRun(msgspec.Struct, frozen=True, kw_only=True):
             open (budgeted modes), read after the run.
         peak_rss_delta_bytes: ``peak_rss_bytes`` minus the RSS before any model loaded.
         load_avg: the 1-minute load average when the run ended.
+        records: the per-phase records (docs/timings.md), to see where the time went.
     """
 
     round: int
@@ -267,6 +269,7 @@ class ModeRun(msgspec.Struct, frozen=True, kw_only=True):
     peak_rss_delta_bytes: int
     load_avg: float
     error: str | None = None
+    records: list[PhaseRecord] = msgspec.field(default_factory=list)
 
 
 def _fraction(hidden: float, paid: float) -> float:
@@ -341,4 +344,5 @@ async def run_mode(
         peak_rss_delta_bytes=peak - (rss0 if mode == "resident" else rss_open),
         load_avg=os.getloadavg()[0],
         error=out.error,
+        records=recs,
     )

@@ -1,0 +1,221 @@
+"""The swap microbench runs end to end (fake backend, tiny sizes; timings are its job)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import msgspec
+import pytest
+
+from swapos.backends.fake import FakeBackend, FakeModelScript
+from swapos.bench import cli
+from swapos.bench.swap import (
+    ModeStats,
+    Ratio,
+    SwapReport,
+    build_args,
+    run_bench,
+    targets,
+)
+from swapos.bench.swap_measure import (
+    CacheDropper,
+    Rig,
+    alternating,
+    measure_swap,
+    pipeline_phases,
+    run_mode,
+)
+from swapos.clock import MonotonicClock
+from swapos.models.profile import ModelConfig, Profile
+from swapos.models.spec import ModelSpec
+
+pytestmark = pytest.mark.anyio
+
+NAMES = ("a", "b", "c")
+SCRIPT = FakeModelScript(load_s=0.02, token_s=0.001, reply="x y z w", footprint_bytes=100)
+
+
+class NoDropBackend(FakeBackend):
+    async def drop_page_cache(self, spec: ModelSpec) -> bool:
+        return False
+
+
+def fake_rig(tmp_path: Path, *, drop_caches: Path | None = None) -> Rig:
+    """Three fake models, a budget that holds two of them, a writable ``drop_caches``."""
+    (tmp_path / "drop_caches").touch()
+    specs = {n: ModelSpec(name=n, path=f"/nonexistent/{n}.gguf") for n in NAMES}
+    profile = Profile(
+        name="fake", budget=250, models={n: ModelConfig(path=s.path) for n, s in specs.items()}
+    )
+    return Rig(
+        profile=profile,
+        specs=specs,
+        new_backend=lambda: FakeBackend(MonotonicClock(), dict.fromkeys(NAMES, SCRIPT)),
+        drop_caches=drop_caches or tmp_path / "drop_caches",
+    )
+
+
+def test_pipeline_alternates_after_the_first_model() -> None:
+    assert alternating(list(NAMES), 7) == ["a", "b", "c", "b", "c", "b", "c"]
+    assert alternating(list(NAMES), 0) == []
+    phases = pipeline_phases(list(NAMES), 4, tokens=5)
+    assert [p.model for p in phases] == ["a", "b", "c", "b"]
+    assert {p.params.max_tokens for p in phases} == {5}
+    assert len({p.prompt for p in phases}) == 1
+
+
+async def test_dropper_uses_drop_caches_then_per_file_then_gives_up(tmp_path: Path) -> None:
+    specs = fake_rig(tmp_path).specs
+    drop_caches = tmp_path / "drop_caches"
+    drop_caches.touch()
+    backend = FakeBackend(MonotonicClock(), dict.fromkeys(NAMES, SCRIPT))
+    with anyio.fail_after(10):
+        first = CacheDropper(backend, specs, drop_caches)
+        assert await first.drop() and first.method == "drop_caches"
+        assert drop_caches.read_text() == "1\n"
+        second = CacheDropper(backend, specs, tmp_path / "missing")
+        backend.warmed.add("a")
+        assert await second.drop() and second.method == "fadvise"
+        assert "a" not in backend.warmed
+        nodrop = NoDropBackend(MonotonicClock(), dict.fromkeys(NAMES, SCRIPT))
+        third = CacheDropper(nodrop, specs, tmp_path / "missing")
+        assert not await third.drop() and not await third.drop()
+    assert third.method is None and third.unavailable is not None
+    assert "does not exist" in third.unavailable and "posix_fadvise" in third.unavailable
+
+
+@pytest.mark.parametrize("condition", ["warm", "cold"])
+async def test_swap_sample_times_load_first_token_and_close(condition: str, tmp_path: Path) -> None:
+    rig = fake_rig(tmp_path)
+    backend = FakeBackend(MonotonicClock(), dict.fromkeys(NAMES, SCRIPT))
+    dropper = CacheDropper(backend, rig.specs, rig.drop_caches)
+    with anyio.fail_after(10):
+        sample = await measure_swap(backend, rig.specs["a"], condition=condition, dropper=dropper)
+    assert sample is not None and sample.model == "a" and sample.condition == condition
+    assert sample.load_s >= SCRIPT.load_s
+    assert sample.swap_s >= sample.load_s + sample.ttft_s
+    assert sample.prompt_tokens == 200
+    assert not backend.open_models  # closed again
+    assert dropper.drops == (condition == "cold")
+
+
+async def test_cold_swap_is_skipped_when_the_cache_cannot_be_dropped(tmp_path: Path) -> None:
+    rig = fake_rig(tmp_path)
+    backend = NoDropBackend(MonotonicClock(), dict.fromkeys(NAMES, SCRIPT))
+    dropper = CacheDropper(backend, rig.specs, tmp_path / "missing")
+    with anyio.fail_after(10):
+        assert (
+            await measure_swap(backend, rig.specs["a"], condition="cold", dropper=dropper) is None
+        )
+    assert not backend.loads
+
+
+@pytest.mark.parametrize(
+    ("mode", "loads", "evictions"), [("sequential", 5, 4), ("overlap", 3, 1), ("resident", 3, 0)]
+)
+async def test_mode_run_counts_what_each_mode_loads(
+    mode: str, loads: int, evictions: int, tmp_path: Path
+) -> None:
+    rig = fake_rig(tmp_path)
+    phases = pipeline_phases(list(NAMES), 5, tokens=2)
+    with anyio.fail_after(20):
+        run = await run_mode(rig, mode, phases, condition="cold")  # type: ignore[arg-type]
+    assert run.error is None
+    assert (run.loads, run.evictions, run.tokens) == (loads, evictions, 10)
+    assert run.wall_s > 0
+    assert [r.model for r in run.records] == ["a", "b", "c", "b", "c"]
+    if mode == "sequential":
+        assert run.load_s >= 5 * SCRIPT.load_s and run.load_hidden_fraction == 0.0
+    if mode == "resident":  # preloaded before the clock started: nothing paid in run_phases
+        assert run.load_s < 0.01 and run.open_s >= 3 * SCRIPT.load_s
+
+
+def _mode(cond: str, mode: str, *, hidden: float = 1.0, peak: int = 0) -> ModeStats:
+    return ModeStats(
+        condition=cond, mode=mode, runs=1, wall_s=1.0, open_s=0.0, load_s=0.1,
+        load_hidden_s=0.9, evict_s=0.0, load_hidden_fraction=hidden,
+        swap_hidden_fraction=1.0, loads=3, evictions=1, tokens=9,
+        peak_rss_delta_bytes=peak, peak_rss_delta_max_bytes=peak, errors=[],
+    )  # fmt: skip
+
+
+def test_targets_compare_against_the_issue_thresholds() -> None:
+    ratios = [
+        Ratio(condition="cold", name="overlap/sequential", per_round=[0.8, 0.9], median=0.85),
+        Ratio(condition="warm", name="overlap/sequential", per_round=[1.03], median=1.03),
+    ]
+    modes = [
+        _mode("cold", "overlap", hidden=0.85, peak=1049),
+        _mode("cold", "sequential", peak=1051),
+        _mode("cold", "resident", peak=10**6),
+    ]
+    checks = {
+        (c.condition, c.name): c.met for c in targets(modes, ratios, budget=1000, holds_two=True)
+    }
+    assert checks == {
+        ("cold", "overlap wall / sequential wall <="): True,
+        ("warm", "overlap wall / sequential wall <="): False,
+        ("cold", "hidden-load fraction >="): False,
+        ("cold", "hidden-load fraction, swaps only (phase 2..n) >="): True,
+        ("cold", "overlap peak RSS - baseline (MiB) <="): True,
+        ("cold", "sequential peak RSS - baseline (MiB) <="): False,
+    }
+    no_two = targets(modes, ratios, budget=1000, holds_two=False)
+    assert not any("hidden" in c.name for c in no_two)
+
+
+async def test_bench_interleaves_modes_and_reports_ratios(tmp_path: Path) -> None:
+    rig = fake_rig(tmp_path)
+    args = build_args(["--repeats", "1", "--rounds", "2", "--phases", "3", "--tokens", "2"])
+    with anyio.fail_after(60):
+        report = await run_bench(rig, args, say=lambda _: None)
+    assert report.cold_method == "drop_caches" and report.cold_skipped is None
+    assert [(s.model, s.condition) for s in report.models] == [
+        (n, c) for c in ("cold", "warm") for n in NAMES
+    ]
+    # Each round runs every mode once per condition, rotating which mode goes first.
+    firsts = [r.mode for r in report.runs if r.position == 0]
+    assert firsts == ["overlap", "overlap", "sequential", "sequential"]
+    assert len(report.runs) == 2 * 2 * 3
+    names = {(r.condition, r.name): len(r.per_round) for r in report.ratios}
+    assert names[("cold", "overlap/resident")] == 2 and len(names) == 6
+    assert report.budget_holds_two and report.phases == ["a", "b", "c"]
+    decoded = msgspec.json.decode(msgspec.json.encode(report), type=SwapReport)
+    assert decoded == report
+
+
+async def test_bench_skips_cold_with_a_reason(tmp_path: Path) -> None:
+    specs = fake_rig(tmp_path).specs
+    rig = Rig(
+        profile=fake_rig(tmp_path).profile,
+        specs=specs,
+        new_backend=lambda: NoDropBackend(MonotonicClock(), dict.fromkeys(NAMES, SCRIPT)),
+        drop_caches=tmp_path / "missing",
+    )
+    args = build_args(["--repeats", "1", "--rounds", "1", "--phases", "2", "--modes", "overlap"])
+    said: list[str] = []
+    with anyio.fail_after(30):
+        report = await run_bench(rig, args, say=said.append)
+    assert report.cold_skipped is not None
+    assert any(s.startswith("cold skipped:") for s in said)
+    assert {r.condition for r in report.runs} == {"warm"}
+
+
+def test_cli_rejects_an_unknown_mode() -> None:
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["swap", "--modes", "overlap,fast"])
+
+
+@pytest.mark.real_model
+@pytest.mark.slow
+def test_cli_runs_on_the_real_models(tmp_path: Path) -> None:
+    out = tmp_path / "swap.json"
+    argv = ["swap", "--repeats", "1", "--rounds", "1", "--phases", "3", "--tokens", "4",
+            "--conditions", "warm", "--modes", "overlap,sequential", "--out", str(out)]  # fmt: skip
+    assert cli.main(argv) == 0
+    report = msgspec.json.decode(out.read_bytes(), type=SwapReport)
+    assert [s.model for s in report.models] == ["planner", "coder", "critic"]
+    assert all(s.load_s > 0 and s.rss_delta_bytes > 0 for s in report.models)
+    assert {(r.mode, r.error) for r in report.runs} == {("overlap", None), ("sequential", None)}
+    assert [r.name for r in report.ratios] == ["overlap/sequential"]
