@@ -47,6 +47,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 import llama_cpp
+import msgspec
 import numpy as np
 import structlog
 
@@ -442,6 +443,7 @@ class LlamaModel:
         *,
         restore: PrefixState | None = None,
         save_at: int | None = None,
+        save_final: bool = False,
         on_token: Callable[[str], None] | None = None,
     ) -> GenerationOutput:
         """Generate a continuation of ``prompt`` in one worker thread.
@@ -459,7 +461,7 @@ class LlamaModel:
                 if self._ctx is None:
                     raise RuntimeError(f"model {self._spec.name} is closed")
                 decoder = _Decoder(self, abort, on_token, started)
-                return decoder.run(prompt, params, restore, save_at)
+                return decoder.run(prompt, params, restore, save_at, save_final=save_final)
             finally:
                 self._lock.release()
 
@@ -509,6 +511,7 @@ class _Decoder:
         self.on_token = on_token
         self.started = started
         self.n_past = 0
+        self.generated: list[int] = []  # sampled tokens decoded into the KV cache
 
     # -- KV state ------------------------------------------------------------------------
 
@@ -517,23 +520,55 @@ class _Decoder:
         self.n_past = 0
 
     def _restore(self, prompt: list[int], restore: PrefixState | None) -> int:
-        """Restore ``restore`` if it is a prefix of ``prompt``; the tokens it covers, or 0."""
-        n = len(restore.tokens) if restore is not None else 0
-        if restore is None or n == 0 or tuple(prompt[:n]) != restore.tokens:
+        """Restore ``restore`` and keep the part it shares with ``prompt``; the tokens kept.
+
+        The state may hold more than the common prefix (a previous attempt's prompt and
+        answer): the KV cells past it are dropped with ``llama_memory_seq_rm``. At most
+        ``len(prompt) - 1`` tokens are kept (sampling needs the last prompt token's logits).
+        With a sliding-window (SWA) cache, as Gemma 3 has, a truncated state may lack the
+        window of cells the next token attends to (cells older than the window are reused
+        by later tokens); then nothing is restored (full prefill), as llama.cpp's server
+        does. Any failure leaves an empty cache and returns 0.
+        """
+        if restore is None or not restore.tokens or not prompt:
+            return 0
+        n = len(restore.tokens)
+        keep = min(_common_prefix(restore.tokens, prompt), len(prompt) - 1)
+        if keep <= 0:
             return 0
         src = (ctypes.c_uint8 * len(restore.state)).from_buffer_copy(restore.state)
         if llama_cpp.llama_state_seq_set_data(self.ctx, src, len(restore.state), 0) == 0:
             log.warning("kv_restore.failed", model=self.m.spec.name, tokens=n)
             self._clear()
             return 0
-        self.n_past = n
-        if n == len(prompt):  # we need the last prompt token's logits: evaluate it again
+        if keep < n:
             mem = llama_cpp.llama_get_memory(self.ctx)
-            if not llama_cpp.llama_memory_seq_rm(mem, 0, n - 1, -1):
+            if not llama_cpp.llama_memory_seq_rm(mem, 0, keep, -1):
+                log.warning("kv_restore.truncate_failed", model=self.m.spec.name, keep=keep)
                 self._clear()
                 return 0
-            self.n_past = n - 1
-        return self.n_past
+            if not self._window_intact(keep):
+                self._clear()
+                return 0
+        self.n_past = keep
+        return keep
+
+    def _window_intact(self, keep: int) -> bool:
+        """After truncating to ``keep`` tokens, does the cache still hold every cell the
+        next token attends to? Always for full attention; for a sliding window of ``n_swa``
+        the oldest cell kept must be at or before ``keep - n_swa`` (llama.cpp's server
+        uses the same bound before reusing a cache)."""
+        n_swa = int(llama_cpp.llama_model_n_swa(self.m._model))
+        if n_swa <= 0:
+            return True
+        pos_min = int(llama_cpp.llama_memory_seq_pos_min(llama_cpp.llama_get_memory(self.ctx), 0))
+        if 0 <= pos_min <= max(0, keep - n_swa):
+            return True
+        log.info(
+            "kv_restore.swa_window_lost", model=self.m.spec.name, keep=keep, pos_min=pos_min,
+            n_swa=n_swa,
+        )  # fmt: skip
+        return False
 
     def _snapshot(self, tokens: list[int]) -> PrefixState:
         size = llama_cpp.llama_state_seq_get_size(self.ctx, 0)
@@ -591,8 +626,11 @@ class _Decoder:
         params: SamplingParams,
         restore: PrefixState | None,
         save_at: int | None,
+        *,
+        save_final: bool = False,
     ) -> GenerationOutput:
-        """Restore, prefill (snapshotting at ``save_at``), then sample until a stop."""
+        """Restore, prefill (snapshotting at ``save_at``), sample until a stop, then
+        snapshot the final state if ``save_final``."""
         self._clear()
         restored = self._restore(prompt, restore)
         saved: PrefixState | None = None
@@ -614,10 +652,36 @@ class _Decoder:
                 prefilled=prefilled, first=prefilled, count=0, reason="context", saved=saved,
             )  # fmt: skip
         text, count, reason, first = self._sample_loop(params)
-        return self._output(
+        out = self._output(
             text=text, prompt=prompt, restored=restored, prefill_tokens=prefill_tokens,
             prefilled=prefilled, first=first, count=count, reason=reason, saved=saved,
         )  # fmt: skip
+        if not save_final:
+            return out
+        final = self._final_state(prompt)
+        return msgspec.structs.replace(out, final=final) if final is not None else out
+
+    def _final_state(self, prompt: list[int]) -> PrefixState | None:
+        """The state holding ``prompt`` + the answer's decoded tokens, for a retry whose
+        prompt appends to them.
+
+        The answer's KV cells were computed one token at a time, and llama.cpp's CPU
+        kernels are not batch-invariant: a later *prefill* of the same tokens gives slightly
+        different values, enough to flip a greedy choice further on. So the answer is
+        re-evaluated as one batch (at most ``max_tokens`` tokens, after the last token was
+        emitted) before the snapshot: restoring it then matches a fresh prefill exactly.
+        A one-token answer is left out (a batch of one is the decode path again).
+        """
+        assert self.n_past == len(prompt) + len(self.generated), "KV cache and tokens disagree"
+        answer = self.generated if len(self.generated) > 1 else []
+        if self.generated:
+            mem = llama_cpp.llama_get_memory(self.ctx)
+            if not llama_cpp.llama_memory_seq_rm(mem, 0, len(prompt), -1):
+                return None
+            self.n_past = len(prompt)
+            if answer and not self._eval(answer):
+                return None
+        return self._snapshot(prompt + answer)
 
     def _sample_loop(self, params: SamplingParams) -> tuple[str, int, StopReason, float]:
         rng = np.random.default_rng(params.seed)
@@ -644,9 +708,11 @@ class _Decoder:
             safe = len(text) - _held_back(text, stops)
             self._emit(text[emitted:safe])
             emitted = safe
-            if i + 1 < params.max_tokens and not self._eval([token]):
-                reason = "context"
-                break
+            if i + 1 < params.max_tokens:
+                if not self._eval([token]):
+                    reason = "context"
+                    break
+                self.generated.append(token)
         text += utf8.decode(b"", final=True)
         cut = _find_stop(text, stops, emitted)
         if cut is not None:
@@ -680,6 +746,15 @@ class _Decoder:
             stop_reason=reason,
             saved=saved,
         )
+
+
+def _common_prefix(a: tuple[int, ...], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _piece(vocab: Any, token: int) -> bytes:

@@ -27,6 +27,7 @@ from typing import Any
 import platformdirs
 import structlog
 
+import swapos.openmp  # noqa: F401  (passive OpenMP threads, before llama_cpp loads)
 from swapos.errors import ModelFileError, ProfileError
 from swapos.models.digests import remember_digest
 from swapos.models.profile import Profile, decode_profile
