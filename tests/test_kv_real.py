@@ -126,6 +126,59 @@ async def test_state_survives_eviction_reload_and_restart(tmp_path: Path) -> Non
     first, _, retry = out.records
     assert first.kv_restored_tokens == 0
     assert retry.kv_restored_tokens > 0
-    assert later.records[0].kv_restored_tokens == retry.kv_restored_tokens
+    # the retry's final state (prompt + answer) is on disk: all but the last prompt token
+    assert later.records[0].kv_restored_tokens == later.records[0].prompt_tokens - 1
+    assert later.records[0].kv_restored_tokens > retry.kv_restored_tokens
     assert later.outputs[0] == out.outputs[2]
     assert [e.tier for e in seen if isinstance(e, KVHit)] == ["ram", "disk"]
+
+
+async def test_greedy_after_a_partial_restore_is_identical_to_fresh_prefill(
+    model: LlamaModel,
+) -> None:
+    """A final state (prompt + answer) restored into a prompt that appends to it, that
+    diverges from it inside the prompt (KV cells past the common part are dropped), or that
+    is the first prompt again: greedy decoding matches a fresh prefill token for token (a
+    prefill split at the same point: batch composition changes the last bits of the KV).
+
+    (Truncating *inside the answer* is not asserted: llama.cpp's CPU kernels are not
+    batch-invariant, and the answer's cells are computed in a different batch than a fresh
+    prefill would use, which can flip a later greedy choice.)"""
+    with anyio.fail_after(240):
+        first = await model.tokenize(STABLE + TAILS[0])
+        out = await model.generate(first, GREEDY, save_final=True)
+        final = out.final
+        assert final is not None and final.tokens[: len(first)] == tuple(first)
+        assert len(final.tokens) == len(first) + out.tokens - 1  # the last sampled: not decoded
+        appended = list(final.tokens) + (await model.tokenize("\n\ndef div(a, b):\n"))[1:]
+        diverging = first[:-2] + (await model.tokenize("x = 1\n"))[1:]
+        for prompt in (appended, diverging, first):
+            common = next(
+                (i for i, (x, y) in enumerate(zip(final.tokens, prompt, strict=False)) if x != y),
+                min(len(final.tokens), len(prompt)),
+            )
+            keep = min(common, len(prompt) - 1)
+            # llama.cpp's CPU kernels are not batch-invariant: compare with a fresh prefill
+            # split where the restore splits it (restored cells, then the rest)
+            fresh = await model.generate(prompt, GREEDY, save_at=keep)
+            restored = await model.generate(prompt, GREEDY, restore=final)
+            assert restored.kv_restored_tokens == keep > 0
+            assert restored.prefill_tokens == len(prompt) - restored.kv_restored_tokens
+            assert restored.text == fresh.text and restored.tokens == fresh.tokens > 0
+
+
+async def test_truncating_beyond_the_sliding_window_falls_back_to_full_prefill(
+    model: LlamaModel,
+) -> None:
+    """Gemma 3's SWA cache keeps only the last window of cells of a long state: truncating it
+    far back would lose cells the next token needs, so the backend prefills instead."""
+    with anyio.fail_after(400):
+        long = await model.tokenize(STABLE * 12 + TAILS[0])
+        assert len(long) > 1000
+        out = await model.generate(long, SamplingParams(max_tokens=2), save_final=True)
+        assert out.final is not None
+        prompt = long[:300] + (await model.tokenize("x = 1\n"))[1:]
+        fresh = await model.generate(prompt, GREEDY)
+        restored = await model.generate(prompt, GREEDY, restore=out.final)
+    assert restored.kv_restored_tokens == 0 and restored.prefill_tokens == len(prompt)
+    assert restored.text == fresh.text

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -223,9 +224,70 @@ async def test_retry_restores_the_stable_prefix_after_its_model_was_evicted() ->
     assert fb.loads == ["a", "b", "a"]  # a was evicted and reloaded in between
     first, _, retry = out.records
     assert first.kv_restored_tokens == 0
-    assert retry.kv_restored_tokens == len(STABLE)
-    assert retry.prefill_tokens == len("attempt two")
-    assert retry.prefill_s == pytest.approx(0.01 * len("attempt two"))
+    # attempt 1's final state (prompt + answer) shares STABLE + "attempt " with the retry
+    common = len(STABLE + "attempt ")
+    assert retry.kv_restored_tokens == common
+    assert retry.prefill_tokens == len(STABLE + "attempt two") - common
+    assert retry.prefill_s == pytest.approx(0.01 * retry.prefill_tokens)
+
+
+async def test_append_only_retry_reads_only_what_was_appended() -> None:
+    """The final state (prompt + answer) serves a retry whose prompt extends it."""
+    clock = FakeClock()
+    first_prompt = "attempt 1:"
+    retry_tail = first_prompt + "x y " + "feedback; attempt 2:"
+    with anyio.fail_after(10):
+        async with clock.autojump(), fake_system(SCRIPTS, budget=100, clock=clock) as (sys, fb):
+            out = await sys.run_phases(
+                "t1", [phase("a", first_prompt), phase("b", "review"), phase("a", retry_tail)]
+            )
+    assert fb.loads == ["a", "b", "a"]
+    retry = out.records[2]
+    assert retry.kv_restored_tokens == len(STABLE + first_prompt + "x y ")
+    assert retry.prefill_tokens == len("feedback; attempt 2:")
+
+
+async def test_diverging_state_needs_the_minimum_common_prefix() -> None:
+    with anyio.fail_after(10):
+        async with kvcache() as kv:
+            await kv.save(ID, list(range(40)))
+            partial = await kv.lookup(ID, [*range(35), 99])
+            short = await kv.lookup(ID, [*range(10), 99])
+            whole = await kv.save(ID, [1000, 1001]) or await kv.lookup(ID, [1000, 1001, 7])
+    assert partial is not None and partial.common_tokens == 35
+    assert len(partial.state.tokens) == 40
+    assert short is None  # 10 common tokens: below the minimum for a diverging state
+    assert whole is not None and whole.common_tokens == 2  # a whole-state match always counts
+    assert [e.tokens for e in of(kv.seen, KVHit)] == [35, 2]
+
+
+async def test_diverging_state_is_found_on_disk_by_a_fresh_store(tmp_path: Path) -> None:
+    with anyio.fail_after(10):
+        async with kvcache(disk_dir=tmp_path) as old:
+            await old.save(ID, list(range(50)))
+            await old.save(ID, list(range(20)))
+        async with kvcache(disk_dir=tmp_path) as kv:
+            hit = await kv.lookup(ID, [*range(45), 7, 8])
+    assert hit is not None and hit.tier == "disk"
+    assert hit.common_tokens == 45 and len(hit.state.tokens) == 50
+
+
+async def test_backend_fallback_is_reported_as_a_miss() -> None:
+    clock = FakeClock()
+    scripts = {"a": msgspec.structs.replace(SCRIPTS["a"], fail_restore=True)}
+    backend = FakeBackend(clock, scripts)
+    specs = {"a": ModelSpec(name="a", path="/nonexistent/a.gguf")}
+    seen: list[AnyEvent] = []
+    with anyio.fail_after(10):
+        async with clock.autojump(), open_system(
+            fake_profile(["a"]), backend=backend, specs=specs, clock=clock, budget_bytes=200,
+            on_event=seen.append,
+        ) as sys:  # fmt: skip
+            out = await sys.run_phases("t1", [phase("a", "attempt 1"), phase("a", "attempt 2")])
+    assert [r.kv_restored_tokens for r in out.records] == [0, 0]
+    assert len(of(seen, KVHit)) == 1
+    reasons = [e.reason for e in of(seen, KVMiss)]
+    assert reasons == ["no saved prefix", "restore failed in backend; full prefill"]
 
 
 @asynccontextmanager

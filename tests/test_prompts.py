@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import msgspec
@@ -20,6 +21,7 @@ from swapos.capsule.schema import (
 from swapos.pipeline.prompts import (
     CODE_STOP,
     COMPLETION_STOP,
+    CRITIC_CUE,
     Phase,
     Prompt,
     build_prompt,
@@ -115,7 +117,7 @@ def test_stable_part_holds_brief_starter_and_plan_and_no_feedback() -> None:
     assert "CRITIC NOTE 2" in third.variable
     assert "assert 2 == 2.0" in third.variable
     assert "len(xs) + 2" in third.variable
-    assert "(len(xs) + 1)" not in third.text  # older artifacts are not shown in full
+    assert "(len(xs) + 1)" in third.variable  # earlier attempts stay whole: append-only
 
 
 def test_hidden_test_and_reference_never_reach_the_prompt() -> None:
@@ -208,3 +210,64 @@ def test_stable_part_survives_compression_of_the_history() -> None:
     assert "plan" not in third.dropped
     assert first.stable == second.stable == third.stable == roomy[0].stable
     assert count_words(third.text) <= budget
+
+
+def run_retries(task: Task, budget: int = 10_000) -> tuple[list[str], list[str]]:
+    """Code and critic prompts of three attempts as the conductor builds them, with each
+    phase's answer appended as the model wrote it: ``(code + answer, critic + answer)``."""
+    capsule = with_plan(capsule_for_task(task), ["Guard the empty list.", "Divide."])
+    codes: list[str] = []
+    critics: list[str] = []
+    for attempt in (1, 2, 3):
+        code = build_prompt("code", task, capsule, count_words, budget)
+        body = f"def mean(xs):\n    return sum(xs) / (len(xs) + {attempt})"
+        written = body if task.category != "completion" else f"    return x + {attempt}"
+        codes.append(code.text + written)
+        artifact = written if task.category != "completion" else task.starter + written
+        capsule = with_artifact(capsule, Artifact(attempt=attempt, phase="code", code=artifact))
+        capsule = with_verdict(capsule, attempt=attempt, passed=False)
+        capsule = with_feedback(
+            capsule,
+            Feedback(attempt=attempt, source="grader", text=f"FAILED - assert {attempt} == 2.0",
+                     tests_passed=1, tests_total=2),
+        )  # fmt: skip
+        critic = build_prompt("critic", task, capsule, count_words, budget)
+        review = f" the divisor is off by {attempt}."
+        critics.append(critic.text + review)
+        note = critic.answer_prefix + review
+        capsule = with_feedback(capsule, Feedback(attempt=attempt, source="critic", text=note))
+    return codes, critics
+
+
+@pytest.mark.parametrize("make_task", [bugfix_task, completion_task])
+def test_retry_prompt_begins_with_the_previous_prompt_and_answer(
+    make_task: Callable[[], Task],
+) -> None:
+    codes, critics = run_retries(make_task())
+    for seen in (codes, critics):
+        for previous_prompt_and_answer, after in itertools.pairwise(seen):
+            assert after.startswith(previous_prompt_and_answer)
+    assert codes[2].count("```python\n") == 3 + (make_task is bugfix_task)  # + the starter
+
+
+def test_critic_retry_shows_its_own_earlier_review_but_not_a_newer_one() -> None:
+    _, critics = run_retries(bugfix_task())
+    assert f"## Review\n{CRITIC_CUE} the divisor is off by 1." in critics[1]
+    assert "off by 2" not in critics[1].removesuffix(" the divisor is off by 2.")
+
+
+def test_tight_budget_collapses_whole_attempts_oldest_first_and_keeps_the_plan() -> None:
+    task = bugfix_task()
+    capsule = with_plan(capsule_for_task(task), ["Guard the empty list.", "Divide."])
+    for attempt in (1, 2, 3):
+        capsule = after_attempt(capsule, attempt)
+    roomy = build_prompt("code", task, capsule, count_words, 10_000)
+    assert not roomy.dropped and "(len(xs) + 1)" in roomy.variable
+    budget = count_words(roomy.text) - 5
+    tight = build_prompt("code", task, capsule, count_words, budget)
+    assert tight.dropped == ("attempt 1 whole",)
+    assert "- attempt 1: failed" in tight.variable  # a summary line instead
+    assert "(len(xs) + 1)" not in tight.text
+    assert "(len(xs) + 2)" in tight.variable and "(len(xs) + 3)" in tight.variable
+    assert tight.stable == roomy.stable
+    assert count_words(tight.text) <= budget

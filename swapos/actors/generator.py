@@ -31,6 +31,7 @@ from swapos.messages.events import (
     GenerationFinished,
     GenerationProgress,
     GenerationStarted,
+    KVMiss,
 )
 from swapos.messages.inboxes import GeneratorInbox
 
@@ -49,7 +50,14 @@ class GeneratorStatistics(msgspec.Struct, frozen=True, kw_only=True):
 
 class Generator:
     """One generation per lease, each in its own task (the backend runs it in a worker
-    thread). ``CancelGeneration`` or shutdown stops a generation within one token."""
+    thread). ``CancelGeneration`` or shutdown stops a generation within one token.
+
+    With the KV cache on, each generation restores the saved state sharing the longest
+    common prefix with its prompt; when the request names a stable prefix it also snapshots
+    the state after it (if longer than what was restored) and the state after the
+    generation (prompt + answer: a retry whose prompt appends to it re-reads only what
+    changed), and sends both to the KVCache. A restore the backend could not use is a ``KVMiss``.
+    """
 
     def __init__(
         self,
@@ -148,13 +156,13 @@ class Generator:
                 f"prompt of {len(tokens)} tokens does not fit n_ctx={model.spec.n_ctx} of "
                 f"{model.spec.name!r}: raise n_ctx in the profile or lower prompt_budget_tokens"
             )
-        restore = await self._lookup(model, tokens) if self._use_kv else None
+        restore, common = await self._lookup(model, tokens) if self._use_kv else (None, 0)
         save_at = None
         if self._use_kv and req.stable_prefix:
             stable = await model.tokenize(req.stable_prefix)
             n = _common_prefix(stable, tokens)
             n = min(n, len(tokens) - 1)
-            if n > (len(restore.tokens) if restore else 0):
+            if n > common:
                 save_at = n
         t0 = self._events.t()
         count = 0
@@ -172,12 +180,28 @@ class Generator:
                 )
 
         out = await model.generate(
-            tokens, req.params, restore=restore, save_at=save_at, on_token=on_token
+            tokens,
+            req.params,
+            restore=restore,
+            save_at=save_at,
+            # Only a prompt with a stable prefix is part of a retry loop that appends to it.
+            save_final=self._use_kv and bool(req.stable_prefix),
+            on_token=on_token,
         )
-        if out.saved is not None:
-            await self._outbox.send(
-                "kvcache", SavePrefix(identity=model.kv_identity, state=out.saved, model=req.model)
+        if restore is not None and out.kv_restored_tokens == 0:
+            await self._events.emit(
+                KVMiss(
+                    t=self._events.t(),
+                    prompt_tokens=len(tokens),
+                    reason="restore failed in backend; full prefill",
+                    **ids,
+                )
             )
+        for state in (out.saved, out.final):
+            if state is not None:
+                await self._outbox.send(
+                    "kvcache", SavePrefix(identity=model.kv_identity, state=state, model=req.model)
+                )
         self._finished += 1
         await self._events.emit(
             GenerationFinished(
@@ -208,7 +232,10 @@ class Generator:
             stop_reason=out.stop_reason,
         )
 
-    async def _lookup(self, model: LoadedModel, tokens: list[int]) -> PrefixState | None:
+    async def _lookup(
+        self, model: LoadedModel, tokens: list[int]
+    ) -> tuple[PrefixState | None, int]:
+        """The state to restore and how many of its tokens the prompt shares (0 if none)."""
         reply = await self._pending.ask(
             self._outbox,
             "kvcache",
@@ -219,7 +246,9 @@ class Generator:
                 tokens=tokens,
             ),
         )
-        return reply.state if isinstance(reply, PrefixFound) else None
+        if not isinstance(reply, PrefixFound):
+            return None, 0
+        return reply.state, reply.common_tokens or _common_prefix(list(reply.state.tokens), tokens)
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

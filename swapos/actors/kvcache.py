@@ -28,6 +28,10 @@ T = TypeVar("T")
 DEFAULT_KV_DISK_BYTES = 4 * 2**30
 """Default size bound of the disk tier."""
 
+MIN_COMMON_TOKENS = 32
+"""Fewest common tokens for which a *diverging* state is offered (it is restored, then
+truncated): below that, restoring a whole state to reuse a few tokens is not worth it."""
+
 
 class KVCacheStatistics(msgspec.Struct, frozen=True, kw_only=True):
     entries: int
@@ -55,7 +59,10 @@ class KVCache:
     with a disk tier, the process: the disk store verifies every file it reads and deletes
     a bad one, which is then a miss with the reason, never an error.
 
-    A lookup takes the longest saved prefix over both tiers (a disk hit is copied into RAM).
+    A lookup takes the state sharing the longest common prefix with the prompt over both
+    tiers (a disk hit is copied into RAM): a state that is a prefix of the prompt, or one
+    that diverges from it after at least ``min_common_tokens`` tokens (the backend restores it
+    and drops the KV cells past the common part, e.g. a previous attempt's prompt + answer).
     A save goes to RAM and is written through to disk. Disk I/O runs in worker threads
     behind a :class:`~anyio.CapacityLimiter` of one, never on the event loop; messages are
     handled one at a time, so a lookup queued behind a save sees it.
@@ -65,6 +72,7 @@ class KVCache:
         disk_dir: directory of the disk tier (None: RAM only); created on the first save.
             :func:`~swapos.kvstore.disk.default_kv_dir` is the user's cache.
         disk_budget_bytes: size bound of the disk tier.
+        min_common_tokens: fewest common tokens for which a diverging state is offered.
     """
 
     def __init__(
@@ -76,7 +84,9 @@ class KVCache:
         budget_bytes: int,
         disk_dir: Path | None = None,
         disk_budget_bytes: int = DEFAULT_KV_DISK_BYTES,
+        min_common_tokens: int = MIN_COMMON_TOKENS,
     ) -> None:
+        self._min_common = max(1, min_common_tokens)
         self._inbox = inbox
         self._outbox = outbox
         self._events = events
@@ -144,21 +154,26 @@ class KVCache:
         """The RAM tier's state for ``identity`` with the longest proper prefix of ``tokens``."""
         return self._ram.longest_prefix(identity, tokens)
 
+    def longest_common(self, identity: str, tokens: list[int]) -> tuple[PrefixState | None, int]:
+        """The RAM tier's state sharing the longest usable common prefix with ``tokens``."""
+        return self._ram.longest_common(identity, tokens, min_partial=self._min_common)
+
     async def _in_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         call = functools.partial(fn, *args, **kwargs)
         return await anyio.to_thread.run_sync(call, limiter=self._limiter)
 
     async def _lookup(self, req: LookupPrefix) -> None:
-        state = self._ram.longest_prefix(req.identity, req.tokens)
+        min_partial = req.min_common_tokens or self._min_common
+        state, common = self._ram.longest_common(req.identity, req.tokens, min_partial=min_partial)
         tier: str = "ram"
         rejected: list[Dropped] = []
-        if self._disk is not None:
-            found = await self._disk_lookup(req, len(state.tokens) if state else 0)
+        if self._disk is not None and common < len(req.tokens):
+            found = await self._disk_lookup(req, common, min_partial)
             rejected = found.rejected
             for drop in rejected:
                 await self._drop(drop, tier="disk", request_id=req.request_id)
             if found.state is not None:
-                state, tier = found.state, "disk"
+                state, tier, common = found.state, "disk", found.common
                 self._disk_hits += 1
                 await self._put_ram(req.identity, found.state, None)
         if state is None:
@@ -178,20 +193,27 @@ class KVCache:
             return
         self._hits += 1
         await self._events.emit(
-            KVHit(
-                t=self._events.t(), request_id=req.request_id, tokens=len(state.tokens), tier=tier
-            )
+            KVHit(t=self._events.t(), request_id=req.request_id, tokens=common, tier=tier)
         )
         reply = PrefixFound(
-            request_id=req.request_id, state=state, tier="disk" if tier == "disk" else "ram"
+            request_id=req.request_id,
+            state=state,
+            tier="disk" if tier == "disk" else "ram",
+            common_tokens=common,
         )
         await self._outbox.send(req.reply_to, reply)
 
-    async def _disk_lookup(self, req: LookupPrefix, longer_than: int) -> DiskLookup:
+    async def _disk_lookup(
+        self, req: LookupPrefix, longer_than: int, min_partial: int
+    ) -> DiskLookup:
         assert self._disk is not None
         try:
             return await self._in_thread(
-                self._disk.longest_prefix, req.identity, req.tokens, longer_than=longer_than
+                self._disk.longest_common,
+                req.identity,
+                req.tokens,
+                longer_than=longer_than,
+                min_partial=min_partial,
             )
         except OSError as exc:  # DiskStore turns file errors into rejections; belt and braces
             self._disk_errors += 1

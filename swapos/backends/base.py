@@ -60,6 +60,9 @@ class GenerationOutput(msgspec.Struct, frozen=True, kw_only=True):
         gen_s: decode time after the first token.
         stop_reason: why generation ended.
         saved: the KV state snapshot taken at ``save_at`` tokens, if one was asked for.
+        final: with ``save_final``, the KV state after the generation: the prompt plus the
+            generated tokens that were evaluated into the KV cache (the last sampled token,
+            an end-of-generation or stop token, never is).
     """
 
     text: str
@@ -72,6 +75,7 @@ class GenerationOutput(msgspec.Struct, frozen=True, kw_only=True):
     gen_s: float
     stop_reason: StopReason
     saved: PrefixState | None = None
+    final: PrefixState | None = None
 
     @property
     def hit_cap(self) -> bool:
@@ -108,6 +112,7 @@ class LoadedModel(Protocol):
         *,
         restore: PrefixState | None = None,
         save_at: int | None = None,
+        save_final: bool = False,
         on_token: Callable[[str], None] | None = None,
     ) -> GenerationOutput:
         """Generate a continuation of ``prompt``.
@@ -115,10 +120,14 @@ class LoadedModel(Protocol):
         Args:
             prompt: prompt token ids.
             params: sampling parameters.
-            restore: a saved state whose tokens are a prefix of ``prompt``; restored
-                instead of prefilling those tokens. If restoring fails the backend falls
-                back to a full prefill (``kv_restored_tokens == 0``).
+            restore: a saved state sharing a common prefix of ``k`` tokens with ``prompt``;
+                restored, truncated to ``k`` tokens if it holds more, instead of prefilling
+                those tokens (``kv_restored_tokens == k``, at most ``len(prompt) - 1``). If
+                restoring or truncating fails or is unsafe (e.g. a sliding-window cache
+                lacks cells the truncated state needs) the backend falls back to a full
+                prefill (``kv_restored_tokens == 0``).
             save_at: snapshot the KV state after prefilling this many prompt tokens.
+            save_final: snapshot the KV state after the generation (``final``).
             on_token: called on the event loop thread with each decoded text piece.
 
         On cancellation the backend stops within one token, then re-raises.

@@ -30,6 +30,7 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
         reply: the text it generates (split on spaces into tokens), cut by stop sequences and
             ``max_tokens``.
         fail_load: if set, every load fails with this reason.
+        fail_restore: every restore fails (the backend falls back to a full prefill).
     """
 
     load_s: float = 1.0
@@ -40,6 +41,7 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
     token_s: float = 0.1
     reply: str = "ok"
     fail_load: str | None = None
+    fail_restore: bool = False
 
 
 class FakeModel:
@@ -73,14 +75,17 @@ class FakeModel:
         *,
         restore: PrefixState | None = None,
         save_at: int | None = None,
+        save_final: bool = False,
         on_token: Callable[[str], None] | None = None,
     ) -> GenerationOutput:
+        """Restore (a common prefix of ``k`` tokens restores ``k``, at most all but the last
+        prompt token, as llama.cpp does), prefill the rest, emit the scripted reply."""
         clock, script = self._backend.clock, self._script
         self._backend.prompts.append((self._spec.name, "".join(map(chr, prompt))))
         start = clock.now()
         restored = 0
-        if restore is not None and list(restore.tokens) == prompt[: len(restore.tokens)]:
-            restored = len(restore.tokens)
+        if restore is not None and not script.fail_restore:
+            restored = min(_common_prefix(restore.tokens, prompt), max(len(prompt) - 1, 0))
         await clock.sleep(script.prefill_s_per_token * (len(prompt) - restored))
         saved = None
         if save_at is not None and 0 < save_at <= len(prompt):
@@ -106,6 +111,13 @@ class FakeModel:
                 text, reason = text[:cut], "stop"
                 break
         end = clock.now()
+        final = None
+        if save_final and prompt:
+            # The KV holds every piece but the last sampled one (never decoded), unless the
+            # reply ran out (EOS: everything sampled was decoded).
+            kept = pieces[:n] if reason == "eos" else pieces[: max(n - 1, 0)]
+            generated = [ord(c) for c in "".join(kept)]
+            final = PrefixState(tokens=(*prompt, *generated), state=self.kv_identity.encode())
         return GenerationOutput(
             text=text.rstrip(" ") if reason != "stop" else text,
             prompt_tokens=len(prompt),
@@ -117,6 +129,7 @@ class FakeModel:
             gen_s=end - (first_at or end),
             stop_reason=reason,
             saved=saved,
+            final=final,
         )
 
     async def close(self) -> None:
@@ -124,6 +137,15 @@ class FakeModel:
             self.closed = True
             self._backend.open_models.discard(self)
             self._backend.resident_bytes -= self._script.footprint_bytes
+
+
+def _common_prefix(a: tuple[int, ...], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _stop_index(text: str, stops: tuple[str, ...]) -> int | None:

@@ -15,6 +15,11 @@ time, in this fixed order, until the layout fits the budget:
 6. the constraints: dropped;
 7. the newest attempt's feedback: dropped.
 
+With ``whole_history=True`` (the code and critic prompts, which are append-only so that a
+retry extends the previous prompt and answer and the KV prefix cache re-reads only what
+changed) earlier attempts start *whole* (code and feedback, as they were shown when newest),
+and a step 0 comes first: earlier attempts, oldest first: whole -> summary.
+
 The plan goes late on purpose: it sits in the stable prompt prefix, and dropping it would cost
 the KV prefix cache its hit on retries. If even goal + newest artifact (with everything else
 dropped) exceed the budget, :class:`~swapos.capsule.schema.CapsuleBudgetError` is raised: the
@@ -40,6 +45,14 @@ MAX_LINE_CHARS: Final = 160
 _KEY_LINE: Final = re.compile(r"^(E\s|>\s|FAILED\b|ERROR\b)|(Error|Exception|assert)\b")
 
 
+class AttemptView(msgspec.Struct, frozen=True, kw_only=True):
+    """An earlier attempt shown whole: its artifact, outcome and feedback (full)."""
+
+    artifact: Artifact
+    status: str
+    feedback: tuple[Feedback, ...] = ()
+
+
 class CapsuleView(msgspec.Struct, frozen=True, kw_only=True):
     """What a prompt shows of a capsule after compression.
 
@@ -49,6 +62,8 @@ class CapsuleView(msgspec.Struct, frozen=True, kw_only=True):
         plan_steps: the plan kept (all or none).
         earlier: one line per earlier attempt kept, oldest first.
         omitted_attempts: earlier attempt numbers dropped entirely, ascending.
+        whole: earlier attempts shown whole (``whole_history`` only), oldest first; they
+            are newer than those in ``earlier``.
         newest: the newest artifact, whole (``None`` before the first attempt).
         newest_status: its outcome, e.g. ``"failed (3/5 tests passed)"`` ("" if none).
         feedback: the newest attempt's feedback, possibly shortened, oldest first.
@@ -60,6 +75,7 @@ class CapsuleView(msgspec.Struct, frozen=True, kw_only=True):
     plan_steps: tuple[str, ...] = ()
     earlier: tuple[str, ...] = ()
     omitted_attempts: tuple[int, ...] = ()
+    whole: tuple[AttemptView, ...] = ()
     newest: Artifact | None = None
     newest_status: str = ""
     feedback: tuple[Feedback, ...] = ()
@@ -72,7 +88,7 @@ Layout = Callable[[CapsuleView], str]
 class _Levels(msgspec.Struct, kw_only=True):
     """Mutable compression state: how much of each part is still shown."""
 
-    earlier: dict[int, int]  # attempt -> 2 summary, 1 status only, 0 dropped
+    earlier: dict[int, int]  # attempt -> 3 whole, 2 summary, 1 status only, 0 dropped
     feedback: int = 3  # 3 full, 2 shortened, 1 one line, 0 dropped
     plan: bool = True
     constraints: bool = True
@@ -80,7 +96,12 @@ class _Levels(msgspec.Struct, kw_only=True):
 
 
 def compress(
-    capsule: Capsule, *, count_tokens: CountTokens, budget_tokens: int, layout: Layout
+    capsule: Capsule,
+    *,
+    count_tokens: CountTokens,
+    budget_tokens: int,
+    layout: Layout,
+    whole_history: bool = False,
 ) -> CapsuleView:
     """Choose what of ``capsule`` to show so that ``layout(view)`` fits ``budget_tokens``.
 
@@ -89,6 +110,7 @@ def compress(
         count_tokens: the tokenizer of the model that will read the prompt.
         budget_tokens: the most tokens ``layout(view)`` may take.
         layout: renders a view into the full text that is measured.
+        whole_history: start earlier attempts (those with an artifact) whole.
 
     Raises:
         CapsuleBudgetError: the layout does not fit even with everything optional dropped.
@@ -96,7 +118,10 @@ def compress(
     newest = capsule.newest_artifact
     current = newest.attempt if newest is not None else capsule.attempts
     older = sorted({a.attempt for a in capsule.artifacts} | {f.attempt for f in capsule.feedback})
-    levels = _Levels(earlier={a: 2 for a in older if a < current})
+    with_code = {a.attempt for a in capsule.artifacts}
+    levels = _Levels(
+        earlier={a: 3 if whole_history and a in with_code else 2 for a in older if a < current}
+    )
     view = _view(capsule, levels, newest, current)
     used = count_tokens(layout(view))
     has_feedback = any(f.attempt >= current for f in capsule.feedback)
@@ -120,6 +145,10 @@ def _steps(levels: _Levels, capsule: Capsule, *, has_feedback: bool) -> Iterator
 
     Yields what each step did (for :attr:`CapsuleView.dropped`).
     """
+    for attempt, level in levels.earlier.items():
+        if level == 3:
+            levels.earlier[attempt] = 2
+            yield f"attempt {attempt} whole"
     for attempt in levels.earlier:
         levels.earlier[attempt] = 1
         yield f"attempt {attempt} details"
@@ -147,7 +176,10 @@ def _view(capsule: Capsule, levels: _Levels, newest: Artifact | None, current: i
     earlier = tuple(
         _attempt_line(capsule, attempt, with_feedback=level == 2)
         for attempt, level in levels.earlier.items()
-        if level > 0
+        if 0 < level < 3
+    )
+    whole = tuple(
+        _attempt_view(capsule, attempt) for attempt, level in levels.earlier.items() if level == 3
     )
     omitted = tuple(attempt for attempt, level in levels.earlier.items() if level == 0)
     current_feedback = [f for f in capsule.feedback if f.attempt >= current]
@@ -160,11 +192,18 @@ def _view(capsule: Capsule, levels: _Levels, newest: Artifact | None, current: i
         plan_steps=capsule.plan_steps if levels.plan else (),
         earlier=earlier,
         omitted_attempts=omitted,
+        whole=whole,
         newest=newest,
         newest_status=status_text(newest, current_feedback) if newest is not None else "",
         feedback=feedback,
         dropped=tuple(levels.dropped),
     )
+
+
+def _attempt_view(capsule: Capsule, attempt: int) -> AttemptView:
+    artifact = [a for a in capsule.artifacts if a.attempt == attempt][-1]
+    feedback = tuple(f for f in capsule.feedback if f.attempt == attempt)
+    return AttemptView(artifact=artifact, status=status_text(artifact, feedback), feedback=feedback)
 
 
 def _attempt_line(capsule: Capsule, attempt: int, *, with_feedback: bool) -> str:

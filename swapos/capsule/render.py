@@ -13,7 +13,7 @@ from __future__ import annotations
 import msgspec
 
 from swapos.capsule.compress import CapsuleView, CountTokens, compress
-from swapos.capsule.schema import Capsule
+from swapos.capsule.schema import Capsule, Feedback
 
 
 class RenderedCapsule(msgspec.Struct, frozen=True, kw_only=True):
@@ -84,6 +84,22 @@ def feedback_sections(view: CapsuleView) -> str:
     """``## Test output`` (grader) and ``## Review`` (critic) for the newest attempt."""
     titles = {"grader": "## Test output", "critic": "## Review"}
     return join_sections(*(f"{titles[f.source]}\n{f.text.strip()}\n" for f in view.feedback))
+
+
+def code_block(title: str, code: str) -> str:
+    """``title``, an opened ``python`` fence, ``code`` as written, the closing fence: what a
+    code prompt's cue (``title`` + opened fence) and the model's answer make together."""
+    return f"{title}\n```python\n{code.strip(chr(10))}\n```\n"
+
+
+def outcome_sections(status: str, feedback: tuple[Feedback, ...]) -> str:
+    """``## Test output: <status>`` (grader) and ``## Review`` (critic) of one attempt."""
+    sections = []
+    for f in feedback:
+        title = f"## Test output: {status}" if f.source == "grader" and status else None
+        title = title or {"grader": "## Test output", "critic": "## Review"}[f.source]
+        sections.append(f"{title}\n{f.text.strip()}\n")
+    return join_sections(*sections)
 
 
 def render_view(view: CapsuleView) -> RenderedCapsule:

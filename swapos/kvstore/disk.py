@@ -31,7 +31,7 @@ import platformdirs
 import structlog
 
 from swapos.backends.base import PrefixState
-from swapos.kvstore.ram import Dropped
+from swapos.kvstore.ram import Dropped, common_prefix, usable
 
 log = structlog.get_logger(__name__)
 
@@ -64,6 +64,8 @@ class DiskLookup(msgspec.Struct, frozen=True, kw_only=True):
     state: PrefixState | None = None
     nbytes: int = 0
     rejected: list[Dropped] = []
+    common: int = 0
+    """Tokens ``state`` shares with the prompt looked up (``longest_common`` only)."""
 
 
 class DiskPut(msgspec.Struct, frozen=True, kw_only=True):
@@ -101,6 +103,7 @@ class DiskStore:
         self.root = Path(root)
         self.budget_bytes = budget_bytes
         self._fsync = fsync
+        self._tokens: dict[str, tuple[int, ...]] = {}  # file path -> its token prefix
 
     def _dir(self, identity: str) -> Path:
         return self.root / _hash(identity.encode())
@@ -143,6 +146,85 @@ class DiskStore:
                 os.utime(path)  # the LRU clock
             return DiskLookup(state=state, nbytes=size, rejected=rejected)
         return DiskLookup(rejected=rejected)
+
+    def longest_common(
+        self,
+        identity: str,
+        tokens: list[int],
+        *,
+        longer_than: int = 0,
+        min_partial: int = 1,
+    ) -> DiskLookup:
+        """The verified state for ``identity`` sharing the longest common prefix with
+        ``tokens`` (more than ``longer_than`` tokens; a partial match needs ``min_partial``).
+
+        Candidates are ranked from the token arrays alone (read once per file and cached:
+        a file's name hashes its tokens, so its tokens never change); only the chosen file's
+        payload is read and verified. A file that fails is deleted, listed in ``rejected``,
+        and the next candidate tried.
+        """
+        directory = self._dir(identity)
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            return DiskLookup()
+        ranked: list[tuple[int, int, str, tuple[int, ...]]] = []  # (-common, n, name, tokens)
+        packed = _token_bytes(tokens)
+        for name in names:
+            parsed = _parse_name(name)
+            if parsed is None:
+                continue
+            saved = self._saved_tokens(directory / name)
+            if saved is None:  # unreadable: a candidate if its name says it matches whole
+                n, token_hash = parsed
+                if n > len(tokens) or _hash(packed[: 4 * n]) != token_hash:
+                    continue
+                saved = tuple(tokens[:n])  # so that _read rejects (deletes) it below
+            common = common_prefix(saved, tokens)
+            if common > longer_than and usable(common, len(saved), min_partial):
+                ranked.append((-common, len(saved), name, saved))
+        rejected: list[Dropped] = []
+        for neg_common, n, name, saved in sorted(ranked):
+            path = directory / name
+            try:
+                state, size = self._read(path, identity, _token_bytes(saved))
+            except FileNotFoundError:
+                self._tokens.pop(str(path), None)
+                continue
+            except (_Corrupt, OSError) as exc:
+                self._tokens.pop(str(path), None)
+                rejected.append(self._reject(path, n, exc))
+                continue
+            with contextlib.suppress(OSError):
+                os.utime(path)  # the LRU clock
+            return DiskLookup(state=state, nbytes=size, rejected=rejected, common=-neg_common)
+        return DiskLookup(rejected=rejected)
+
+    def _saved_tokens(self, path: Path) -> tuple[int, ...] | None:
+        """The token prefix stored in ``path`` (unverified: the payload is checked on read),
+        or None if the file is unreadable (it is then left to :meth:`_read` to reject)."""
+        key = str(path)
+        if key in self._tokens:
+            return self._tokens[key]
+        try:
+            with open(path, "rb") as f:
+                head = f.read(12)
+                if len(head) < 12 or head[:8] != MAGIC:
+                    return None
+                (hlen,) = _LEN.unpack_from(head, 8)
+                if hlen > _MAX_HEADER:
+                    return None
+                meta = msgspec.json.decode(f.read(hlen), type=_Header)
+                raw = f.read(4 * meta.n_tokens)
+        except (OSError, msgspec.DecodeError):
+            return None
+        if len(raw) != 4 * meta.n_tokens:
+            return None
+        arr = array.array("i", raw)
+        if sys.byteorder == "big":
+            arr.byteswap()
+        self._tokens[key] = tuple(arr)
+        return self._tokens[key]
 
     def get(self, identity: str, tokens: list[int] | tuple[int, ...]) -> PrefixState | None:
         """The state saved for exactly ``(identity, tokens)``, verified; None if absent or bad
@@ -280,6 +362,7 @@ class DiskStore:
                 break
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
+            self._tokens.pop(str(path), None)
             total -= size
             dropped.append(
                 Dropped(tokens=n, nbytes=size, reason="least recently used, over the disk budget")

@@ -3,12 +3,35 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 
 import msgspec
 
 from swapos.backends.base import PrefixState
 
 Key = tuple[str, tuple[int, ...]]
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token sequences."""
+    n = min(len(a), len(b))
+    if list(a[:n]) == list(b[:n]):
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]: bisect on slice equality (C speed)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if list(a[:mid]) == list(b[:mid]):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def usable(common: int, saved: int, min_partial: int) -> bool:
+    """Whether a state of ``saved`` tokens sharing ``common`` with a prompt is worth restoring:
+    a whole-state match always is (``common > 0``); a partial one (the state must be
+    truncated to ``common``) needs at least ``min_partial`` tokens."""
+    return common > 0 and (common == saved or common >= min_partial)
 
 
 class Dropped(msgspec.Struct, frozen=True, kw_only=True):
@@ -60,6 +83,35 @@ class RamStore:
             return None
         self._entries.move_to_end(best)
         return self._entries[best]
+
+    def longest_common(
+        self, identity: str, tokens: list[int], *, min_partial: int = 1
+    ) -> tuple[PrefixState | None, int]:
+        """The state for ``identity`` sharing the longest common prefix with ``tokens``.
+
+        A state whose tokens all match counts whatever its length; one that diverges (it
+        would be truncated on restore) counts only with ``min_partial`` common tokens or more
+        (see :func:`usable`). Ties go to the shorter state. A hit becomes the most recently
+        used entry.
+
+        Returns:
+            The state (None if none is usable) and the common prefix length.
+        """
+        best: Key | None = None
+        best_common, best_len = 0, 0
+        for key in self._entries:
+            ident, prefix = key
+            if ident != identity:
+                continue
+            common = common_prefix(prefix, tokens)
+            if not usable(common, len(prefix), min_partial):
+                continue
+            if common > best_common or (common == best_common and len(prefix) < best_len):
+                best, best_common, best_len = key, common, len(prefix)
+        if best is None:
+            return None, 0
+        self._entries.move_to_end(best)
+        return self._entries[best], best_common
 
     def put(self, identity: str, state: PrefixState) -> tuple[bool, list[Dropped]]:
         """Keep ``state``, dropping least recently used entries to stay within budget.

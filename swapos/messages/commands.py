@@ -241,15 +241,24 @@ class CancelGeneration(Message, frozen=True, kw_only=True):
 
 
 class LookupPrefix(Request, frozen=True, kw_only=True):
-    """Longest saved state for ``identity`` whose tokens are a proper prefix of ``tokens``."""
+    """The saved state for ``identity`` sharing the longest common prefix with ``tokens``.
+
+    A state whose tokens diverge from ``tokens`` (it will be truncated on restore) is only
+    offered when it shares at least ``min_common_tokens`` with them (0: the KVCache's own
+    minimum).
+    """
 
     identity: str
     tokens: list[int]
+    min_common_tokens: int = 0
 
 
 class PrefixFound(Reply, frozen=True, kw_only=True):
+    """A state to restore; ``common_tokens`` of its tokens match the prompt (0: unknown)."""
+
     state: PrefixState
     tier: Literal["ram", "disk"] = "ram"
+    common_tokens: int = 0
 
 
 class PrefixMissing(Reply, frozen=True, kw_only=True):

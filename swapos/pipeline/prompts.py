@@ -6,9 +6,18 @@ the last attempt with its test output and review, and finally an opened fence
 (```` ```python ````) or ``## Plan`` / ``## Review`` heading for the model to fill in.
 
 Every prompt is split in two: :attr:`Prompt.stable` (brief, constraints, starter code, plan:
-identical on every attempt of a task) comes first and :attr:`Prompt.variable` (the newest
-attempt, test output, critic notes, the cue) last, so a KV prefix cache re-reads only what
-changed on a retry. The code and critic phases share the same stable part.
+identical on every attempt of a task) comes first and :attr:`Prompt.variable` (the attempts,
+test output, critic notes, the cue) last. The code and critic phases share the same stable
+part.
+
+The variable part is *append-only* across attempts, so that a KV prefix cache re-reads only
+what changed on a retry: each attempt is shown as the code prompt's cue (``## solution.py``
+or ``## Fixed solution.py`` and an opened fence) followed by the code as the model wrote it
+and the closing fence, then its test output and review. So the code prompt of attempt N
+begins with exactly what the coder read *and wrote* on attempt N-1 (prompt + answer, whose
+KV state the Generator saved), and the critic prompt of attempt N begins with the critic's
+prompt and review of attempt N-1. Only when the budget forces compression do earlier
+attempts collapse to one-line summaries (oldest first), which shortens the reusable prefix.
 
 ``completion`` tasks (HumanEval style) end the code prompt with the function prompt itself,
 which the model continues; their stable part leaves the starter out (it comes at the end).
@@ -23,12 +32,12 @@ import msgspec
 
 from swapos.capsule.compress import CapsuleView, CountTokens, compress
 from swapos.capsule.render import (
-    attempt_section,
+    code_block,
     constraints_section,
     earlier_section,
-    feedback_sections,
     goal_section,
     join_sections,
+    outcome_sections,
     plan_section,
 )
 from swapos.capsule.schema import Capsule, new_capsule
@@ -123,6 +132,7 @@ def build_prompt(
         count_tokens=count_tokens,
         budget_tokens=budget_tokens,
         layout=lambda v: assemble(task, v).text,
+        whole_history=phase != "reason",
     )
     return assemble(task, view)
 
@@ -147,8 +157,29 @@ def _starter_section(task: Task) -> str:
     return f"{title}\n```python\n{code}\n```\n" if code.strip() else ""
 
 
-def _history(view: CapsuleView) -> str:
-    return join_sections(earlier_section(view), attempt_section(view), feedback_sections(view))
+def _title(attempt: int) -> str:
+    """The heading of attempt ``attempt``'s code (the same in its cue and in later prompts)."""
+    return "## solution.py" if attempt <= 1 else "## Fixed solution.py"
+
+
+def _history(view: CapsuleView, *, newest_reviews: bool = True) -> str:
+    """Earlier attempts (summaries, then whole ones) and the newest attempt, each as its code
+    block followed by its outcome; the newest without critic notes unless ``newest_reviews``."""
+    whole = [
+        join_sections(
+            code_block(_title(a.artifact.attempt), a.artifact.code),
+            outcome_sections(a.status, a.feedback),
+        )
+        for a in view.whole
+    ]
+    newest = ""
+    if view.newest is not None:
+        feedback = view.feedback if newest_reviews else _grader_only(view).feedback
+        newest = join_sections(
+            code_block(_title(view.newest.attempt), view.newest.code),
+            outcome_sections(view.newest_status, feedback),
+        )
+    return join_sections(earlier_section(view), *whole, newest)
 
 
 def _after(stable: str, variable: str) -> str:
@@ -170,7 +201,7 @@ def _reason(task: Task, view: CapsuleView) -> Prompt:
 
 def _code(task: Task, view: CapsuleView) -> Prompt:
     stable = _stable(task, view, phase="code")
-    title = "## Fixed solution.py" if view.newest is not None else "## solution.py"
+    title = _title(view.newest.attempt + 1 if view.newest is not None else 1)
     if task.category == "completion":
         cue, stop = f"{title}\n```python\n{task.starter}", COMPLETION_STOP
     else:
@@ -181,11 +212,7 @@ def _code(task: Task, view: CapsuleView) -> Prompt:
 
 def _critic(task: Task, view: CapsuleView) -> Prompt:
     stable = _stable(task, view, phase="critic")
-    history = join_sections(
-        earlier_section(view),
-        attempt_section(view),
-        feedback_sections(_grader_only(view)),
-    )
+    history = _history(view, newest_reviews=False)
     variable = _after(stable, join_sections(history, f"## Review\n{CRITIC_CUE}"))
     return Prompt(
         stable=stable,
