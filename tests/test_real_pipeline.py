@@ -111,17 +111,19 @@ async def test_three_models_swap_under_a_budget_that_holds_two() -> None:
             started[ev.request_id] = ev.t
         elif isinstance(ev, GenerationFinished):
             gens.append((started[ev.request_id], ev.t, ev.model))
-    load_starts = {
-        ev.model: ev.t for ev in seen if isinstance(ev, ModelLoadStarted) and ev.speculative
-    }
+    loads: list[tuple[float, float, str | None]] = []  # each speculative load's span
+    starts: dict[str | None, float] = {}
+    for ev in seen:
+        if isinstance(ev, ModelLoadStarted) and ev.speculative:
+            starts[ev.model] = ev.t
+        elif isinstance(ev, ModelLoaded) and ev.speculative:
+            loads.append((starts.pop(ev.model), ev.t, ev.model))
     overlapping = [
-        ev
-        for ev in seen
-        if isinstance(ev, ModelLoaded)
-        and ev.speculative
-        and any(g0 < ev.t and load_starts[ev.model] < g1 and m != ev.model for g0, g1, m in gens)
+        (l0, l1, model)
+        for l0, l1, model in loads
+        if any(g0 < l1 and l0 < g1 and m != model for g0, g1, m in gens)
     ]
-    assert overlapping, "no prefetch overlapped a generation"
+    assert overlapping, f"no prefetch overlapped a generation: loads {loads}, gens {gens}"
     assert summary.load_hidden_fraction > 0
     assert peak_rss_bytes() > 0
 

@@ -7,12 +7,14 @@ waiting task by ``request_id``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import anyio
 import anyio.lowlevel
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from swapos.clock import Clock
 from swapos.errors import SystemClosedError
@@ -132,3 +134,28 @@ class Pending:
             self._slots.pop(request.request_id, None)
         assert slot.reply is not None
         return slot.reply
+
+
+@asynccontextmanager
+async def serving(
+    inbox: MemoryObjectReceiveStream[Any],
+    outbox: Outbox,
+    *,
+    cleanup: Callable[[], Awaitable[None]] | None = None,
+) -> AsyncIterator[TaskGroup]:
+    """The lifecycle every actor shares.
+
+    Owns ``inbox`` and yields a task group for the actor's long-running handlers. On any
+    exit (the inbox closed, cancellation, or a bug) the handlers are cancelled, then
+    ``cleanup`` runs and ``outbox`` closes, shielded and bounded by
+    :data:`CLEANUP_TIMEOUT_S`. Cancellation is never swallowed.
+    """
+    try:
+        async with inbox, anyio.create_task_group() as tg:
+            yield tg
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.move_on_after(CLEANUP_TIMEOUT_S, shield=True):
+            if cleanup is not None:
+                await cleanup()
+            await outbox.aclose()

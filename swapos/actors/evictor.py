@@ -10,7 +10,7 @@ import msgspec
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from swapos.actors.base import Events, Outbox
+from swapos.actors.base import Events, Outbox, serving
 from swapos.clock import Clock
 from swapos.messages.commands import (
     LeaseCountChanged,
@@ -91,14 +91,10 @@ class Evictor:
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Serve the inbox until it closes. Cancellation stops it at once (no cleanup)."""
-        try:
-            async with self._inbox:
-                task_status.started()
-                async for msg in self._inbox:
-                    await self._handle(msg)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._outbox.aclose()
+        async with serving(self._inbox, self._outbox):
+            task_status.started()
+            async for msg in self._inbox:
+                await self._handle(msg)
 
     async def _handle(self, msg: EvictorInbox) -> None:
         match msg:

@@ -10,7 +10,7 @@ import structlog
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from swapos.actors.base import Events, Outbox, Pending
+from swapos.actors.base import Events, Outbox, Pending, serving
 from swapos.actors.residency import Residency
 from swapos.backends.base import LoadedModel, PrefixState
 from swapos.errors import SwapOSError
@@ -90,16 +90,10 @@ class Generator:
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Serve the inbox; on exit every running generation is cancelled and awaited."""
-        try:
-            async with self._inbox, anyio.create_task_group() as tg:
-                self._tg = tg
-                task_status.started()
-                async for msg in self._inbox:
-                    await self._handle(msg)
-                tg.cancel_scope.cancel()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._outbox.aclose()
+        async with serving(self._inbox, self._outbox) as self._tg:
+            task_status.started()
+            async for msg in self._inbox:
+                await self._handle(msg)
 
     async def _handle(self, msg: GeneratorInbox) -> None:
         assert self._tg is not None

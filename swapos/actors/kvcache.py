@@ -13,7 +13,7 @@ import msgspec
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from swapos.actors.base import Events, Outbox
+from swapos.actors.base import Events, Outbox, serving
 from swapos.backends.base import PrefixState
 from swapos.kvstore.disk import DiskLookup, DiskPut, DiskStore
 from swapos.kvstore.ram import Dropped, RamStore
@@ -132,14 +132,10 @@ class KVCache:
         into place whole, or not at all) before the cancellation propagates.
         """
         self._limiter = anyio.CapacityLimiter(1)
-        try:
-            async with self._inbox:
-                task_status.started()
-                async for msg in self._inbox:
-                    await self._handle(msg)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._outbox.aclose()
+        async with serving(self._inbox, self._outbox):
+            task_status.started()
+            async for msg in self._inbox:
+                await self._handle(msg)
 
     async def _handle(self, msg: KVCacheInbox) -> None:
         match msg:

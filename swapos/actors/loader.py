@@ -12,7 +12,7 @@ import structlog
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from swapos.actors.base import CLEANUP_TIMEOUT_S, Events, Outbox, Pending
+from swapos.actors.base import Events, Outbox, Pending, serving
 from swapos.actors.residency import Residency
 from swapos.backends.base import LoadedModel, ModelBackend
 from swapos.errors import SwapOSError
@@ -141,19 +141,15 @@ class Loader:
     ) -> None:
         """Serve the inbox. On exit (inbox closed or cancelled) every model is closed,
         shielded and bounded by :data:`CLEANUP_TIMEOUT_S`."""
-        try:
-            async with self._inbox, anyio.create_task_group() as tg:
-                self._tg = tg
-                task_status.started()
-                async for msg in self._inbox:
-                    await self._handle(msg)
-                tg.cancel_scope.cancel()
-        finally:
-            with anyio.move_on_after(CLEANUP_TIMEOUT_S, shield=True):
-                for name, slot in self._table.items():
-                    if slot.model is not None:
-                        await self._close(name, slot, reason="shutdown")
-                await self._outbox.aclose()
+        async with serving(self._inbox, self._outbox, cleanup=self._close_all) as self._tg:
+            task_status.started()
+            async for msg in self._inbox:
+                await self._handle(msg)
+
+    async def _close_all(self) -> None:
+        for name, slot in self._table.items():
+            if slot.model is not None:
+                await self._close(name, slot, reason="shutdown")
 
     async def _handle(self, msg: LoaderInbox) -> None:
         assert self._tg is not None
@@ -334,7 +330,7 @@ class Loader:
                         t=self._events.t(),
                         model=name,
                         load_s=slot.load[1] - t_load,
-                        speculative=slot.speculative,
+                        speculative=slot.started_speculative,  # started by a prefetch
                         estimate_bytes=estimate,
                         measured_bytes=model.footprint_bytes,
                     )

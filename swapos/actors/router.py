@@ -12,7 +12,7 @@ import structlog
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from swapos.actors.base import Events, Outbox, Pending
+from swapos.actors.base import Events, Outbox, Pending, serving
 from swapos.backends.base import ModelBackend, SamplingParams
 from swapos.errors import SwapOSError
 from swapos.messages.base import new_id
@@ -107,22 +107,16 @@ class Router:
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Serve requests; when the inbox closes, in-flight tasks are cancelled."""
-        try:
-            async with self._inbox, anyio.create_task_group() as tg:
-                self._tg = tg
-                # Tokenizers are read at startup, not on the first task's critical path.
-                for model in self._specs:
-                    try:
-                        await self.token_counter(model)
-                    except SwapOSError as exc:  # a bad model file fails its phases, not startup
-                        log.warning("token_counter.unavailable", model=model, reason=str(exc))
-                task_status.started()
-                async for msg in self._inbox:
-                    await self._handle(msg)
-                tg.cancel_scope.cancel()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._outbox.aclose()
+        async with serving(self._inbox, self._outbox) as self._tg:
+            # Tokenizers are read at startup, not on the first task's critical path.
+            for model in self._specs:
+                try:
+                    await self.token_counter(model)
+                except SwapOSError as exc:  # a bad model file fails its phases, not startup
+                    log.warning("token_counter.unavailable", model=model, reason=str(exc))
+            task_status.started()
+            async for msg in self._inbox:
+                await self._handle(msg)
 
     async def _handle(self, msg: RouterInbox) -> None:
         assert self._tg is not None

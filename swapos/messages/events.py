@@ -98,6 +98,9 @@ class ModelLoadStarted(Event, frozen=True, kw_only=True):
 
 
 class ModelLoaded(Event, frozen=True, kw_only=True):
+    """A load finished; ``speculative``: it was started by a prefetch (even if a phase
+    joined it before it finished)."""
+
     load_s: float
     speculative: bool
     estimate_bytes: int
