@@ -34,6 +34,7 @@ from swapos.messages.events import (
     KVMiss,
 )
 from swapos.messages.inboxes import GeneratorInbox
+from swapos.policies.tokens import common_prefix_len
 
 log = structlog.get_logger(__name__)
 
@@ -154,7 +155,7 @@ class Generator:
         save_at = None
         if self._use_kv and req.stable_prefix:
             stable = await model.tokenize(req.stable_prefix)
-            n = _common_prefix(stable, tokens)
+            n = common_prefix_len(stable, tokens)
             n = min(n, len(tokens) - 1)
             if n > common:
                 save_at = n
@@ -242,13 +243,4 @@ class Generator:
         )
         if not isinstance(reply, PrefixFound):
             return None, 0
-        return reply.state, reply.common_tokens or _common_prefix(list(reply.state.tokens), tokens)
-
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+        return reply.state, reply.common_tokens or common_prefix_len(reply.state.tokens, tokens)

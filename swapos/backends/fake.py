@@ -15,6 +15,7 @@ from swapos.backends.base import GenerationOutput, PrefixState, SamplingParams, 
 from swapos.clock import Clock
 from swapos.errors import ModelFileError
 from swapos.models.spec import ModelSpec
+from swapos.policies.tokens import common_prefix_len
 
 
 class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,7 +86,7 @@ class FakeModel:
         start = clock.now()
         restored = 0
         if restore is not None and not script.fail_restore:
-            restored = min(_common_prefix(restore.tokens, prompt), max(len(prompt) - 1, 0))
+            restored = min(common_prefix_len(restore.tokens, prompt), max(len(prompt) - 1, 0))
         await clock.sleep(script.prefill_s_per_token * (len(prompt) - restored))
         saved = None
         if save_at is not None and 0 < save_at <= len(prompt):
@@ -137,15 +138,6 @@ class FakeModel:
             self.closed = True
             self._backend.open_models.discard(self)
             self._backend.resident_bytes -= self._script.footprint_bytes
-
-
-def _common_prefix(a: tuple[int, ...], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def _stop_index(text: str, stops: tuple[str, ...]) -> int | None:

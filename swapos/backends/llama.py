@@ -58,6 +58,7 @@ from swapos.models.digests import known_digest
 from swapos.models.gguf import GGUFInfo, read_gguf
 from swapos.models.spec import ModelSpec
 from swapos.policies.memory import KV_TYPES, estimate_footprint
+from swapos.policies.tokens import common_prefix_len
 
 log = structlog.get_logger(__name__)
 
@@ -533,7 +534,7 @@ class _Decoder:
         if restore is None or not restore.tokens or not prompt:
             return 0
         n = len(restore.tokens)
-        keep = min(_common_prefix(restore.tokens, prompt), len(prompt) - 1)
+        keep = min(common_prefix_len(restore.tokens, prompt), len(prompt) - 1)
         if keep <= 0:
             return 0
         src = (ctypes.c_uint8 * len(restore.state)).from_buffer_copy(restore.state)
@@ -746,15 +747,6 @@ class _Decoder:
             stop_reason=reason,
             saved=saved,
         )
-
-
-def _common_prefix(a: tuple[int, ...], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def _piece(vocab: Any, token: int) -> bytes:
