@@ -203,3 +203,24 @@ def test_early_exit_without_report_is_not_a_pass() -> None:
 def test_count_tests_finds_functions_and_methods() -> None:
     source = "def test_a(): pass\nclass TestB:\n    def test_c(self): pass\ndef helper(): pass\n"
     assert count_tests({"test_x.py": source, "test_bad.py": "def ("}) == 2
+
+
+def test_missing_pytest_is_a_clear_error_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pytest" else real(name, *a)
+    )
+    from swapos.pipeline.grader import grade
+    from swapos.pipeline.task import Task, TaskMeta
+
+    task = Task(
+        meta=TaskMeta(task_id="t", category="bugfix"),
+        root="",
+        problem="",
+        starter="",
+        tests={"test_x.py": "def test_x():\n    assert True\n"},
+    )
+    result = grade(task, "x = 1\n")
+    assert result.outcome == "error" and "pip install pytest" in result.reason

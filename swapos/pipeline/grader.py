@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import importlib.util
 import itertools
 import json
 import math
@@ -110,6 +111,17 @@ def grade(
     """
     start = time.monotonic()
     static_total = count_tests(task.tests)
+    if importlib.util.find_spec("pytest") is None:
+        return GradeResult(
+            passed=False,
+            tests_passed=0,
+            tests_total=static_total,
+            outcome="error",
+            reason=f"pytest is not installed for {sys.executable}: `pip install pytest` "
+            "(SwapOS grades every candidate with it)",
+            duration_s=time.monotonic() - start,
+            sandbox=["not run: pytest missing"],
+        )
     try:
         compile(candidate_source, "solution.py", "exec")
     except (SyntaxError, ValueError) as e:
