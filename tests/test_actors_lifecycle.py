@@ -127,8 +127,10 @@ async def test_hidden_load_is_credited_once_not_to_every_later_user() -> None:
     from swapos.clock import MonotonicClock
 
     clock = MonotonicClock()  # real time: a resident model is ready a few µs after asking
-    scripts = {"a": FakeModelScript(load_s=0.05, token_s=0.001, reply="x y"),
-               "b": FakeModelScript(load_s=0.05, token_s=0.001, reply="x y")}
+    scripts = {
+        "a": FakeModelScript(load_s=0.05, token_s=0.001, reply="x y"),
+        "b": FakeModelScript(load_s=0.05, token_s=0.001, reply="x y"),
+    }
     with anyio.fail_after(10):
         async with fake_system(scripts, budget=1000, clock=clock) as (sys, _):  # type: ignore[arg-type]
             await sys.run_phases("t1", [phase("a"), phase("b")])
