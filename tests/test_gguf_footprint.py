@@ -10,12 +10,13 @@ import anyio
 import pytest
 
 from swapos.backends.base import SamplingParams
-from swapos.backends.llama import LlamaBackend, load_model, rss_bytes
+from swapos.backends.llama import LlamaBackend, load_model
 from swapos.errors import ModelFileError
 from swapos.models.bundled import BUNDLED_NAMES, bundled_model_path
 from swapos.models.gguf import read_gguf
 from swapos.models.spec import ModelSpec
 from swapos.policies.memory import TOLERANCE, estimate_footprint, kv_cache_bytes
+from swapos.sysinfo import rss_bytes
 
 
 def _str(s: str) -> bytes:

@@ -17,11 +17,11 @@ from swapos.backends.llama import (
     _find_stop,
     _held_back,
     load_model,
-    rss_bytes,
 )
 from swapos.errors import ModelFileError
 from swapos.models.bundled import bundled_model_path
 from swapos.models.spec import ModelSpec
+from swapos.sysinfo import rss_bytes
 
 pytestmark = pytest.mark.real_model
 

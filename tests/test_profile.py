@@ -11,6 +11,7 @@ import pytest
 from swapos.errors import ProfileError
 from swapos.models import bundled
 from swapos.models.bundled import BUNDLED_NAMES, bundled_model_path, default_profile
+from swapos.models.digests import sha256_file
 from swapos.models.gguf import read_gguf
 from swapos.models.profile import decode_profile, model_specs, parse_size
 from swapos.policies.memory import estimate_footprint
@@ -79,7 +80,7 @@ def test_a_manifest_entry_is_trusted_only_while_size_and_digest_match(tmp_path: 
     path = tmp_path / "m.gguf"
     path.write_bytes(b"abc")
     stat = path.stat()
-    entry = {"size": 3, "mtime_ns": stat.st_mtime_ns, "sha256": bundled._sha256(path)}
+    entry = {"size": 3, "mtime_ns": stat.st_mtime_ns, "sha256": sha256_file(path)}
     assert bundled._verified(path, dict(entry))
     assert not bundled._verified(path, {**entry, "size": 4})
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))

@@ -35,7 +35,6 @@ import codecs
 import contextlib
 import ctypes
 import functools
-import hashlib
 import os
 import threading
 import time
@@ -54,18 +53,17 @@ import structlog
 from swapos.backends.base import GenerationOutput, PrefixState, SamplingParams, StopReason
 from swapos.backends.threads import run_in_worker
 from swapos.errors import ModelFileError
-from swapos.models.digests import known_digest
+from swapos.models.digests import file_digest
 from swapos.models.gguf import GGUFInfo, read_gguf
 from swapos.models.spec import ModelSpec
 from swapos.policies.memory import KV_TYPES, estimate_footprint
 from swapos.policies.tokens import common_prefix_len
+from swapos.sysinfo import rss_bytes
 
 log = structlog.get_logger(__name__)
 
 _WARM_CHUNK = 8 << 20
 _init_lock = threading.Lock()
-_digests: dict[tuple[str, int, int], str] = {}
-_digest_lock = threading.Lock()
 
 
 class _Aborted(Exception):
@@ -96,31 +94,6 @@ def _malloc_trim() -> None:
     which glibc otherwise keeps (~50 MB per arena, so RSS would not drop after a close)."""
     with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
         ctypes.CDLL(None).malloc_trim(0)
-
-
-def rss_bytes() -> int:
-    """Resident set size of this process (``/proc/self/statm``)."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def file_digest(path: str) -> str:
-    """sha256 of the file at ``path``, computed once per (path, size, mtime)."""
-    stat = os.stat(path)
-    key = (path, stat.st_size, stat.st_mtime_ns)
-    known = known_digest(*key)  # e.g. the bundled models' manifest: no hashing at all
-    if known is not None:
-        return known
-    with _digest_lock:
-        if key in _digests:
-            return _digests[key]
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    with _digest_lock:
-        _digests[key] = digest.hexdigest()
-    return _digests[key]
 
 
 def _kv_type(spec: ModelSpec, name: str) -> int:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
-import hashlib
 import json
 import os
 import tempfile
@@ -29,7 +28,7 @@ import structlog
 
 import swapos.openmp  # noqa: F401  (passive OpenMP threads, before llama_cpp loads)
 from swapos.errors import ModelFileError, ProfileError
-from swapos.models.digests import remember_digest
+from swapos.models.digests import remember_digest, sha256_file
 from swapos.models.profile import Profile, decode_profile
 
 log = structlog.get_logger(__name__)
@@ -99,7 +98,11 @@ def _ensure(name: str, directory: Path, manifest: dict[str, Any]) -> Path:
     else:
         _quantize(_ensure(_SOURCE, directory, manifest), path, _FTYPES[name])
     stat = path.stat()
-    manifest[name] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": _sha256(path)}
+    manifest[name] = {
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "sha256": sha256_file(path),
+    }
     log.info("bundled_model.built", name=name, path=str(path), size=stat.st_size)
     return path
 
@@ -116,7 +119,7 @@ def _verified(path: Path, entry: dict[str, Any] | None) -> bool:
         return False
     if stat.st_mtime_ns == entry.get("mtime_ns"):
         return True
-    if _sha256(path) != entry.get("sha256"):
+    if sha256_file(path) != entry.get("sha256"):
         return False
     entry["mtime_ns"] = stat.st_mtime_ns
     return True
@@ -176,14 +179,6 @@ def _temp_path(path: Path) -> Iterator[Path]:
         yield tmp
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _read_manifest(directory: Path) -> dict[str, Any]:
