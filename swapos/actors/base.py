@@ -41,18 +41,16 @@ class Outbox:
         """
         stream = self._sends[to]
         try:
-            # Fast path: no scheduling round-trip when the inbox has room (anyio's send()
-            # always yields). Cancellation is still honoured; a full inbox still blocks.
-            stream.send_nowait(message)
-        except anyio.WouldBlock:
             try:
+                # Fast path: no scheduling round-trip when the inbox has room (anyio's send()
+                # always yields). Cancellation is still honoured; a full inbox still blocks.
+                stream.send_nowait(message)
+            except anyio.WouldBlock:
                 await stream.send(message)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-                raise SystemClosedError(f"{to} is no longer running") from exc
+            else:
+                await anyio.lowlevel.checkpoint_if_cancelled()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             raise SystemClosedError(f"{to} is no longer running") from exc
-        else:
-            await anyio.lowlevel.checkpoint_if_cancelled()
 
     async def send_if_open(self, to: Address, message: Message) -> bool:
         """Send unless ``to`` has shut down (for cleanup during shutdown); False if it had."""

@@ -367,10 +367,14 @@ class Router:
     async def _publish(
         self, task_id: str, schedule: list[ModelUse], *, current_ready: bool
     ) -> None:
+        """Before the lease the Evictor learns the schedule (for its victim choice); once the
+        lease is held the same schedule goes to the Prefetcher, so it never competes with
+        the urgent load of the phase itself."""
         self._schedules[task_id] = schedule
         uses = [u for s in self._schedules.values() for u in s]
-        await self._outbox.send("evictor", ScheduleUpdated(uses=uses))
-        if current_ready:
+        if not current_ready:
+            await self._outbox.send("evictor", ScheduleUpdated(uses=uses))
+        else:
             await self._outbox.send("prefetcher", ScheduleUpdated(uses=uses))
             await self.events.emit(
                 SchedulePublished(
