@@ -145,7 +145,7 @@ class Generator:
     async def _run(
         self, req: Generate, model: LoadedModel, ids: dict[str, str | None]
     ) -> Generated:
-        tokens = await model.tokenize(req.prompt)
+        tokens = await model.tokenize(req.prompt, special=req.special)
         if len(tokens) >= model.spec.n_ctx:
             raise SwapOSError(
                 f"prompt of {len(tokens)} tokens does not fit n_ctx={model.spec.n_ctx} of "
@@ -154,7 +154,7 @@ class Generator:
         restore, common = await self._lookup(model, tokens) if self._use_kv else (None, 0)
         save_at = None
         if self._use_kv and req.stable_prefix:
-            stable = await model.tokenize(req.stable_prefix)
+            stable = await model.tokenize(req.stable_prefix, special=req.special)
             n = common_prefix_len(stable, tokens)
             n = min(n, len(tokens) - 1)
             if n > common:

@@ -15,6 +15,7 @@ from typing import Literal, Protocol
 import msgspec
 
 from swapos.models.spec import ModelSpec
+from swapos.models.templates import ChatFormat
 
 StopReason = Literal["stop", "eos", "length", "context"]
 
@@ -101,8 +102,9 @@ class LoadedModel(Protocol):
         """Key of the states this model can restore: file identity + settings + versions."""
         ...
 
-    async def tokenize(self, text: str) -> list[int]:
-        """Token ids of ``text`` (with the BOS token the model expects)."""
+    async def tokenize(self, text: str, *, special: bool = False) -> list[int]:
+        """Token ids of ``text`` (with the BOS token the model expects); with ``special``,
+        special-token text (``<|im_start|>``: a chat template's markup) becomes those tokens."""
         ...
 
     async def generate(
@@ -164,6 +166,15 @@ class ModelBackend(Protocol):
     async def drop_page_cache(self, spec: ModelSpec) -> bool:
         """Ask the OS to drop ``spec``'s file from the page cache (``--cold`` benchmarks:
         a model that is not resident is not cached either). False if unsupported."""
+        ...
+
+    def chat_format(self, spec: ModelSpec) -> ChatFormat | None:
+        """``spec``'s chat template and special tokens, or None for a model without one.
+        Blocking (it may read the file): call it from a worker thread.
+
+        Raises:
+            ModelFileError: the file is missing or not loadable.
+        """
         ...
 
     def token_counter(self, spec: ModelSpec) -> Callable[[str], int]:

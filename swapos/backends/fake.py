@@ -15,6 +15,7 @@ from swapos.backends.base import GenerationOutput, PrefixState, SamplingParams, 
 from swapos.clock import Clock
 from swapos.errors import ModelFileError
 from swapos.models.spec import ModelSpec
+from swapos.models.templates import ChatFormat
 from swapos.policies.tokens import common_prefix_len
 
 
@@ -30,6 +31,9 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
         token_s: decode cost of one generated token.
         reply: the text it generates (split on spaces into tokens), cut by stop sequences and
             ``max_tokens``.
+        replies: successive generations answer these in turn (the last one repeats);
+            ``reply`` when empty.
+        chat_template: makes the model an instruct model with this chat template.
         fail_load: if set, every load fails with this reason.
         fail_restore: every restore fails (the backend falls back to a full prefill).
     """
@@ -41,6 +45,8 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
     prefill_s_per_token: float = 0.0
     token_s: float = 0.1
     reply: str = "ok"
+    replies: tuple[str, ...] = ()
+    chat_template: str | None = None
     fail_load: str | None = None
     fail_restore: bool = False
 
@@ -66,7 +72,7 @@ class FakeModel:
     def kv_identity(self) -> str:
         return f"fake:{self._spec.name}:{self._spec.n_ctx}"
 
-    async def tokenize(self, text: str) -> list[int]:
+    async def tokenize(self, text: str, *, special: bool = False) -> list[int]:
         return [ord(c) for c in text]
 
     async def generate(
@@ -92,7 +98,12 @@ class FakeModel:
         if save_at is not None and 0 < save_at <= len(prompt):
             saved = PrefixState(tokens=tuple(prompt[:save_at]), state=self.kv_identity.encode())
         prefill_s = clock.now() - start
-        pieces = [w + " " for w in script.reply.split(" ")] if script.reply else []
+        reply = script.reply
+        done = self._backend.generations.get(self._spec.name, 0)
+        if script.replies:
+            reply = script.replies[min(done, len(script.replies) - 1)]
+        self._backend.generations[self._spec.name] = done + 1
+        pieces = [w + " " for w in reply.split(" ")] if reply else []
         text, n, first_at = "", 0, 0.0
         reason: StopReason = "eos"
         for piece in pieces:
@@ -154,6 +165,7 @@ class FakeBackend:
         loads: names of completed loads, in order.
         warmed: names whose file is "in the page cache".
         prompts: ``(model, prompt text)`` of every generation, in order.
+        generations: generations per model name (the index into a script's ``replies``).
         contention: share of decode speed lost while a load runs (a 2-core CPU machine);
             0 models a GPU box where loads and generation do not compete.
     """
@@ -170,6 +182,7 @@ class FakeBackend:
         self.warmed: set[str] = set()
         self.resident_bytes = 0
         self.prompts: list[tuple[str, str]] = []
+        self.generations: dict[str, int] = {}
         self.peak_resident_bytes = 0
 
     def _script(self, spec: ModelSpec) -> FakeModelScript:
@@ -206,6 +219,11 @@ class FakeBackend:
     def token_counter(self, spec: ModelSpec) -> Callable[[str], int]:
         """Fake tokens are characters."""
         return len
+
+    def chat_format(self, spec: ModelSpec) -> ChatFormat | None:
+        """The script's chat template, if it has one."""
+        template = self._script(spec).chat_template
+        return ChatFormat(template=template) if template is not None else None
 
     async def warm(self, spec: ModelSpec) -> None:
         await self.clock.sleep(self._script(spec).warm_s)

@@ -208,7 +208,8 @@ class ScheduleUpdated(Message, frozen=True, kw_only=True):
 
 
 class Generate(Request, frozen=True, kw_only=True):
-    """Generate with the model held by ``lease_id``."""
+    """Generate with the model held by ``lease_id`` (``special``: the prompt is a rendered
+    chat, whose special-token text is tokenized as special tokens)."""
 
     lease_id: str
     model: str
@@ -217,6 +218,7 @@ class Generate(Request, frozen=True, kw_only=True):
     params: SamplingParams = SamplingParams()
     task_id: str | None = None
     phase_id: str | None = None
+    special: bool = False
 
 
 class Generated(Reply, frozen=True, kw_only=True):

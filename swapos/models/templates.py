@@ -1,0 +1,139 @@
+"""Chat templates: how an instruct model wants a conversation written.
+
+An instruct GGUF carries its chat template (``tokenizer.chat_template``, Jinja2) in its
+metadata. :func:`render_chat` runs that template in a sandboxed Jinja2 environment configured
+as Hugging Face Transformers and llama-cpp-python configure theirs (``trim_blocks``,
+``lstrip_blocks``, ``loopcontrols``, ``raise_exception``, a ``tojson`` that keeps non-ASCII),
+so a prompt is exactly what the model was trained on.
+
+Why Jinja2 and not llama.cpp's ``llama_chat_apply_template``: the C function does not run the
+template; it guesses a known format from substrings of it and writes that format itself, so a
+template it does not recognise fails and one it half-recognises is rendered its own way
+(Qwen2.5's default system message, for one, is left out). Jinja2 runs the model's own text.
+The sandbox keeps a hostile template from reaching Python internals.
+
+This module is on the bottom floor: it imports only the standard library, msgspec and jinja2.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Sequence
+from typing import Any, Final, Literal
+
+import jinja2
+import jinja2.ext
+import msgspec
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+Role = Literal["system", "user", "assistant"]
+
+CHATML: Final = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+"""The template used when a profile forces ``prompt = "chat"`` on a model without one."""
+
+
+class ChatMessage(msgspec.Struct, frozen=True, kw_only=True):
+    """One turn of a conversation."""
+
+    role: Role
+    content: str
+
+
+class ChatFormat(msgspec.Struct, frozen=True, kw_only=True):
+    """What rendering a model's conversations needs.
+
+    Attributes:
+        template: the Jinja2 chat template (from the GGUF, or :data:`CHATML`).
+        bos_token: the text of the model's BOS token (templates may write it).
+        eos_token: the text of its EOS token.
+        adds_bos: the tokenizer adds BOS by itself, so a BOS written by the template is
+            dropped from the rendered text (it would be there twice).
+    """
+
+    template: str
+    bos_token: str = ""
+    eos_token: str = ""
+    adds_bos: bool = False
+
+
+class TemplateError(ValueError):
+    """A chat template that cannot be compiled or rendered (the message says which)."""
+
+
+def render_chat(
+    fmt: ChatFormat,
+    messages: Sequence[ChatMessage],
+    *,
+    add_generation_prompt: bool = True,
+) -> str:
+    """The conversation as the model reads it.
+
+    Args:
+        fmt: the model's template and special tokens.
+        messages: the turns, oldest first.
+        add_generation_prompt: end with the header of the assistant's next turn.
+
+    Raises:
+        TemplateError: the template is not valid Jinja2 or raised while rendering.
+    """
+    try:
+        text = _compiled(fmt.template).render(
+            messages=[{"role": m.role, "content": m.content} for m in messages],
+            bos_token=fmt.bos_token,
+            eos_token=fmt.eos_token,
+            add_generation_prompt=add_generation_prompt,
+            raise_exception=_raise,
+            strftime_now=_strftime_now,
+        )
+    except jinja2.TemplateError as exc:
+        raise TemplateError(f"chat template failed: {exc}") from exc
+    except ValueError as exc:  # raise_exception() in the template
+        raise TemplateError(f"chat template refused the messages: {exc}") from exc
+    if fmt.adds_bos and fmt.bos_token and text.startswith(fmt.bos_token):
+        text = text[len(fmt.bos_token) :]
+    return text
+
+
+_CACHE: dict[str, jinja2.Template] = {}
+
+
+def _compiled(template: str) -> jinja2.Template:
+    if template not in _CACHE:
+        env = ImmutableSandboxedEnvironment(
+            loader=jinja2.BaseLoader(),
+            trim_blocks=True,
+            lstrip_blocks=True,
+            extensions=[jinja2.ext.loopcontrols],
+        )
+        env.filters["tojson"] = _tojson
+        try:
+            _CACHE[template] = env.from_string(template)
+        except jinja2.TemplateError as exc:
+            raise TemplateError(f"chat template does not compile: {exc}") from exc
+    return _CACHE[template]
+
+
+def _raise(message: str) -> None:
+    raise ValueError(message)
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.datetime.now().strftime(fmt)
+
+
+def _tojson(
+    value: Any,
+    ensure_ascii: bool = False,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
+    return json.dumps(
+        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
