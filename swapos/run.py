@@ -35,13 +35,20 @@ EXIT_PASS, EXIT_FAIL, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def resolve_task(spec: str | None) -> Task:
-    """A task folder path, or the id of a builtin task (default: the default task).
+    """A task folder path, the id of a builtin task (default: the default task), or a
+    HumanEval id (``HumanEval_001``).
 
     Raises:
         TaskError: the folder is not a valid task, or no builtin task has that id.
     """
     spec = spec or DEFAULT_TASK_ID
     path = Path(spec)
+    if not path.exists() and spec.startswith("HumanEval_"):
+        from swapos.pipeline.humaneval import load_humaneval
+
+        found = [t for t in load_humaneval() if t.task_id == spec]
+        if found:
+            return found[0]
     if not path.exists():
         path = builtin_suite_path() / spec
     return load_task(path)
@@ -53,8 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("task", nargs="?", help=f"task folder or builtin id ({DEFAULT_TASK_ID})")
-    parser.add_argument("--profile", help="profile TOML (default: the embedded Gemma profile)")
+    parser.add_argument("task", nargs="?", help=f"task folder, builtin id ({DEFAULT_TASK_ID}) or HumanEval id (HumanEval_001)")
+    parser.add_argument(
+        "--profile",
+        help="profile TOML, or a builtin profile: default (Qwen2.5-Coder 1.5B + 0.5B), tiny",
+    )
     parser.add_argument("--out", help="output folder (default: runs/<time>-<task>)")
     parser.add_argument(
         "--mode",
@@ -110,12 +120,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
-def _profile(path: str | None) -> Profile:
-    if path:
-        return load_profile(path)
-    from swapos.models.bundled import default_profile
+def _profile(name_or_path: str | None) -> Profile:
+    from swapos.models.bundled import resolve_profile
 
-    return default_profile()
+    return resolve_profile(name_or_path)
 
 
 async def _run(

@@ -133,8 +133,10 @@ def test_encoding_writes_the_version_first() -> None:
 
 def test_decoding_a_newer_version_says_to_upgrade() -> None:
     data = encode_capsule(new_capsule(task_id="t", category="feature", goal="g"))
-    newer = data.replace(b'"version":1', b'"version":2', 1)
-    with pytest.raises(CapsuleVersionError, match=r"version 2 is newer.*upgrade"):
+    newer = data.replace(
+        b'"version":%d' % CAPSULE_VERSION, b'"version":%d' % (CAPSULE_VERSION + 1), 1
+    )
+    with pytest.raises(CapsuleVersionError, match=rf"version {CAPSULE_VERSION + 1} is newer.*upgrade"):
         decode_capsule(newer)
 
 

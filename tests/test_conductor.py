@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import msgspec
 import pytest
 
 from swapos.backends.fake import FakeModelScript
-from swapos.capsule.schema import decode_capsule
+from swapos.capsule.schema import CAPSULE_VERSION, decode_capsule
 from swapos.models.profile import ModelConfig, PipelineConfig, Profile
 from swapos.pipeline.task import Task, TaskMeta
 from swapos.testing import FakeClock
@@ -26,39 +28,54 @@ TASK = Task(
 )
 GOOD = "def add(a, b):\n    return a + b\n```"
 BAD = "def add(a, b):\n    return a * b\n```"
+BAD2 = "def add(a, b):\n    return a - b - 1\n```"
 
 
-def scripts(code_reply: str) -> dict[str, FakeModelScript]:
+def scripts(
+    code_reply: str | tuple[str, ...], chat_template: str | None = None
+) -> dict[str, FakeModelScript]:
+    replies = code_reply if isinstance(code_reply, tuple) else (code_reply,)
     return {
         "planner": FakeModelScript(load_s=1.0, token_s=0.05, reply="Return a plus b.\n\n"),
-        "coder": FakeModelScript(load_s=1.0, token_s=0.05, reply=code_reply),
+        "coder": FakeModelScript(
+            load_s=1.0, token_s=0.05, replies=replies, chat_template=chat_template
+        ),
         "critic": FakeModelScript(
             load_s=1.0, token_s=0.05, reply="it multiplies instead of adding.\n\n"
         ),
     }
 
 
-def profile(max_attempts: int = 2) -> Profile:
+def profile(max_attempts: int = 2, **pipeline: Any) -> Profile:
     names = ["planner", "coder", "critic"]
     return Profile(
         name="fake",
         budget=1000,
         models={n: ModelConfig(path=f"/nonexistent/{n}.gguf", n_ctx=4096) for n in names},
         roles={"reason": "planner", "code": "coder", "critic": "critic"},
-        pipeline=PipelineConfig(max_attempts=max_attempts),
+        pipeline=PipelineConfig(max_attempts=max_attempts, **pipeline),
     )
 
 
-async def run(code_reply: str, max_attempts: int = 2):  # type: ignore[no-untyped-def]
+async def run(  # type: ignore[no-untyped-def]
+    code_reply: str | tuple[str, ...],
+    max_attempts: int = 2,
+    task: Task = TASK,
+    chat_template: str | None = None,
+    **pipeline: Any,
+):
     clock = FakeClock()
     with anyio.fail_after(60):
         async with (
             clock.autojump(),
             fake_system(
-                scripts(code_reply), budget=300, clock=clock, profile=profile(max_attempts)
+                scripts(code_reply, chat_template),
+                budget=300,
+                clock=clock,
+                profile=profile(max_attempts, **pipeline),
             ) as (sys, fb),
         ):
-            outcome = await sys.run_task(TASK)
+            outcome = await sys.run_task(task)
     return outcome, fb
 
 
@@ -71,7 +88,7 @@ async def test_task_passing_on_first_attempt_ends_after_one_grade() -> None:
 
 
 async def test_failing_attempt_goes_through_critic_and_retries_with_feedback() -> None:
-    outcome, fb = await run(BAD, max_attempts=2)
+    outcome, fb = await run((BAD, BAD2), max_attempts=2)
     result = outcome.result
     assert not result.passed and result.iterations == 2
     assert [p.phase for p in result.phases] == [
@@ -91,7 +108,7 @@ async def test_failing_attempt_goes_through_critic_and_retries_with_feedback() -
 
 
 async def test_stable_prefix_is_shared_by_retries() -> None:
-    _, fb = await run(BAD, max_attempts=2)
+    _, fb = await run((BAD, BAD2), max_attempts=2)
     first, second = [text for model, text in fb.prompts if model == "coder"]
     stable = first[: first.index("## solution.py")]
     assert second.startswith(stable) and "## Task" in stable
@@ -103,4 +120,60 @@ async def test_model_that_emits_nothing_ends_the_task_with_a_reason() -> None:
     assert outcome.result.error is None or "no code" in (outcome.result.error or "")
     capsule = decode_capsule(outcome.capsule_json)
     assert "no code" in capsule.feedback[-1].text
-    assert msgspec.json.decode(outcome.capsule_json)["version"] == 1
+    assert msgspec.json.decode(outcome.capsule_json)["version"] == CAPSULE_VERSION
+
+
+async def test_a_repeated_failed_candidate_is_resampled_with_a_recorded_seed() -> None:
+    outcome, fb = await run((BAD, BAD, GOOD), max_attempts=2)
+    result = outcome.result
+    assert result.passed and not result.pass_at_1
+    assert (result.passed_attempt, result.grades) == (2, 2)
+    phases = [p.phase for p in result.phases]
+    assert phases == ["reason", "code", "grade", "critic", "code", "code", "grade"]
+    capsule = decode_capsule(outcome.capsule_json)
+    resample = [d.text for d in capsule.decisions if "repeats attempt 1" in d.text]
+    assert len(resample) == 1 and "seed" in resample[0] and "temperature 0.8" in resample[0]
+
+
+async def test_a_candidate_that_keeps_repeating_is_never_graded_twice() -> None:
+    outcome, _ = await run(BAD, max_attempts=3, resamples=1)
+    result = outcome.result
+    assert not result.passed and result.grades == 1
+    assert [p.phase for p in result.phases].count("grade") == 1
+    capsule = decode_capsule(outcome.capsule_json)
+    assert "not graded again" in capsule.feedback[-1].text
+
+
+DOCTEST_TASK = Task(
+    meta=TaskMeta(task_id="HumanEval_add", category="completion", difficulty=2),
+    root="",
+    problem="Complete the function.",
+    starter='def add(a, b):\n    """Add.\n    >>> add(2, 3)\n    5\n    """\n',
+    tests={
+        "test_add.py": "from solution import add\n\n\ndef test_add():\n    assert add(1, 1) == 2\n"
+    },
+    entry_point="add",
+)
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+async def test_a_failed_selfcheck_goes_back_to_the_coder_without_a_grade() -> None:
+    wrong = "def add(a, b):\n    return a * b\n```"
+    right = "def add(a, b):\n    return a + b\n```"
+    outcome, fb = await run((wrong, right), max_attempts=3, task=DOCTEST_TASK, chat_template=CHATML)
+    result = outcome.result
+    assert [p.phase for p in result.phases] == ["code", "selfcheck", "code", "grade"]
+    assert result.passed and result.pass_at_1 and result.passed_attempt == 2
+    retry = [text for model, text in fb.prompts if model == "coder"][1]
+    assert "add(2, 3) returned 6; the docstring says 5" in retry
+
+
+async def test_an_instruct_model_is_asked_in_its_chat_template() -> None:
+    outcome, fb = await run((BAD, BAD2), max_attempts=2, chat_template=CHATML)
+    first, second = [text for model, text in fb.prompts if model == "coder"]
+    assert first.startswith("<|im_start|>system\n") and first.endswith("assistant\n```python\n")
+    assert second.startswith(first[: -len("```python\n")])  # append-only: a retry extends it
+    assert "<|im_start|>assistant\n```python\ndef add(a, b):\n    return a * b\n```" in second

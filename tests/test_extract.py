@@ -276,3 +276,43 @@ def test_extract_feedback_skips_a_leading_heading_and_caps_length() -> None:
     feedback = extract_feedback(long)
     assert len(feedback) <= MAX_FEEDBACK_CHARS
     assert feedback.endswith("...")
+
+
+# --- answers of instruct models (chat) ----------------------------------------------------
+
+INSTRUCT_ANSWERS = [
+    pytest.param(
+        "Here is the corrected code:\n\n```python\n" + GOOD + "```\n\nThis handles empty lists.",
+        id="prose-around-one-block",
+    ),
+    pytest.param(
+        "```python\n" + GOOD + "```\n\nUsage:\n\n```python\nprint(mean([1, 2, 3]))\n```\n",
+        id="solution-then-usage-block",
+    ),
+    pytest.param(
+        "First, the old version:\n```python\nx = mean\n```\nThe fix:\n```python\n" + GOOD + "```",
+        id="fragment-then-solution-block",
+    ),
+    pytest.param(
+        "```\n" + GOOD + "```\nDone.",
+        id="unlabelled-fence",
+    ),
+    pytest.param(
+        "```python\n" + GOOD + "\n\n# The function now returns 0.0 for",
+        id="fence-cut-by-the-token-cap",
+    ),
+]
+
+
+@pytest.mark.parametrize("answer", INSTRUCT_ANSWERS)
+def test_the_solution_block_of_an_instruct_answer_is_picked(answer: str) -> None:
+    result = extract_code(answer, task=file_task())
+    assert ast.dump(ast.parse(result.code)) == ast.dump(ast.parse(GOOD))
+
+
+def test_a_chat_answer_continuing_the_opened_function_keeps_the_prompt() -> None:
+    """Chat prompts for completion tasks open the answer with the function; the model writes
+    the body and the closing fence is the stop sequence."""
+    task = completion_task()
+    result = extract_code(BODY, task=task)
+    assert result.code == HUMANEVAL_PROMPT + BODY

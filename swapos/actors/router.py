@@ -46,6 +46,7 @@ from swapos.messages.events import (
 from swapos.messages.inboxes import RouterInbox
 from swapos.models.profile import Profile
 from swapos.models.spec import ModelSpec
+from swapos.models.templates import CHATML, ChatFormat
 from swapos.pipeline.conductor import PhaseOutput, conduct
 from swapos.pipeline.task import Task
 from swapos.sysinfo import peak_rss_bytes, reset_peak_rss
@@ -88,6 +89,7 @@ class Router:
         self._backend = backend
         self._specs = specs
         self._counters: dict[str, Callable[[str], int]] = {}
+        self._chat: dict[str, ChatFormat | None] = {}
         self._inbox = inbox
         self._outbox = outbox
         self.events = events
@@ -112,6 +114,7 @@ class Router:
             for model in self._specs:
                 try:
                     await self.token_counter(model)
+                    await self.chat_format(model)
                 except SwapOSError as exc:  # a bad model file fails its phases, not startup
                     log.warning("token_counter.unavailable", model=model, reason=str(exc))
             task_status.started()
@@ -220,6 +223,8 @@ class Router:
         tests_passed: int,
         tests_total: int,
         error: str | None,
+        passed_attempt: int = 0,
+        grades: int = 0,
     ) -> None:
         """Record how ``task`` ended."""
         await self.events.emit(
@@ -232,6 +237,8 @@ class Router:
                 tests_passed=tests_passed,
                 tests_total=tests_total,
                 error=error,
+                passed_attempt=passed_attempt,
+                grades=grades,
             )
         )
 
@@ -242,6 +249,20 @@ class Router:
             counter = await anyio.to_thread.run_sync(self._backend.token_counter, spec)
             self._counters.setdefault(model, counter)
         return self._counters[model]
+
+    async def chat_format(self, model: str) -> ChatFormat | None:
+        """How to render ``model``'s chat prompts, or None to prompt it as a base model:
+        the profile's ``prompt`` setting, else its GGUF's chat template (read once, off the
+        loop)."""
+        if model not in self._chat:
+            style = self.profile.models[model].prompt
+            fmt: ChatFormat | None = None
+            if style != "completion":
+                fmt = await anyio.to_thread.run_sync(self._backend.chat_format, self._specs[model])
+            if style == "chat" and fmt is None:
+                fmt = ChatFormat(template=CHATML)
+            self._chat.setdefault(model, fmt)
+        return self._chat[model]
 
     async def decide(self, task_id: str, decision: str, text: str) -> None:
         """Record a routing decision (which plan, which model, and why)."""
@@ -260,8 +281,11 @@ class Router:
         params: SamplingParams,
         attempt: int,
         upcoming: Sequence[str],
+        special: bool = False,
     ) -> PhaseOutput:
-        """Run one generate phase end to end; failures come back in ``error``."""
+        """Run one generate phase end to end; failures come back in ``error``.
+
+        ``special``: the prompt is a rendered chat (its special-token text is tokens)."""
         pid = new_id("ph")
         ids = {"task_id": task_id, "phase_id": pid, "model": model}
         reset_peak_rss()
@@ -300,6 +324,7 @@ class Router:
                     params=params,
                     task_id=task_id,
                     phase_id=pid,
+                    special=special,
                 ),
             )
         finally:
@@ -323,12 +348,15 @@ class Router:
         out = PhaseOutput(text=reply.text, tokens=reply.tokens, hit_cap=reply.hit_cap)
         return await self._end_phase(ids, out)
 
-    async def grade_phase(self, *, task_id: str, attempt: int, work: GradeWork) -> GradeResult:
-        """Run ``work`` (the sandboxed grader) in a worker thread as a ``grade`` phase."""
+    async def grade_phase(
+        self, *, task_id: str, attempt: int, work: GradeWork, phase: str = "grade"
+    ) -> GradeResult:
+        """Run ``work`` (the sandboxed grader) in a worker thread as a ``phase`` phase
+        (``grade``: the task's tests; ``selfcheck``: its docstring's examples)."""
         pid = new_id("ph")
         t0 = self.events.t()
         await self.events.emit(
-            PhaseStarted(t=t0, task_id=task_id, phase_id=pid, phase="grade", attempt=attempt)
+            PhaseStarted(t=t0, task_id=task_id, phase_id=pid, phase=phase, attempt=attempt)
         )
         await self.events.emit(GradeStarted(t=t0, task_id=task_id, phase_id=pid, attempt=attempt))
         outcome = await anyio.to_thread.run_sync(work, limiter=self._grade_limiter)

@@ -34,7 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from swapos.actors.system import System, open_system
-from swapos.models.bundled import default_profile
+from swapos.models.bundled import resolve_profile
 from swapos.models.profile import Profile
 from swapos.pipeline.tasks import load_suite
 from swapos.records.schema import PhaseRecord
@@ -102,6 +102,7 @@ definition); ``repeats`` = code and critic attempts >= 2 (phases that read a pre
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--suite", default="builtin", help="task suite (default: builtin)")
+    parser.add_argument("--profile", default="tiny", help="profile TOML or builtin name")
     parser.add_argument("--tasks", type=int, default=3, help="tasks to run (default: 3)")
     parser.add_argument("--max-attempts", type=int, default=3, help="code attempts per task")
     parser.add_argument("--max-tokens", type=int, default=48,
@@ -131,7 +132,7 @@ def capped(profile: Profile, max_tokens: int) -> Profile:
 
 
 async def _run(args: argparse.Namespace) -> KVReport:
-    profile = capped(default_profile(), args.max_tokens)
+    profile = capped(resolve_profile(args.profile), args.max_tokens)
     tasks = load_suite(args.suite, limit=args.tasks)
     records: dict[str, list[PhaseRecord]] = {c: [] for c in CONDITIONS}
     walls = dict.fromkeys(CONDITIONS, 0.0)

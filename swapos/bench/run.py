@@ -223,7 +223,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--categories", help="only these categories (comma-separated)")
     parser.add_argument("--modes", default=",".join(MODES), help=f"of {', '.join(MODES)}")
     parser.add_argument("--arms", default="pipeline", help=f"of {', '.join(ARMS)}")
-    parser.add_argument("--profile", help="profile TOML (default: the embedded Gemma profile)")
+    parser.add_argument("--profile", help="profile TOML or builtin name (default, tiny)")
     parser.add_argument("--max-attempts", type=int, help="code attempts of the pipeline arm")
     parser.add_argument("--out", type=Path, default=Path("out/bench"), help="output folder")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out")
@@ -240,7 +240,7 @@ def main(args: argparse.Namespace) -> int:
         task_ids=_split(args.tasks),
         categories=_split(args.categories),
     )
-    profile = load_profile(args.profile) if args.profile else _default_profile()
+    profile = _profile(args.profile)
     out: Path = args.out
     cold = ColdCache(print) if args.cold else None
 
@@ -281,10 +281,10 @@ def _split(text: str | None) -> list[str] | None:
     return [x.strip() for x in text.split(",") if x.strip()] if text else None
 
 
-def _default_profile() -> Profile:
-    from swapos.models.bundled import default_profile
+def _profile(name_or_path: str | None) -> Profile:
+    from swapos.models.bundled import resolve_profile
 
-    return default_profile()
+    return resolve_profile(name_or_path)
 
 
 def _write_manifest(

@@ -41,7 +41,7 @@ from swapos.bench.swap_measure import (
     pipeline_phases,
     run_mode,
 )
-from swapos.models.profile import Mode, load_profile, model_specs, parse_size
+from swapos.models.profile import Mode, model_specs, parse_size
 from swapos.sysinfo import host_info
 
 MODES: tuple[Mode, ...] = ("overlap", "sequential", "resident")
@@ -162,7 +162,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="page-cache conditions (default: warm,cold)")  # fmt: skip
     add("--modes", type=_csv(MODES), default=list(MODES),
         help="pipeline modes (default: overlap,sequential,resident)")  # fmt: skip
-    add("--profile", type=Path, default=None, help="profile TOML (default: the bundled one)")
+    add("--profile", default="tiny", help="profile TOML or builtin name (default: tiny)")
     add("--prefetch", choices=get_args(PrefetchPolicy), default=None,
         help="overlap mode's prefetch policy (default: the mode's)")  # fmt: skip
     add("--out", type=Path, default=Path("swap-bench.json"), help="JSON report")
@@ -186,12 +186,13 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def real_rig(profile_path: Path | None) -> Rig:
-    """The llama backend on ``profile_path`` (default: the bundled profile)."""
+def real_rig(profile_name: str | Path | None) -> Rig:
+    """The llama backend on a profile: a TOML path or builtin name (default: ``tiny``, three
+    Gemma files for the three-model schedule)."""
     from swapos.backends.llama import LlamaBackend
-    from swapos.models.bundled import default_profile
+    from swapos.models.bundled import resolve_profile
 
-    profile = load_profile(profile_path) if profile_path else default_profile()
+    profile = resolve_profile(str(profile_name) if profile_name else "tiny")
     return Rig(
         profile=profile,
         specs=model_specs(profile),

@@ -10,10 +10,20 @@ last, so a KV prefix cache hits on retries.
 
 from __future__ import annotations
 
+from typing import Final
+
 import msgspec
 
 from swapos.capsule.compress import CapsuleView, CountTokens, compress
 from swapos.capsule.schema import Capsule, Feedback
+
+
+TITLES: Final[dict[str, str]] = {
+    "grader": "## Test output",
+    "critic": "## Review",
+    "selfcheck": "## Docstring examples",
+}
+"""The heading of each feedback source in completion-style prompts."""
 
 
 class RenderedCapsule(msgspec.Struct, frozen=True, kw_only=True):
@@ -82,8 +92,7 @@ def attempt_section(view: CapsuleView) -> str:
 
 def feedback_sections(view: CapsuleView) -> str:
     """``## Test output`` (grader) and ``## Review`` (critic) for the newest attempt."""
-    titles = {"grader": "## Test output", "critic": "## Review"}
-    return join_sections(*(f"{titles[f.source]}\n{f.text.strip()}\n" for f in view.feedback))
+    return join_sections(*(f"{TITLES[f.source]}\n{f.text.strip()}\n" for f in view.feedback))
 
 
 def code_block(title: str, code: str) -> str:
@@ -97,7 +106,7 @@ def outcome_sections(status: str, feedback: tuple[Feedback, ...]) -> str:
     sections = []
     for f in feedback:
         title = f"## Test output: {status}" if f.source == "grader" and status else None
-        title = title or {"grader": "## Test output", "critic": "## Review"}[f.source]
+        title = title or TITLES[f.source]
         sections.append(f"{title}\n{f.text.strip()}\n")
     return join_sections(*sections)
 

@@ -18,9 +18,9 @@ from typing import Final, Literal
 
 import msgspec
 
-CAPSULE_VERSION: Final = 1
+CAPSULE_VERSION: Final = 2
 
-FeedbackSource = Literal["grader", "critic"]
+FeedbackSource = Literal["grader", "critic", "selfcheck"]
 
 
 class CapsuleError(ValueError):
@@ -58,12 +58,16 @@ class Artifact(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         phase: the phase that produced it (normally ``"code"``).
         code: the full candidate ``solution.py`` (may be empty if nothing was extracted).
         passed: the grader's verdict; ``None`` until graded.
+        answer: the answer as the model wrote it, when it differs from ``code`` (a chat
+            model's fenced block for a function the candidate completes); chat prompts
+            replay it as the model's turn, so a retry extends what the model wrote.
     """
 
     attempt: int
     phase: str
     code: str
     passed: bool | None = None
+    answer: str = ""
 
 
 class Feedback(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -71,7 +75,8 @@ class Feedback(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
     Attributes:
         attempt: the attempt this feedback is about.
-        source: ``"grader"`` (test output) or ``"critic"`` (what to fix).
+        source: ``"grader"`` (test output), ``"critic"`` (what to fix) or ``"selfcheck"``
+            (the docstring examples run before grading).
         text: the feedback itself.
         tests_passed: passing tests, when the grader counted them.
         tests_total: collected tests, when the grader counted them.

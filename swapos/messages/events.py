@@ -47,12 +47,17 @@ class TaskStarted(Event, frozen=True, kw_only=True):
 
 
 class TaskFinished(Event, frozen=True, kw_only=True):
+    """A task ended. ``pass_at_1``: its first graded candidate passed; ``passed_attempt``:
+    the code attempt whose candidate passed (0: none); ``grades``: runs of its tests."""
+
     passed: bool
     pass_at_1: bool = False
     iterations: int = 0
     tests_passed: int = 0
     tests_total: int = 0
     error: str | None = None
+    passed_attempt: int = 0
+    grades: int = 0
 
 
 class PhaseStarted(Event, frozen=True, kw_only=True):

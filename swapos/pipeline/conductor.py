@@ -1,12 +1,21 @@
-"""Conduct one task through the pipeline: reason -> code -> grade -> critic -> code ...
+"""Conduct one task through the pipeline: reason -> code -> [selfcheck] -> grade -> critic -> code
 
 The conductor is the Router's per-task state machine, written as a coroutine. It decides
-what runs next and builds each prompt from the capsule; the Router (a :class:`PhaseRunner`)
-does the running: leasing models, generating, grading off the event loop, recording.
+what runs next and builds each prompt from the capsule (a chat for instruct models, a document
+to continue for base models); the Router (a :class:`PhaseRunner`) does the running: leasing
+models, generating, grading off the event loop, recording.
+
+An *attempt* is one code phase. A candidate is checked against its docstring's examples first
+when the router chose self-check (a failure goes straight back to the coder, without spending
+a grade), then graded; a failed grade goes to the critic, then to the next attempt, whose
+coder is the ``fix`` role. A candidate that repeats one that already failed is never graded
+again: it is generated anew, sampling with a recorded seed, and dropped if it still repeats.
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import re
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -33,10 +42,13 @@ from swapos.capsule.schema import (
 from swapos.errors import SwapOSError
 from swapos.messages.commands import RunTask, TaskDone
 from swapos.models.profile import Profile
-from swapos.pipeline.extract import extract_code, extract_feedback, extract_plan
+from swapos.models.templates import ChatFormat, TemplateError
+from swapos.pipeline.chat_prompts import build_chat_prompt, replace_answer
+from swapos.pipeline.extract import ExtractResult, extract_code, extract_feedback, extract_plan
 from swapos.pipeline.grader import GradeResult, count_tests, grade
 from swapos.pipeline.prompts import Phase, Prompt, build_prompt, capsule_for_task
-from swapos.pipeline.routing import route
+from swapos.pipeline.routing import RoutePlan, route
+from swapos.pipeline.selfcheck import selfcheck_task
 from swapos.pipeline.task import Task
 
 _TIMINGS = re.compile(r" in \d+(?:\.\d+)?s\b")
@@ -68,15 +80,18 @@ class PhaseRunner(Protocol):
         params: SamplingParams,
         attempt: int,
         upcoming: Sequence[str],
+        special: bool = False,
     ) -> PhaseOutput: ...
 
     async def grade_phase(
-        self, *, task_id: str, attempt: int, work: Callable[[], GradeResult]
+        self, *, task_id: str, attempt: int, work: Callable[[], GradeResult], phase: str = "grade"
     ) -> GradeResult: ...
 
     async def decide(self, task_id: str, decision: str, text: str) -> None: ...
 
     async def token_counter(self, model: str) -> Callable[[str], int]: ...
+
+    async def chat_format(self, model: str) -> ChatFormat | None: ...
 
     async def task_started(self, task: Task) -> None: ...
 
@@ -90,6 +105,8 @@ class PhaseRunner(Protocol):
         tests_passed: int,
         tests_total: int,
         error: str | None,
+        passed_attempt: int = 0,
+        grades: int = 0,
     ) -> None: ...
 
 
@@ -101,7 +118,18 @@ class _State:
         self.last: GradeResult | None = None
         self.error: str | None = None
         self.attempts = 0
+        self.grades = 0
         self.passed_first = False
+        self.passed_attempt = 0
+        self.failed: dict[str, int] = {}  # normalized candidate -> the attempt that failed
+
+
+class _Answer(msgspec.Struct, frozen=True, kw_only=True):
+    """A generate phase's answer: with the prompt's answer prefix, and as generated."""
+
+    text: str
+    raw: str
+    chat: bool
 
 
 async def conduct(req: RunTask, runner: PhaseRunner) -> TaskDone:
@@ -126,6 +154,8 @@ async def conduct(req: RunTask, runner: PhaseRunner) -> TaskDone:
                 tests_passed=last.tests_passed if last else 0,
                 tests_total=last.tests_total if last else 0,
                 error=st.error if not passed else None,
+                passed_attempt=st.passed_attempt if passed else 0,
+                grades=st.grades,
             )
     return TaskDone(
         request_id=req.request_id,
@@ -142,79 +172,179 @@ async def _pipeline(
     tid = task.task_id
     plan = route(task, profile)
     for text in plan.why:
-        await runner.decide(tid, "route", text)
-        st.capsule = with_decision(st.capsule, Decision(phase="route", text=text))
+        await _decide(runner, st, "route", text)
     m = plan.models
     if plan.reason:
-        out = await _generate(
-            runner,
-            st,
-            task,
-            "reason",
-            m["reason"],
-            attempt=0,
-            upcoming=[m["code"], m["critic"], m["code"]],
-        )
+        upcoming = [m["code"], m["critic"], m["fix"]]
+        out = await _generate(runner, st, task, "reason", m["reason"], 0, upcoming)
         if out is None:
             return
-        st.capsule = with_plan(st.capsule, extract_plan(out))
+        st.capsule = with_plan(st.capsule, extract_plan(out.text))
+    selfchecks = profile.pipeline.selfcheck_retries if plan.selfcheck else 0
     for attempt in range(1, max_attempts + 1):
         st.attempts = attempt
+        last = attempt == max_attempts
         # After the code phase comes grading; on failure (the likely case for small models)
-        # the critic, then code again: that is the schedule the Prefetcher acts on.
-        upcoming = [m["critic"], m["code"]] if attempt < max_attempts else []
-        out = await _generate(
-            runner, st, task, "code", m["code"], attempt=attempt, upcoming=upcoming
-        )
-        if out is None:
+        # the critic, then the fixer: that is the schedule the Prefetcher acts on.
+        upcoming = [] if last else [m["critic"], m["fix"]]
+        coder = m["code"] if attempt == 1 else m["fix"]
+        code = await _candidate(runner, st, task, coder, attempt, upcoming)
+        if code is None:
             return
-        result = await _grade(runner, st, task, out, attempt, profile)
+        if code.how != "empty" and _normalized(code.code) in st.failed:
+            continue  # every resample repeated a failed candidate: not graded again
+        if selfchecks > 0 and not last and code.how != "empty":
+            check = await _selfcheck(runner, st, task, plan, code.code, attempt)
+            if not check.passed:
+                selfchecks -= 1
+                continue
+        result = await _grade(runner, st, task, code, attempt, profile)
         if result.passed:
-            st.passed_first = attempt == 1
+            st.passed_first = st.grades == 1
+            st.passed_attempt = attempt
             return
-        if attempt == max_attempts:
+        if last:
             return
-        review = await _generate(
-            runner, st, task, "critic", m["critic"], attempt=attempt, upcoming=[m["code"]]
-        )
+        review = await _generate(runner, st, task, "critic", m["critic"], attempt, [m["fix"]])
         if review is None:
             return
-        st.capsule = with_feedback(
-            st.capsule, Feedback(attempt=attempt, source="critic", text=extract_feedback(review))
+        text = extract_feedback(review.text)
+        st.capsule = with_feedback(st.capsule, Feedback(attempt=attempt, source="critic", text=text))
+
+
+async def _decide(runner: PhaseRunner, st: _State, phase: str, text: str) -> None:
+    await runner.decide(st.capsule.meta.task_id, phase, text)
+    st.capsule = with_decision(st.capsule, Decision(phase=phase, text=text))
+
+
+async def _candidate(
+    runner: PhaseRunner, st: _State, task: Task, model: str, attempt: int, upcoming: list[str]
+) -> ExtractResult | None:
+    """Generate attempt ``attempt``'s code and add it to the capsule; None on error.
+
+    A candidate that repeats a failed one is generated again (``resamples`` times at most,
+    sampling at ``resample_temperature`` with a seed recorded in the decision); if it still
+    repeats, it is recorded as failed with the attempt it repeats.
+    """
+    cfg = runner.profile.pipeline
+    sampling: tuple[float, int] | None = None
+    for resample in range(cfg.resamples + 1):
+        out = await _generate(
+            runner, st, task, "code", model, attempt, upcoming, sampling=sampling
         )
+        if out is None:
+            return None
+        code = extract_code(out.text, task=task)
+        repeats = st.failed.get(_normalized(code.code)) if code.how != "empty" else None
+        if repeats is None:
+            break
+        if resample == cfg.resamples:
+            await _decide(
+                runner, st, "code",
+                f"attempt {attempt} repeats attempt {repeats} after {resample} resamples; "
+                "not graded again",
+            )  # fmt: skip
+            break
+        seed = _seed(task.task_id, attempt, resample)
+        sampling = (cfg.resample_temperature, seed)
+        await _decide(
+            runner, st, "code",
+            f"attempt {attempt} repeats attempt {repeats}: sampling again at temperature "
+            f"{cfg.resample_temperature:g} with seed {seed}",
+        )  # fmt: skip
+    artifact = Artifact(attempt=attempt, phase="code", code=code.code)
+    if out.chat:
+        artifact = replace_answer(artifact, out.raw)
+    st.capsule = with_artifact(st.capsule, artifact)
+    if repeats is not None:
+        st.capsule = with_verdict(st.capsule, attempt=attempt, passed=False)
+        st.capsule = with_feedback(
+            st.capsule,
+            Feedback(
+                attempt=attempt,
+                source="grader",
+                text=f"Identical to attempt {repeats}, which failed; not graded again.",
+            ),
+        )
+    return code
 
 
-async def _generate(
+def _normalized(code: str) -> str:
+    """A candidate's identity: its syntax tree, where a redefined function or class counts
+    once, as defined last (comments, layout and docstrings do not count). So a chat model's
+    rewrite after the prompt's stub equals the same function written as a continuation."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return " ".join(code.split())
+    body: dict[object, ast.stmt] = {}
+    for i, node in enumerate(tree.body):
+        named = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        if named and node.body and _is_docstring(node.body[0]):
+            node.body = node.body[1:] or [ast.Pass()]
+        body.pop(node.name if named else i, None)
+        body[node.name if named else i] = node
+    try:
+        return ast.dump(ast.Module(body=list(body.values()), type_ignores=[]))
+    except (RecursionError, MemoryError):
+        return " ".join(code.split())
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
+
+
+def _seed(task_id: str, attempt: int, resample: int) -> int:
+    """A reproducible sampling seed for one resample of one attempt of one task."""
+    digest = hashlib.blake2b(f"{task_id}:{attempt}:{resample}".encode(), digest_size=4)
+    return int.from_bytes(digest.digest(), "big")
+
+
+async def _generate(  # noqa: PLR0917
     runner: PhaseRunner,
     st: _State,
     task: Task,
     phase: Phase,
     model: str,
-    *,
     attempt: int,
     upcoming: Sequence[str],
-) -> str | None:
-    """Build the prompt, run the phase; the answer (prefix included) or None on error."""
+    *,
+    sampling: tuple[float, int] | None = None,
+) -> _Answer | None:
+    """Build the prompt, run the phase; the answer or None on error.
+
+    ``sampling`` overrides the phase's ``(temperature, seed)``.
+    """
     cfg = runner.profile.phase(phase)
     n_ctx = runner.profile.models[model].n_ctx
     budget = min(cfg.prompt_budget_tokens, n_ctx - cfg.max_tokens - 8)
     try:
         counter = await runner.token_counter(model)
+        fmt = await runner.chat_format(model)
     except SwapOSError as exc:
         st.error = f"{phase} phase: model {model!r} is unusable: {exc}"
         return None
+
+    def build() -> Prompt:
+        if fmt is not None:
+            return build_chat_prompt(phase, task, st.capsule, counter, budget, fmt)
+        return build_prompt(phase, task, st.capsule, counter, budget)
+
     try:
-        prompt: Prompt = await anyio.to_thread.run_sync(
-            lambda: build_prompt(phase, task, st.capsule, counter, budget)
-        )
-    except CapsuleError as exc:
+        prompt = await anyio.to_thread.run_sync(build)
+    except (CapsuleError, TemplateError) as exc:
         st.error = f"{phase} prompt: {exc}"
         return None
+    temperature, seed = sampling or (cfg.temperature, cfg.seed)
     params = SamplingParams(
         max_tokens=cfg.max_tokens,
         stop=prompt.stop + tuple(cfg.stop),
-        temperature=cfg.temperature,
-        seed=cfg.seed,
+        temperature=temperature,
+        seed=seed,
     )
     out = await runner.generate_phase(
         task_id=task.task_id,
@@ -225,6 +355,7 @@ async def _generate(
         params=params,
         attempt=attempt,
         upcoming=upcoming,
+        special=prompt.chat,
     )
     outcome = "error" if out.error else ("cap" if out.hit_cap else "ok")
     st.capsule = with_history(
@@ -233,14 +364,63 @@ async def _generate(
     if out.error is not None:
         st.error = f"{phase} phase failed: {out.error}"
         return None
-    return prompt.answer_prefix + out.text
+    return _Answer(
+        text=prompt.answer_prefix + out.text, raw=prompt.opening + out.text, chat=prompt.chat
+    )
+
+
+async def _selfcheck(  # noqa: PLR0917
+    runner: PhaseRunner, st: _State, task: Task, plan: RoutePlan, code: str, attempt: int
+) -> GradeResult:
+    """Run the docstring's examples against ``code``; a failure becomes feedback."""
+    check = selfcheck_task(task, plan.selfcheck)
+    timeout = runner.profile.pipeline.grade_timeout_s
+    result = await runner.grade_phase(
+        task_id=task.task_id,
+        attempt=attempt,
+        work=lambda: grade(check, code, timeout_s=timeout),
+        phase="selfcheck",
+    )
+    if not result.passed:
+        st.failed.setdefault(_normalized(code), attempt)
+        st.capsule = with_verdict(st.capsule, attempt=attempt, passed=False)
+        st.capsule = with_feedback(
+            st.capsule,
+            Feedback(
+                attempt=attempt,
+                source="selfcheck",
+                text=_selfcheck_text(result),
+                tests_passed=result.tests_passed,
+                tests_total=result.tests_total,
+            ),
+        )
+    return result
+
+
+def _feedback_text(result: GradeResult) -> str:
+    text = result.reason if result.passed else f"{result.reason}\n{result.output_tail}"
+    return _TIMINGS.sub("", text).strip()  # "1 failed in 0.34s": same prompt in every run
+
+
+def _selfcheck_text(result: GradeResult) -> str:
+    """The failed examples, one line each (``f(2) returned 3; the docstring says 4``): the
+    self-check's own test code is not the model's business."""
+    failed = [
+        line.split("AssertionError:", 1)[1].strip()
+        for line in result.output_tail.splitlines()
+        if line.startswith("E ") and "AssertionError:" in line
+    ]
+    return "\n".join(dict.fromkeys(failed)) or _feedback_text(result)
 
 
 async def _grade(  # noqa: PLR0917
-    runner: PhaseRunner, st: _State, task: Task, output: str, attempt: int, profile: Profile
+    runner: PhaseRunner,
+    st: _State,
+    task: Task,
+    code: ExtractResult,
+    attempt: int,
+    profile: Profile,
 ) -> GradeResult:
-    code = extract_code(output, task=task)
-    st.capsule = with_artifact(st.capsule, Artifact(attempt=attempt, phase="code", code=code.code))
     if code.how == "empty":
         result = GradeResult(
             passed=False,
@@ -254,21 +434,22 @@ async def _grade(  # noqa: PLR0917
         await runner.decide(task.task_id, "grade", result.reason)
     else:
         timeout = profile.pipeline.grade_timeout_s
+        st.grades += 1
         result = await runner.grade_phase(
             task_id=task.task_id,
             attempt=attempt,
             work=lambda: grade(task, code.code, timeout_s=timeout),
         )
     st.last = result
+    if not result.passed and code.how != "empty":
+        st.failed.setdefault(_normalized(code.code), attempt)
     st.capsule = with_verdict(st.capsule, attempt=attempt, passed=result.passed)
-    feedback = result.reason if result.passed else f"{result.reason}\n{result.output_tail}"
-    feedback = _TIMINGS.sub("", feedback)  # "1 failed in 0.34s": same prompt in every run
     st.capsule = with_feedback(
         st.capsule,
         Feedback(
             attempt=attempt,
             source="grader",
-            text=feedback.strip(),
+            text=_feedback_text(result),
             tests_passed=result.tests_passed,
             tests_total=result.tests_total,
         ),

@@ -71,6 +71,11 @@ class Prompt(msgspec.Struct, frozen=True, kw_only=True):
             :func:`~swapos.pipeline.extract.extract_plan` and ``extract_feedback`` read
             ``answer_prefix + output`` best (they also accept the bare output).
         dropped: what budget compression left out or shortened (for logs).
+        chat: rendered with a chat template: its special tokens (``<|im_start|>``...) are
+            tokens, not text.
+        opening: what the prompt already wrote of the answer, beyond ``answer_prefix``
+            (a chat coder's turn opened with the function it completes): the answer as the
+            model's turn reads is ``opening + output``.
     """
 
     stable: str
@@ -78,6 +83,8 @@ class Prompt(msgspec.Struct, frozen=True, kw_only=True):
     stop: tuple[str, ...]
     answer_prefix: str = ""
     dropped: tuple[str, ...] = ()
+    chat: bool = False
+    opening: str = ""
 
     @property
     def text(self) -> str:

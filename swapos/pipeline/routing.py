@@ -5,7 +5,11 @@ from __future__ import annotations
 import msgspec
 
 from swapos.models.profile import Profile
+from swapos.pipeline.selfcheck import Example, docstring_examples
 from swapos.pipeline.task import Task
+
+PHASES = ("reason", "code", "critic", "fix")
+"""The model roles a plan assigns; ``fix`` is the coder of attempts after the first."""
 
 
 class RoutePlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -14,6 +18,7 @@ class RoutePlan(msgspec.Struct, frozen=True, kw_only=True):
     reason: bool
     models: dict[str, str]
     why: list[str]
+    selfcheck: list[Example] = msgspec.field(default_factory=list)
 
 
 def model_for(profile: Profile, phase: str) -> str:
@@ -24,7 +29,9 @@ def model_for(profile: Profile, phase: str) -> str:
 
 def route(task: Task, profile: Profile) -> RoutePlan:
     """Plan ``task``: skip ``reason`` for completion tasks and for tasks at or under the
-    profile's ``skip_reason_max_difficulty``; pick each phase's model from the roles."""
+    profile's ``skip_reason_max_difficulty``; self-check against the docstring's examples
+    when the profile allows it and the task has some; pick each phase's model from the roles.
+    """
     why: list[str] = []
     reason = True
     if task.category == "completion":
@@ -38,6 +45,9 @@ def route(task: Task, profile: Profile) -> RoutePlan:
         )
     else:
         why.append(f"plan first: difficulty {task.meta.difficulty}")
-    models = {p: model_for(profile, p) for p in ("reason", "code", "critic")}
+    examples = docstring_examples(task) if profile.pipeline.selfcheck else []
+    if examples:
+        why.append(f"self-check: {len(examples)} docstring examples run before grading")
+    models = {p: model_for(profile, p) for p in PHASES}
     why.extend(f"{p} -> {m}" for p, m in models.items() if p != "reason" or reason)
-    return RoutePlan(reason=reason, models=models, why=why)
+    return RoutePlan(reason=reason, models=models, why=why, selfcheck=examples)

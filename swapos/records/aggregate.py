@@ -73,6 +73,7 @@ class Aggregator:
                 task.passed, task.pass_at_1 = ev.passed, ev.pass_at_1
                 task.iterations, task.error = ev.iterations, ev.error
                 task.tests_passed, task.tests_total = ev.tests_passed, ev.tests_total
+                task.passed_attempt, task.grades = ev.passed_attempt, ev.grades
                 task.wall_clock_s = ev.t - self._task_t0.get(tid, ev.t)
                 self.finished_tasks.append(tid)
             case PhaseStarted(task_id=str(tid), phase_id=str(pid)):

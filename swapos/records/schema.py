@@ -44,6 +44,8 @@ class TaskResult(msgspec.Struct, kw_only=True):
     tests_total: int = 0
     wall_clock_s: float = 0.0
     error: str | None = None
+    passed_attempt: int = 0
+    grades: int = 0
     phases: list[PhaseRecord] = msgspec.field(default_factory=list)
 
 
@@ -66,6 +68,8 @@ class RunSummary(msgspec.Struct, kw_only=True):
     tasks_passed: int = 0
     pass_rate: float = 0.0
     pass_at_1: float = 0.0
+    retry_rescued: int = 0
+    retry_rescue_rate: float = 0.0
     per_category: dict[str, CategoryStats] = msgspec.field(default_factory=dict)
     wall_clock_s: float = 0.0
     mean_wall_clock_s: float = 0.0

@@ -39,6 +39,8 @@ def summarize(results: Sequence[TaskResult], info: RunInfo) -> RunSummary:
     paid = sum(p.load_s for p in generated)
     hidden = sum(p.load_hidden_s for p in generated)
     passed = sum(r.passed for r in results)
+    first_failed = sum(not r.pass_at_1 for r in results)
+    rescued = sum(r.passed and not r.pass_at_1 for r in results)
     per_cat: dict[str, CategoryStats] = {}
     for r in results:
         c = per_cat.setdefault(r.category or "none", CategoryStats())
@@ -58,6 +60,8 @@ def summarize(results: Sequence[TaskResult], info: RunInfo) -> RunSummary:
         tasks_passed=passed,
         pass_rate=passed / n if n else 0.0,
         pass_at_1=sum(r.pass_at_1 for r in results) / n if n else 0.0,
+        retry_rescued=rescued,
+        retry_rescue_rate=rescued / first_failed if first_failed else 0.0,
         per_category=per_cat,
         wall_clock_s=info.wall_clock_s,
         mean_wall_clock_s=_mean([r.wall_clock_s for r in results]),

@@ -1,0 +1,233 @@
+"""Prompts for instruct models: each phase as a conversation in the model's chat template.
+
+A base model continues a document (:mod:`swapos.pipeline.prompts`); an instruct model is asked.
+Each phase has its role (the system message) and its request:
+
+* **reason**: a short numbered plan, no code;
+* **code**: the whole file in one fenced block. The assistant's turn is opened with
+  ```` ```python ```` so the answer is the code and generation stops at the closing fence;
+  for the first attempt at a ``completion`` task the turn is opened with the function's
+  signature and docstring too, so the model writes only the body;
+* **critic**: why the tests fail and what to change, briefly.
+
+Conversations are *append-only* across attempts, as the completion prompts are: the coder's
+conversation of attempt N is its conversation of attempt N-1, its own answer (as it wrote it),
+then a user turn with the test output, the review and the request to fix; the critic's is its
+previous conversation, its previous review, then the next attempt. So the rendered prompt of
+a retry begins with exactly what the model read and wrote before, and the KV prefix cache
+re-reads only the new turn. The stable part (the brief, starter and plan, in the first user
+turn) is the same for every attempt of a task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+import msgspec
+
+from swapos.capsule.compress import AttemptView, CapsuleView, CountTokens, compress
+from swapos.capsule.schema import Artifact, Capsule, Feedback
+from swapos.models.templates import ChatFormat, ChatMessage, render_chat
+from swapos.pipeline.prompts import PLAN_CUE, Phase, Prompt
+from swapos.pipeline.task import Task
+
+CODE_CUE: Final = "```python\n"
+CODE_STOP: Final[tuple[str, ...]] = ("\n```",)
+
+PLANNER: Final = (
+    "You are a senior Python engineer. You plan a change before anyone writes code: "
+    "short, concrete steps."
+)
+CODER: Final = (
+    "You are an expert Python programmer. You write correct, complete, idiomatic Python "
+    "that passes its tests."
+)
+CRITIC: Final = (
+    "You are a senior Python reviewer. Given code and its failing test output, you say "
+    "precisely why it fails and what to change, briefly."
+)
+
+_SYSTEM: Final = {"reason": PLANNER, "code": CODER, "critic": CRITIC}
+_FEEDBACK_TITLE: Final = {
+    "grader": "Test output",
+    "selfcheck": "Running the examples from the docstring",
+    "critic": "Review",
+}
+
+
+def build_chat_prompt(
+    phase: Phase,
+    task: Task,
+    capsule: Capsule,
+    count_tokens: CountTokens,
+    budget_tokens: int,
+    fmt: ChatFormat,
+) -> Prompt:
+    """Build the chat prompt of ``phase`` within ``budget_tokens`` (see ``build_prompt``).
+
+    Raises:
+        ValueError: ``phase`` is not one of the three.
+        CapsuleBudgetError: goal, starter and newest attempt alone exceed the budget.
+        TemplateError: the model's chat template fails on the conversation.
+    """
+    if phase not in _ASSEMBLERS:
+        raise ValueError(f"no prompt for phase {phase!r}; expected reason, code or critic")
+    assemble = _ASSEMBLERS[phase]
+    view = compress(
+        capsule,
+        count_tokens=count_tokens,
+        budget_tokens=budget_tokens,
+        layout=lambda v: assemble(task, v, fmt).text,
+        whole_history=phase != "reason",
+    )
+    return assemble(task, view, fmt)
+
+
+def stable_text(task: Task, view: CapsuleView, *, with_plan: bool = True) -> str:
+    """The brief, rules, starter code and plan: the part every attempt shares."""
+    parts: list[str] = []
+    if task.category == "completion":
+        name = task.entry_point or "the function"
+        parts.append(
+            f"Complete the Python function `{name}` so that it does what its docstring says."
+        )
+        parts.append(f"```python\n{task.starter.strip(chr(10))}\n```")
+    else:
+        parts.append(view.goal.strip())
+        if view.constraints:
+            parts.append("Rules:\n" + "\n".join(f"- {c.strip()}" for c in view.constraints))
+        if task.starter.strip():
+            parts.append(f"solution.py now:\n```python\n{task.starter.strip(chr(10))}\n```")
+    if with_plan and view.plan_steps:
+        steps = "\n".join(f"{i}. {s.strip()}" for i, s in enumerate(view.plan_steps, 1))
+        parts.append("Plan:\n" + steps)
+    if view.earlier or view.omitted_attempts:
+        lines = [f"- {line}" for line in view.earlier]
+        if view.omitted_attempts:
+            lines.insert(0, f"- ({len(view.omitted_attempts)} earlier attempts not shown)")
+        parts.append("Earlier attempts:\n" + "\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def _request(task: Task, *, retry: bool) -> str:
+    fixed = "corrected " if retry else ""
+    if task.category == "completion":
+        what = f"the {fixed}complete function, with the imports it needs,"
+        terse = " Leave out its docstring." if retry else ""
+    else:
+        what, terse = f"the {fixed}complete solution.py", ""
+    return f"Reply with {what} in one ```python code block.{terse}"
+
+
+def _outcome(status: str, feedback: tuple[Feedback, ...], *, with_review: bool) -> str:
+    parts = [f"Result: {status}." if status else ""]
+    for f in feedback:
+        if f.source == "critic" and not with_review:
+            continue
+        parts.append(f"{_FEEDBACK_TITLE[f.source]}:\n{f.text.strip()}")
+    return "\n\n".join(p for p in parts if p)
+
+
+def _answer(artifact: Artifact) -> str:
+    """The coder's turn as it wrote it: the fenced code."""
+    code = (artifact.answer or artifact.code).strip("\n")
+    return f"{CODE_CUE}{code}\n```"
+
+
+def _attempts(view: CapsuleView) -> list[AttemptView]:
+    """Whole earlier attempts and the newest one, oldest first."""
+    attempts = list(view.whole)
+    if view.newest is not None:
+        attempts.append(
+            AttemptView(artifact=view.newest, status=view.newest_status, feedback=view.feedback)
+        )
+    return attempts
+
+
+def _render(
+    fmt: ChatFormat, phase: Phase, messages: list[ChatMessage], stable: str, cue: str
+) -> tuple[str, str]:
+    """The rendered conversation split into (stable prefix, the rest + cue)."""
+    system = ChatMessage(role="system", content=_SYSTEM[phase])
+    text = render_chat(fmt, [system, *messages]) + cue
+    at = text.find(stable) if stable else -1
+    cut = at + len(stable) if at >= 0 else 0
+    return text[:cut], text[cut:]
+
+
+def _reason(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
+    stable = stable_text(task, view, with_plan=False)
+    ask = (
+        "Write a short numbered plan for this change: at most 5 steps, one line each. "
+        "Do not write code."
+    )
+    head, rest = _render(fmt, "reason", [_user(f"{stable}\n\n{ask}")], stable, PLAN_CUE)
+    return Prompt(
+        stable=head, variable=rest, stop=(), answer_prefix=PLAN_CUE, dropped=view.dropped, chat=True
+    )
+
+
+def _code(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
+    stable = stable_text(task, view)
+    messages = [_user(f"{stable}\n\n{_request(task, retry=False)}")]
+    for attempt in _attempts(view):
+        messages.append(ChatMessage(role="assistant", content=_answer(attempt.artifact)))
+        outcome = _outcome(attempt.status, attempt.feedback, with_review=True)
+        messages.append(_user(f"{outcome}\n\n{_request(task, retry=True)}"))
+    opening = code_opening(task) if len(messages) == 1 else ""
+    prefix = "" if opening else CODE_CUE
+    head, rest = _render(fmt, "code", messages, stable, CODE_CUE + opening)
+    return Prompt(
+        stable=head, variable=rest, stop=CODE_STOP, answer_prefix=prefix,
+        dropped=view.dropped, chat=True, opening=opening,
+    )  # fmt: skip
+
+
+def code_opening(task: Task) -> str:
+    """What a first attempt's prompt writes of the coder's answer after the opening fence: for
+    a ``completion`` task the function's signature and docstring, so the model writes only the
+    body (a third of the tokens), as a completion model would; else nothing. Retries get no
+    opening: a model continuing its own function tends to write the same body again."""
+    return task.starter if task.category == "completion" else ""
+
+
+def _critic(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
+    stable = stable_text(task, view)
+    ask = (
+        "In at most four sentences: why does this attempt fail, and what exactly must change? "
+        "Do not rewrite the whole file."
+    )
+    messages: list[ChatMessage] = []
+    attempts = _attempts(view)
+    for i, attempt in enumerate(attempts):
+        shown = (
+            f"Attempt {attempt.artifact.attempt}:\n{_answer(attempt.artifact)}\n\n"
+            f"{_outcome(attempt.status, attempt.feedback, with_review=False)}\n\n{ask}"
+        )
+        messages.append(_user(f"{stable}\n\n{shown}" if i == 0 else shown))
+        review = [f.text for f in attempt.feedback if f.source == "critic"]
+        if i < len(attempts) - 1:
+            messages.append(ChatMessage(role="assistant", content=review[-1] if review else ""))
+    if not messages:
+        messages.append(_user(f"{stable}\n\n{ask}"))
+    head, rest = _render(fmt, "critic", messages, stable, "")
+    return Prompt(stable=head, variable=rest, stop=(), dropped=view.dropped, chat=True)
+
+
+def _user(content: str) -> ChatMessage:
+    return ChatMessage(role="user", content=content)
+
+
+_ASSEMBLERS: Final[dict[str, Callable[[Task, CapsuleView, ChatFormat], Prompt]]] = {
+    "reason": _reason,
+    "code": _code,
+    "critic": _critic,
+}
+
+
+def replace_answer(artifact: Artifact, answer: str) -> Artifact:
+    """``artifact`` remembering the model's own text when it differs from the code."""
+    return artifact if answer.strip() == artifact.code.strip() else msgspec.structs.replace(
+        artifact, answer=answer
+    )
