@@ -26,7 +26,7 @@ from swapos.console import LiveStatus, interrupt_on_sigterm, print_task_summary
 from swapos.errors import SwapOSError
 from swapos.kvstore import default_kv_dir
 from swapos.logconfig import configure_logging
-from swapos.models.profile import Mode, Profile, load_profile
+from swapos.models.profile import Mode, Profile
 from swapos.pipeline.task import Task
 from swapos.pipeline.tasks import DEFAULT_TASK_ID, builtin_suite_path, load_task
 from swapos.records.schema import TaskResult
@@ -60,7 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("task", nargs="?", help=f"task folder, builtin id ({DEFAULT_TASK_ID}) or HumanEval id (HumanEval_001)")
+    parser.add_argument(
+        "task",
+        nargs="?",
+        help=f"task folder, builtin id ({DEFAULT_TASK_ID}) or HumanEval id (HumanEval_001)",
+    )
     parser.add_argument(
         "--profile",
         help="profile TOML, or a builtin profile: default (Qwen2.5-Coder 1.5B + 0.5B), tiny",

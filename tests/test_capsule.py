@@ -136,7 +136,9 @@ def test_decoding_a_newer_version_says_to_upgrade() -> None:
     newer = data.replace(
         b'"version":%d' % CAPSULE_VERSION, b'"version":%d' % (CAPSULE_VERSION + 1), 1
     )
-    with pytest.raises(CapsuleVersionError, match=rf"version {CAPSULE_VERSION + 1} is newer.*upgrade"):
+    with pytest.raises(
+        CapsuleVersionError, match=rf"version {CAPSULE_VERSION + 1} is newer.*upgrade"
+    ):
         decode_capsule(newer)
 
 

@@ -124,7 +124,7 @@ async def test_model_that_emits_nothing_ends_the_task_with_a_reason() -> None:
 
 
 async def test_a_repeated_failed_candidate_is_resampled_with_a_recorded_seed() -> None:
-    outcome, fb = await run((BAD, BAD, GOOD), max_attempts=2)
+    outcome, _ = await run((BAD, BAD, GOOD), max_attempts=2)
     result = outcome.result
     assert result.passed and not result.pass_at_1
     assert (result.passed_attempt, result.grades) == (2, 2)
@@ -172,7 +172,7 @@ async def test_a_failed_selfcheck_goes_back_to_the_coder_without_a_grade() -> No
 
 
 async def test_an_instruct_model_is_asked_in_its_chat_template() -> None:
-    outcome, fb = await run((BAD, BAD2), max_attempts=2, chat_template=CHATML)
+    _, fb = await run((BAD, BAD2), max_attempts=2, chat_template=CHATML)
     first, second = [text for model, text in fb.prompts if model == "coder"]
     assert first.startswith("<|im_start|>system\n") and first.endswith("assistant\n```python\n")
     assert second.startswith(first[: -len("```python\n")])  # append-only: a retry extends it

@@ -10,10 +10,16 @@ import pytest
 
 from swapos.errors import ProfileError
 from swapos.models import bundled
-from swapos.models.bundled import BUNDLED_NAMES, bundled_model_path, default_profile
+from swapos.models.bundled import (
+    BUNDLED_NAMES,
+    builtin_profile,
+    bundled_model_path,
+    default_profile,
+    resolve_profile,
+)
 from swapos.models.digests import sha256_file
 from swapos.models.gguf import read_gguf
-from swapos.models.profile import decode_profile, model_specs, parse_size
+from swapos.models.profile import Profile, decode_profile, model_specs, parse_size
 from swapos.policies.memory import estimate_footprint
 
 VALID = """
@@ -93,28 +99,67 @@ def test_a_manifest_entry_is_trusted_only_while_size_and_digest_match(tmp_path: 
 
 
 @pytest.mark.real_model
-def test_the_default_profile_resolves_to_three_files_of_increasing_size() -> None:
+def test_the_default_profile_runs_two_real_instruct_coder_models() -> None:
     profile = default_profile()
-    assert set(profile.roles) == {"reason", "code", "critic"}
+    assert set(profile.roles) == {"reason", "code", "critic", "fix"}
     specs = model_specs(profile)
-    paths = [specs[profile.roles[role]].path for role in ("critic", "code", "reason")]
-    sizes = [Path(p).stat().st_size for p in paths]
-    assert len(set(paths)) == 3 and sizes == sorted(sizes) and len(set(sizes)) == 3
-    assert profile.phase("reason").max_tokens < profile.phase("code").max_tokens
+    paths = {specs[m].path for m in profile.roles.values()}
+    assert len(paths) == 2
+    for path in paths:
+        meta = read_gguf(path).metadata
+        assert "Qwen2.5 Coder" in str(meta["general.name"])
+        assert "tokenizer.chat_template" in meta
+    assert profile.roles["code"] != profile.roles["fix"]
 
 
-@pytest.mark.real_model
-def test_the_default_budget_holds_any_two_models_but_not_three() -> None:
-    profile = default_profile()
-    budget = parse_size(profile.budget)
+def _footprints(profile: Profile) -> list[int]:
     footprints = []
     for spec in model_specs(profile).values():
         info = read_gguf(spec.path)
         footprints.append(
             estimate_footprint(info.file_size, info, n_ctx=spec.n_ctx, n_batch=spec.n_batch)
         )
+    return footprints
+
+
+@pytest.mark.real_model
+def test_the_default_budget_holds_either_model_but_not_both() -> None:
+    profile = default_profile()
+    budget = parse_size(profile.budget)
+    footprints = _footprints(profile)
+    assert all(f < 0.9 * budget for f in footprints)
+    assert sum(footprints) > budget
+
+
+@pytest.mark.real_model
+def test_the_tiny_profile_resolves_to_three_files_of_increasing_size() -> None:
+    profile = builtin_profile("tiny")
+    assert set(profile.roles) == {"reason", "code", "critic"}
+    specs = model_specs(profile)
+    paths = [specs[profile.roles[role]].path for role in ("critic", "code", "reason")]
+    sizes = [Path(p).stat().st_size for p in paths]
+    assert len(set(paths)) == 3 and sizes == sorted(sizes) and len(set(sizes)) == 3
+    assert profile.phase("reason").max_tokens < profile.phase("code").max_tokens
+    assert {cfg.prompt for cfg in profile.models.values()} == {"completion"}
+
+
+@pytest.mark.real_model
+def test_the_tiny_budget_holds_any_two_models_but_not_three() -> None:
+    profile = builtin_profile("tiny")
+    budget = parse_size(profile.budget)
+    footprints = _footprints(profile)
     assert all(a + b < 0.9 * budget for a, b in itertools.combinations(footprints, 2))
     assert sum(footprints) > budget
+
+
+def test_builtin_profiles_are_named_on_the_command_line(tmp_path: Path) -> None:
+    assert resolve_profile(None).name == default_profile().name
+    assert resolve_profile("tiny").name.startswith("tiny")
+    with pytest.raises(ProfileError, match="no builtin profile 'huge'"):
+        builtin_profile("huge")
+    path = tmp_path / "p.toml"
+    path.write_text('name = "mine"\n[models.a]\npath = "a.gguf"\n')
+    assert resolve_profile(str(path)).name == "mine"
 
 
 @pytest.mark.real_model

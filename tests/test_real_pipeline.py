@@ -20,7 +20,7 @@ from swapos.messages.events import (
     ModelLoaded,
     ModelLoadStarted,
 )
-from swapos.models.bundled import default_profile
+from swapos.models.bundled import builtin_profile
 from swapos.models.profile import PhaseConfig, PipelineConfig, Profile
 from swapos.pipeline.task import Task, TaskMeta
 from swapos.sysinfo import peak_rss_bytes, rss_bytes
@@ -50,7 +50,7 @@ IMPOSSIBLE = Task(
 
 
 def short_profile(max_attempts: int) -> Profile:
-    base = default_profile()
+    base = builtin_profile("tiny")
     phases = {
         name: PhaseConfig(max_tokens=tokens, stop=list(base.phase(name).stop))
         for name, tokens in (("reason", 16), ("code", 48), ("critic", 16))
@@ -92,7 +92,7 @@ async def test_failing_attempt_goes_through_critic_and_retries_with_feedback() -
 
 
 async def test_three_models_swap_under_a_budget_that_holds_two() -> None:
-    profile = default_profile()
+    profile = builtin_profile("tiny")
     seen: list[AnyEvent] = []
     params = SamplingParams(max_tokens=24)
     sequence = ["planner", "coder", "critic", "coder", "critic", "planner"]
@@ -139,7 +139,7 @@ async def test_load_generate_evict_is_in_the_log_and_rss_returns(tmp_path: Path)
         phase="gen", model="coder", prompt="def add(a, b):\n", params=SamplingParams(max_tokens=8)
     )
     with anyio.fail_after(300):
-        async with open_system(default_profile(), event_log=log) as system:
+        async with open_system(builtin_profile("tiny"), event_log=log) as system:
             before = rss_bytes()  # tokenizers are read at startup and stay
             out = await system.run_phases("one", [spec])
             during = rss_bytes()

@@ -25,7 +25,13 @@ Key = tuple[str, str]
 
 
 class ArmStats(msgspec.Struct, frozen=True, kw_only=True):
-    """Headline figures of one mode/arm."""
+    """Headline figures of one mode/arm.
+
+    ``retry_rescued``: tasks whose first graded candidate failed and a later one passed
+    (``retry_rescue_rate``: of the tasks whose first graded candidate failed).
+    ``breakdown``: the mean seconds per task of :data:`BREAKDOWN` (``other``: the rest of
+    the task's wall time: tokenizing, prompt building, messages).
+    """
 
     mode: str
     arm: str
@@ -36,6 +42,9 @@ class ArmStats(msgspec.Struct, frozen=True, kw_only=True):
     mean_wall_clock_s: float
     total_task_wall_s: float
     load_hidden_fraction: float
+    retry_rescued: int = 0
+    retry_rescue_rate: float = 0.0
+    breakdown: dict[str, float] = msgspec.field(default_factory=dict)
 
 
 class Comparison(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,6 +56,9 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
         hidden_load_fraction: mode -> hidden / (hidden + paid) load time, over every arm.
         mcnemar_arms: per mode, ``pipeline`` vs ``single`` on pass/fail.
         mcnemar_modes: per arm, each pair of modes on pass/fail.
+        first_attempt: per mode, the ``pipeline`` arm's first graded candidate
+            (``pass_at_1``) vs the ``single`` arm, paired: ``only_a`` is where the
+            pipeline's first attempt is better, ``only_b`` where it is worse.
         bootstrap: how the intervals were computed.
     """
 
@@ -56,6 +68,7 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     mcnemar_arms: list[McNemar]
     mcnemar_modes: list[McNemar]
     bootstrap: dict[str, float]
+    first_attempt: list[McNemar] = msgspec.field(default_factory=list)
 
 
 def label(key: Key) -> str:
@@ -104,7 +117,17 @@ def compare(summaries: Mapping[Key, RunSummary], *, seed: int = DEFAULT_SEED) ->
         for x, y in itertools.combinations(modes, 2)
         if (x, arm) in passed and (y, arm) in passed
     ]
+    first = {k: {r.task_id: r.pass_at_1 for r in summaries[k].results} for k in keys}
+    first_attempt = [
+        paired_mcnemar(
+            f"{label((m, 'pipeline'))} first attempt", first[(m, "pipeline")],
+            label((m, "single")), passed[(m, "single")],
+        )
+        for m in modes
+        if (m, "pipeline") in first and (m, "single") in passed
+    ]  # fmt: skip
     return Comparison(
+        first_attempt=first_attempt,
         arms={label(k): _arm_stats(k, summaries[k]) for k in keys},
         wall_ratios=wall_ratios,
         hidden_load_fraction={m: _hidden_fraction(summaries, m) for m in modes},
@@ -125,7 +148,35 @@ def _arm_stats(key: Key, s: RunSummary) -> ArmStats:
         mean_wall_clock_s=s.mean_wall_clock_s,
         total_task_wall_s=sum(r.wall_clock_s for r in s.results),
         load_hidden_fraction=s.load_hidden_fraction,
+        retry_rescued=s.retry_rescued,
+        retry_rescue_rate=s.retry_rescue_rate,
+        breakdown=breakdown(s),
     )
+
+
+BREAKDOWN = ("load_paid", "load_hidden", "evict", "prefill", "decode", "grade", "other")
+"""Where a task's wall time goes (``load_hidden`` is work off the critical path)."""
+
+
+def breakdown(s: RunSummary) -> dict[str, float]:
+    """Mean seconds per task of each part of :data:`BREAKDOWN`."""
+    n = len(s.results) or 1
+    sums = dict.fromkeys(BREAKDOWN, 0.0)
+    for r in s.results:
+        spent = 0.0
+        for p in r.phases:
+            if p.phase in ("grade", "selfcheck"):
+                sums["grade"] += p.total_s
+                spent += p.total_s
+                continue
+            sums["load_paid"] += p.load_s
+            sums["load_hidden"] += p.load_hidden_s
+            sums["evict"] += p.evict_s
+            sums["prefill"] += p.prefill_s
+            sums["decode"] += p.gen_s
+            spent += p.load_s + p.evict_s + p.prefill_s + p.gen_s
+        sums["other"] += max(0.0, r.wall_clock_s - spent)
+    return {k: v / n for k, v in sums.items()}
 
 
 def _hidden_fraction(summaries: Mapping[Key, RunSummary], mode: str) -> float:

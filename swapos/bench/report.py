@@ -16,7 +16,7 @@ from pathlib import Path
 
 import msgspec
 
-from swapos.bench.compare import Comparison, Key, compare, label, ordered
+from swapos.bench.compare import BREAKDOWN, Comparison, Key, compare, label, ordered
 from swapos.bench.results import read_summary, write_atomic
 from swapos.bench.stats import RatioStats
 from swapos.errors import SwapOSError
@@ -90,6 +90,7 @@ def arms_section(summaries: dict[Key, RunSummary]) -> list[str]:
             str(s.tasks_total),
             _pct(s.pass_rate),
             _pct(s.pass_at_1),
+            f"{s.retry_rescued} ({_pct(s.retry_rescue_rate)})",
             _f(s.mean_wall_clock_s),
             _f(s.mean_load_s),
             _f(s.mean_evict_s),
@@ -106,6 +107,7 @@ def arms_section(summaries: dict[Key, RunSummary]) -> list[str]:
         "tasks",
         "pass",
         "pass@1",
+        "rescued by retry",
         "mean wall s",
         "mean load s",
         "mean evict s",
@@ -158,10 +160,19 @@ def mcnemar_section(comparison: Comparison) -> list[str]:
             str(m.both_fail),
             f"{m.p_value:.4g}",
         ]
-        for m in [*comparison.mcnemar_arms, *comparison.mcnemar_modes]
+        for m in [*comparison.mcnemar_arms, *comparison.first_attempt, *comparison.mcnemar_modes]
     ]
     head = ["a", "b", "tasks", "both pass", "only a", "only b", "both fail", "p (exact)"]
     return ["## Paired pass/fail tests (exact McNemar, two-sided)", "", *_table(head, rows), ""]
+
+
+def breakdown_section(comparison: Comparison) -> list[str]:
+    rows = [
+        [name, _f(a.mean_wall_clock_s), *(_f(a.breakdown.get(part, 0.0)) for part in BREAKDOWN)]
+        for name, a in comparison.arms.items()
+    ]
+    head = ["mode-arm", "mean wall s", *(f"{part} s" for part in BREAKDOWN)]
+    return ["## Where a task's time goes (mean per task)", "", *_table(head, rows), ""]
 
 
 def phases_section(summaries: dict[Key, RunSummary]) -> list[str]:
@@ -242,6 +253,7 @@ def render(folder: Path, report: Path) -> str:
         arms_section(summaries),
         ratios_section(comparison),
         mcnemar_section(comparison),
+        breakdown_section(comparison),
         phases_section(summaries),
         timeline_section(folder, summaries, report),
     ]

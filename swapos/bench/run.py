@@ -40,7 +40,7 @@ from swapos.bench.results import (
 from swapos.clock import Clock, MonotonicClock
 from swapos.console import interrupt_on_sigterm
 from swapos.errors import SwapOSError
-from swapos.models.profile import Mode, Profile, load_profile
+from swapos.models.profile import Mode, Profile
 from swapos.pipeline.task import Task
 from swapos.pipeline.tasks import load_suite
 from swapos.records.schema import RunSummary, TaskResult

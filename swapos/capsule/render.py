@@ -17,7 +17,6 @@ import msgspec
 from swapos.capsule.compress import CapsuleView, CountTokens, compress
 from swapos.capsule.schema import Capsule, Feedback
 
-
 TITLES: Final[dict[str, str]] = {
     "grader": "## Test output",
     "critic": "## Review",

@@ -40,7 +40,6 @@ from swapos.models.profile import Profile, decode_profile, load_profile
 log = structlog.get_logger(__name__)
 
 
-
 class Chunked(msgspec.Struct, frozen=True, kw_only=True):
     """A GGUF split into chunk packages: ``<package><i>/data/part<ii>.bin``, i = 1..parts.
 

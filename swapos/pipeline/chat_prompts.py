@@ -56,7 +56,7 @@ _FEEDBACK_TITLE: Final = {
 }
 
 
-def build_chat_prompt(
+def build_chat_prompt(  # noqa: PLR0917  (build_prompt's arguments, and the format)
     phase: Phase,
     task: Task,
     capsule: Capsule,
@@ -228,6 +228,8 @@ _ASSEMBLERS: Final[dict[str, Callable[[Task, CapsuleView, ChatFormat], Prompt]]]
 
 def replace_answer(artifact: Artifact, answer: str) -> Artifact:
     """``artifact`` remembering the model's own text when it differs from the code."""
-    return artifact if answer.strip() == artifact.code.strip() else msgspec.structs.replace(
-        artifact, answer=answer
+    return (
+        artifact
+        if answer.strip() == artifact.code.strip()
+        else msgspec.structs.replace(artifact, answer=answer)
     )

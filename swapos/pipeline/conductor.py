@@ -169,7 +169,6 @@ async def conduct(req: RunTask, runner: PhaseRunner) -> TaskDone:
 async def _pipeline(
     task: Task, profile: Profile, runner: PhaseRunner, st: _State, max_attempts: int
 ) -> None:
-    tid = task.task_id
     plan = route(task, profile)
     for text in plan.why:
         await _decide(runner, st, "route", text)
@@ -188,7 +187,7 @@ async def _pipeline(
         # the critic, then the fixer: that is the schedule the Prefetcher acts on.
         upcoming = [] if last else [m["critic"], m["fix"]]
         coder = m["code"] if attempt == 1 else m["fix"]
-        code = await _candidate(runner, st, task, coder, attempt, upcoming)
+        code = await _candidate(runner, st, task, coder, attempt, upcoming=upcoming)
         if code is None:
             return
         if code.how != "empty" and _normalized(code.code) in st.failed:
@@ -209,7 +208,9 @@ async def _pipeline(
         if review is None:
             return
         text = extract_feedback(review.text)
-        st.capsule = with_feedback(st.capsule, Feedback(attempt=attempt, source="critic", text=text))
+        st.capsule = with_feedback(
+            st.capsule, Feedback(attempt=attempt, source="critic", text=text)
+        )
 
 
 async def _decide(runner: PhaseRunner, st: _State, phase: str, text: str) -> None:
@@ -218,7 +219,7 @@ async def _decide(runner: PhaseRunner, st: _State, phase: str, text: str) -> Non
 
 
 async def _candidate(
-    runner: PhaseRunner, st: _State, task: Task, model: str, attempt: int, upcoming: list[str]
+    runner: PhaseRunner, st: _State, task: Task, model: str, attempt: int, *, upcoming: list[str]
 ) -> ExtractResult | None:
     """Generate attempt ``attempt``'s code and add it to the capsule; None on error.
 
@@ -228,10 +229,9 @@ async def _candidate(
     """
     cfg = runner.profile.pipeline
     sampling: tuple[float, int] | None = None
+    out: _Answer | None = None
     for resample in range(cfg.resamples + 1):
-        out = await _generate(
-            runner, st, task, "code", model, attempt, upcoming, sampling=sampling
-        )
+        out = await _generate(runner, st, task, "code", model, attempt, upcoming, sampling=sampling)
         if out is None:
             return None
         code = extract_code(out.text, task=task)
@@ -252,6 +252,7 @@ async def _candidate(
             f"attempt {attempt} repeats attempt {repeats}: sampling again at temperature "
             f"{cfg.resample_temperature:g} with seed {seed}",
         )  # fmt: skip
+    assert out is not None  # the loop ran at least once
     artifact = Artifact(attempt=attempt, phase="code", code=code.code)
     if out.chat:
         artifact = replace_answer(artifact, out.raw)
@@ -279,11 +280,13 @@ def _normalized(code: str) -> str:
         return " ".join(code.split())
     body: dict[object, ast.stmt] = {}
     for i, node in enumerate(tree.body):
-        named = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-        if named and node.body and _is_docstring(node.body[0]):
-            node.body = node.body[1:] or [ast.Pass()]
-        body.pop(node.name if named else i, None)
-        body[node.name if named else i] = node
+        key: object = i
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if node.body and _is_docstring(node.body[0]):
+                node.body = node.body[1:] or [ast.Pass()]
+            key = node.name
+        body.pop(key, None)
+        body[key] = node
     try:
         return ast.dump(ast.Module(body=list(body.values()), type_ignores=[]))
     except (RecursionError, MemoryError):

@@ -21,7 +21,9 @@ import msgspec
 from swapos.pipeline.task import Task, TaskMeta
 
 MAX_EXAMPLES: Final = 12
-_ARROW: Final = re.compile(r"^(?P<call>.+?)\s*(?:➞|==>|=>|->|==|→|➜|returns|should return)\s*(?P<want>.+?)\s*$")
+_ARROW: Final = re.compile(
+    r"^(?P<call>.+?)\s*(?:➞|==>|=>|->|==|→|➜|returns|should return)\s*(?P<want>.+?)\s*$"
+)
 
 
 class Example(msgspec.Struct, frozen=True, kw_only=True):
@@ -74,7 +76,7 @@ def _example(call: str, want: str, entry: str) -> Example | None:
     return Example(call=call, want=want) if calls_entry else None
 
 
-_TEST_HEADER: Final = '''"""The examples of the docstring, as tests (self-check; not the task's tests)."""
+_TEST_HEADER: Final = '''"""Docstring examples as tests (the self-check, not the task's tests)."""
 
 import math
 
@@ -89,9 +91,8 @@ def _same(got, want):
             return False
     if isinstance(want, (list, tuple)) and isinstance(got, (list, tuple)):
         return len(got) == len(want) and all(_same(g, w) for g, w in zip(got, want))
-    return type(got) is type(want) and got == want or (
-        isinstance(got, (int, float)) and isinstance(want, (int, float)) and got == want
-    )
+    numbers = isinstance(got, (int, float)) and isinstance(want, (int, float))
+    return (type(got) is type(want) or numbers) and got == want
 '''
 
 
@@ -123,6 +124,4 @@ def selfcheck_task(task: Task, examples: list[Example]) -> Task:
 
 def _escape(text: str) -> str:
     """``text`` inside a single-quoted f-string: quotes, backslashes and braces escaped."""
-    return (
-        text.replace("\\", "\\\\").replace("'", "\\'").replace("{", "{{").replace("}", "}}")
-    )
+    return text.replace("\\", "\\\\").replace("'", "\\'").replace("{", "{{").replace("}", "}}")
