@@ -8,9 +8,9 @@ script:
 1. reads the per-run nonce the grader sent on ``FD`` and makes ``FD`` close-on-exec;
 2. makes the process non-dumpable, so other processes of the sandbox uid can neither ptrace it
    nor open its ``/proc/PID/mem`` or ``/proc/PID/fd``;
-3. captures pytest's own ``pytest_pyfunc_call`` and installs an audit hook that refuses to
-   replace the process image (``os.exec*``, ``os.posix_spawn``), ctypes, ``/proc/*/mem``, and
-   the ``gc`` reflection calls;
+3. captures pytest's own ``pytest_pyfunc_call``; when collection starts (it imports the
+   candidate) it installs an audit hook that refuses to replace the process image
+   (``os.exec*``, ``os.posix_spawn``), ctypes, ``/proc/*/mem``, and the ``gc`` reflection calls;
 4. registers a plugin (before collection) that runs each test function through the captured
    ``pytest_pyfunc_call``, records whether it *returned*, checks the operands of every
    comparison in the tests' ``assert`` statements for bogus equality, and at the end of the
@@ -40,9 +40,15 @@ _MAX_TEXT = 1500
 _MAX_NODES = 2000
 _MAX_MESSAGE = 150_000  # one SOCK_SEQPACKET message must fit the default socket buffers
 _PR_SET_DUMPABLE = 4
+_CTYPES_EVENTS = (
+    "addressof call_function cdata cdata/buffer dlopen dlsym dlsym/handle PyObj_FromPtr"
+    " string_at wstring_at set_errno get_errno create_string_buffer create_unicode_buffer"
+)
 _DENIED_EVENTS = frozenset(
     {"os.exec", "os.posix_spawn", "gc.get_objects", "gc.get_referrers", "gc.get_referents"}
+    | {f"ctypes.{name}" for name in _CTYPES_EVENTS.split()}
 )
+_WATCHED_EVENTS = _DENIED_EVENTS | {"open"}
 _PROC_MEM = re.compile(r"(^|/)mem$")
 _PLAIN = frozenset({int, float, complex, bool, str, bytes, type(None)})
 _CONTAINERS = (list, tuple, set, frozenset, dict)
@@ -57,13 +63,17 @@ def main() -> None:
     ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     plugin = _Verdict(channel, nonce, _pytest.python.pytest_pyfunc_call)
     _install_eq_guard(_pytest.assertion.rewrite)
-    sys.addaudithook(_audit)
     args = ["-q", "-p", "no:cacheprovider", *files]
     sys.exit(int(pytest.main(args, plugins=[plugin])))
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if event in _DENIED_EVENTS or event.startswith("ctypes."):
+    if event in _WATCHED_EVENTS:  # the hook sees every audited event: keep the common path short
+        _refuse(event, args)
+
+
+def _refuse(event: str, args: tuple[Any, ...]) -> None:
+    if event in _DENIED_EVENTS:
         raise PermissionError(f"{event} is not allowed in the grader sandbox")
     path = args[0] if event == "open" else None
     if isinstance(path, str | bytes) and _PROC_MEM.search(os.fsdecode(path)):
@@ -82,6 +92,12 @@ class _Verdict:
         self._failed: dict[str, tuple[str, str]] = {}
         self._collect_errors: list[tuple[str, str]] = []
         self._sent = False
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self) -> None:
+        """Collection imports the candidate: the audit hook goes in just before (installing it
+        earlier would only make pytest's own start-up pay for it)."""
+        sys.addaudithook(_audit)
 
     def pytest_collection_modifyitems(self, items: list[Any]) -> None:
         self._items = [item.nodeid for item in items]
@@ -196,10 +212,16 @@ class _Canary:
 
 def checked(value: Any) -> Any:
     """Return ``value`` unchanged; raise AssertionError if it (or anything inside it) claims
-    to equal values it cannot equal: a fresh object, a random int, float or string."""
+    to equal values it cannot equal: a fresh object, a random int, float or string.
+
+    Exact builtin scalars are trusted; containers are walked with the builtin types' own
+    methods (so an overridden ``__iter__`` cannot hide an element), other objects are probed
+    and their ``__dict__`` walked; at most ``_MAX_NODES`` values, 8 levels deep."""
     seen: set[int] = set()
     stack = [(value, 0)]
-    while stack and len(seen) < _MAX_NODES:
+    for _ in range(_MAX_NODES * 4):
+        if not stack:
+            break
         v, depth = stack.pop()
         if type(v) in _PLAIN or id(v) in seen or depth > 8:
             continue
@@ -214,9 +236,10 @@ def _children(v: Any) -> list[Any]:
     if isinstance(v, dict):
         return [*dict.keys(v), *dict.values(v)][:_MAX_NODES]
     if isinstance(v, list | tuple):
-        return list(v[:_MAX_NODES]) if type(v) in (list, tuple) else _base_items(v)
+        return _base_items(v)
     if isinstance(v, set | frozenset):
-        return list(frozenset.__iter__(frozenset(set.__iter__(v) if isinstance(v, set) else v)))
+        items = set.__iter__(v) if isinstance(v, set) else frozenset.__iter__(v)
+        return [x for _, x in zip(range(_MAX_NODES), items, strict=False)]
     try:
         attrs = object.__getattribute__(v, "__dict__")
     except (AttributeError, TypeError):

@@ -6,19 +6,26 @@ fresh single-threaded process (instead of ``preexec_fn``) keeps the grader safe 
 worker threads: ``preexec_fn`` may deadlock in a threaded parent.
 
 Steps, each best-effort and recorded as a note (written as JSON ``{"notes": [...], "pidns":
-"pid:[inode]" | null}`` to ``notes_fd`` just before ``exec``, so the sandboxed code cannot forge
-it; the grader uses ``pidns`` to wait until every process of the namespace is gone):
+"pid:[inode]" | null, "pid": N}`` to ``notes_fd`` just before ``exec``, so the sandboxed code
+cannot forge it; the grader uses ``pidns`` to wait until every process of the namespace is gone,
+and ``pid`` (the test run's pid as the grader sees it) to authenticate the verdict):
 
-1. new namespaces: network (no interfaces but a down loopback), mount, pid; when not root, a
-   user namespace first (mapping our own uid) so the others are allowed;
+1. new namespaces: network (no interfaces but a down loopback; abstract UNIX sockets are per
+   network namespace, so the host's are out of reach), mount, pid; when not root, a user
+   namespace first (mapping our own uid) so the others are allowed;
 2. fork: the child is pid 1 of the new pid namespace, so killing it (the grader kills the whole
    process group) takes every process of the sandbox with it, even ones that called ``setsid``;
-3. mounts: private propagation, a fresh ``/proc``, every mount read-only + nosuid except
-   the work directory; when root, directories the sandbox uid cannot traverse (``/root``) are
-   hidden under an empty tmpfs, with only the Python installation bound back in;
+3. mounts: private propagation, a fresh ``/proc``; when root, directories the sandbox uid cannot
+   traverse (``/root``) hidden under an empty tmpfs, with only the Python installation bound
+   back in; an empty tmpfs over ``/tmp``, ``/var/tmp``, ``/run``, ``/dev/shm`` (host sockets,
+   shared scratch space); the work directory replaced by a private tmpfs limited in bytes and
+   inodes (its files copied in: the disk quota, and the host's directory is never written);
+   every mount read-only + nosuid except that tmpfs;
 4. rlimits (CPU, address space, file size, open files, processes), ``no_new_privs``;
 5. when root: drop to a dedicated unprivileged uid/gid that owns only the work directory (so
-   ``RLIMIT_NPROC`` applies: the kernel never enforces it for uid 0).
+   ``RLIMIT_NPROC`` applies: the kernel never enforces it for uid 0);
+6. seccomp: ``socket(AF_UNIX, ...)`` fails, so no pathname UNIX socket of the host can be
+   connected to, wherever it lives (read-only mounts do not stop ``connect``).
 """
 
 from __future__ import annotations
@@ -202,9 +209,20 @@ def _snapshot(workdir: str) -> dict[str, bytes | None]:
             if entry.is_dir(follow_symlinks=False):
                 files[entry.name] = None
             elif entry.is_file(follow_symlinks=False):
-                with open(entry.path, "rb") as f:
-                    files[entry.name] = f.read()
+                files[entry.name] = _read_regular(entry.path)
     return files
+
+
+def _read_regular(path: str) -> bytes:
+    """A regular file's bytes; never follows a link or blocks on a FIFO."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read()
+    finally:
+        os.close(fd)
 
 
 def _cover_shared_dirs(keep: list[str], notes: list[str]) -> None:

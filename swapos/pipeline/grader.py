@@ -1,15 +1,17 @@
-"""The sandboxed grader (DESIGN §7): run a task's tests against an untrusted candidate.
+"""The sandboxed grader (DESIGN §7, docs/grader.md): run tests against an untrusted candidate.
 
 :func:`grade` writes the candidate (as ``solution.py``) and the task's tests into a fresh
-temporary directory and runs ``python -m pytest`` there in a subprocess, through the launcher in
-``_sandbox.py`` which isolates it (namespaces, read-only filesystem, rlimits, unprivileged uid;
-see that module). The subprocess has its own session/process group; a wall-clock timeout kills
-the whole group. The result comes from pytest's JUnit XML report, never from scraping output.
+temporary directory and runs them with pytest in a subprocess, through the launcher in
+``_sandbox.py`` which isolates it (namespaces, a private quota tmpfs as the work directory,
+read-only filesystem, no UNIX sockets, rlimits, unprivileged uid; see that module) and the
+runner ``_runner.py`` which records each test's outcome itself. The subprocess has its own
+session/process group; a wall-clock timeout kills the whole group.
 
-Limits of the model: the candidate runs inside the pytest process, so a deliberately adversarial
-candidate can tamper with its own test run; the sandbox protects the *host*, not the score.
-The work directory is on the host's temp filesystem: disk use is bounded per file
-(``RLIMIT_FSIZE``) and by the timeout, not by a quota.
+The verdict is the runner's one message on a socket pair (``verdict.py``): accepted only from
+the runner's process, with this run's nonce, and only if every test found statically ran and
+passed. Nothing is read back from the work directory, so files the candidate writes there
+(a forged report, a FIFO, a symlink) cannot affect the result. The candidate still runs in
+the same process as the tests: docs/grader.md lists what that leaves open.
 """
 
 from __future__ import annotations
