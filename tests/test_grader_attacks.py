@@ -309,6 +309,12 @@ for _ in range(5000):
         remove_tree(parent)
 
 
+@pytest.mark.parametrize("status", [168, 255])
+def test_any_exit_status_is_a_result_not_an_exception(status: int) -> None:
+    result = grade_within(f"import os\nos._exit({status})\n")
+    assert (result.passed, result.outcome) == (False, "crash")
+
+
 def test_remove_tree_handles_depth_permissions_links_and_odd_names(tmp_path: Path) -> None:
     root = tmp_path / "work"
     root.mkdir()

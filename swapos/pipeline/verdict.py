@@ -154,14 +154,21 @@ def classify(
     if timed_out:
         return "timeout", f"tests did not finish within {timeout_s:g}s (killed)"
     if rc > 128:
-        sig = rc - 128
-        what = _SIGNALS.get(signal.Signals(sig), signal.Signals(sig).name) if sig < 65 else str(sig)
-        return "crash", f"test run died: {what}"
+        return "crash", f"test run died: {_signal_name(rc - 128)}"
     if verdict is None:
         return "crash", f"test run exited (code {rc}) without a verdict; see output"
     if isinstance(verdict, Tampered):
         return "error", f"verdict rejected: {verdict.reason}"
     return _judge(rc, verdict, expected)
+
+
+def _signal_name(sig: int) -> str:
+    """What signal ``sig`` means; any number works (an ``exit(168)`` also looks like one)."""
+    try:
+        known = signal.Signals(sig)
+    except ValueError:
+        return f"signal or exit status {sig + 128}"
+    return _SIGNALS.get(known, known.name)
 
 
 def _judge(rc: int, verdict: Verdict, expected: set[str]) -> tuple[Outcome, str]:
