@@ -111,6 +111,19 @@ def test_patching_pytest_runtest_is_not_a_pass() -> None:
     assert result.tests_passed == 0
 
 
+def test_replacing_the_test_functions_is_not_a_pass() -> None:
+    candidate = f"""
+import _pytest.python as p
+real = p.PyobjMixin.obj
+p.PyobjMixin.obj = property(
+    lambda self: (lambda: None) if type(self) is p.Function else real.fget(self), real.fset
+)
+{WRONG}"""
+    result = grade_within(candidate)
+    assert (result.passed, result.outcome) == (False, "fail")
+    assert "not the test function" in result.reason
+
+
 def test_always_equal_object_is_not_a_pass() -> None:
     candidate = """
 class Anything(int):

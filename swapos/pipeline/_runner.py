@@ -48,7 +48,7 @@ _DENIED_EVENTS = frozenset(
     {"os.exec", "os.posix_spawn", "gc.get_objects", "gc.get_referrers", "gc.get_referents"}
     | {f"ctypes.{name}" for name in _CTYPES_EVENTS.split()}
 )
-_WATCHED_EVENTS = _DENIED_EVENTS | {"open"}
+_WATCHED_EVENTS = _DENIED_EVENTS | {"open", "object.__setattr__"}
 _PROC_MEM = re.compile(r"(^|/)mem$")
 _PLAIN = frozenset({int, float, complex, bool, str, bytes, type(None)})
 _CONTAINERS = (list, tuple, set, frozenset, dict)
@@ -61,7 +61,8 @@ def main() -> None:
     nonce = channel.recv(256).decode()
     os.set_inheritable(fd, False)
     ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
-    plugin = _Verdict(channel, nonce, _pytest.python.pytest_pyfunc_call)
+    tests = frozenset(os.path.abspath(f) for f in files)
+    plugin = _Verdict(channel, nonce, _pytest.python.pytest_pyfunc_call, tests)
     _install_eq_guard(_pytest.assertion.rewrite)
     args = ["-q", "-p", "no:cacheprovider", *files]
     sys.exit(int(pytest.main(args, plugins=[plugin])))
@@ -73,6 +74,8 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
 
 
 def _refuse(event: str, args: tuple[Any, ...]) -> None:
+    if event == "object.__setattr__" and args[1] == "__code__":
+        raise PermissionError("replacing a function's code is not allowed in the grader sandbox")
     if event in _DENIED_EVENTS:
         raise PermissionError(f"{event} is not allowed in the grader sandbox")
     path = args[0] if event == "open" else None
@@ -83,8 +86,11 @@ def _refuse(event: str, args: tuple[Any, ...]) -> None:
 class _Verdict:
     """The plugin: outcomes computed by our own call of each test function."""
 
-    def __init__(self, channel: socket.socket, nonce: str, pyfunc_call: Any) -> None:
+    def __init__(
+        self, channel: socket.socket, nonce: str, pyfunc_call: Any, files: frozenset[str]
+    ) -> None:
         self._channel = channel
+        self._files = files
         self._nonce = nonce
         self._call = pyfunc_call
         self._returned: set[str] = set()
@@ -104,6 +110,10 @@ class _Verdict:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_pyfunc_call(self, pyfuncitem: Any) -> bool:
+        func = getattr(pyfuncitem.obj, "__func__", pyfuncitem.obj)
+        code = getattr(func, "__code__", None)
+        if getattr(code, "co_filename", None) not in self._files:
+            raise AssertionError(f"{pyfuncitem.nodeid} is not the test function of the test file")
         self._call(pyfuncitem=pyfuncitem)
         self._returned.add(pyfuncitem.nodeid)
         return True
