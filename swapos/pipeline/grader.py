@@ -40,7 +40,7 @@ import msgspec
 from swapos.pipeline.task import Task
 from swapos.pipeline.verdict import Outcome, Verdict, classify, read_verdict, static_ids
 
-__all__ = ["GradeResult", "Outcome", "SandboxLimits", "count_tests", "grade"]
+__all__ = ["GradeResult", "Outcome", "SandboxLimits", "count_tests", "grade", "remove_tree"]
 
 _OUTPUT_TAIL_CHARS = 4000
 _HERE = str(Path(__file__).resolve().parent)
