@@ -53,18 +53,22 @@ def _processes_with(marker: str) -> list[int]:
     return found
 
 
-def _grade_dirs() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("swapos-grade-*")}
+def test_correct_candidate_passes_and_temp_dir_is_removed(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[str] = []
+    real_mkdtemp = tempfile.mkdtemp
 
+    def mkdtemp(*args: object, **kwargs: object) -> str:
+        made.append(real_mkdtemp(*args, **kwargs))  # type: ignore[call-overload]
+        return made[-1]
 
-def test_correct_candidate_passes_and_temp_dir_is_removed() -> None:
-    before = _grade_dirs()
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
     result = grade(make_task(), GOOD)
     assert isinstance(result, GradeResult)
     assert (result.passed, result.outcome) == (True, "pass")
     assert (result.tests_passed, result.tests_total) == (2, 2)
     assert "session: own process group" in result.sandbox
-    assert _grade_dirs() <= before
+    assert len(made) == 1
+    assert not Path(made[0]).exists()
 
 
 def test_wrong_candidate_fails_with_counts_and_reason() -> None:

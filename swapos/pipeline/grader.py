@@ -1,15 +1,17 @@
-"""The sandboxed grader (DESIGN §7): run a task's tests against an untrusted candidate.
+"""The sandboxed grader (DESIGN §7, docs/grader.md): run tests against an untrusted candidate.
 
 :func:`grade` writes the candidate (as ``solution.py``) and the task's tests into a fresh
-temporary directory and runs ``python -m pytest`` there in a subprocess, through the launcher in
-``_sandbox.py`` which isolates it (namespaces, read-only filesystem, rlimits, unprivileged uid;
-see that module). The subprocess has its own session/process group; a wall-clock timeout kills
-the whole group. The result comes from pytest's JUnit XML report, never from scraping output.
+temporary directory and runs them with pytest in a subprocess, through the launcher in
+``_sandbox.py`` which isolates it (namespaces, a private quota tmpfs as the work directory,
+read-only filesystem, no UNIX sockets, rlimits, unprivileged uid; see that module) and the
+runner ``_runner.py`` which records each test's outcome itself. The subprocess has its own
+session/process group; a wall-clock timeout kills the whole group.
 
-Limits of the model: the candidate runs inside the pytest process, so a deliberately adversarial
-candidate can tamper with its own test run; the sandbox protects the *host*, not the score.
-The work directory is on the host's temp filesystem: disk use is bounded per file
-(``RLIMIT_FSIZE``) and by the timeout, not by a quota.
+The verdict is the runner's one message on a socket pair (``verdict.py``): accepted only from
+the runner's process, with this run's nonce, and only if every test found statically ran and
+passed. Nothing is read back from the work directory, so files the candidate writes there
+(a forged report, a FIFO, a symlink) cannot affect the result. The candidate still runs in
+the same process as the tests: docs/grader.md lists what that leaves open.
 """
 
 from __future__ import annotations
@@ -21,25 +23,29 @@ import itertools
 import json
 import math
 import os
-import shutil
+import secrets
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO
 
 import msgspec
 
-from swapos.pipeline.junit import JUnitReport, parse_junit
 from swapos.pipeline.task import Task
+from swapos.pipeline.verdict import Outcome, Verdict, classify, read_verdict, static_ids
 
-Outcome = Literal["pass", "fail", "error", "timeout", "crash"]
+__all__ = ["GradeResult", "Outcome", "SandboxLimits", "count_tests", "grade", "remove_tree"]
 
 _OUTPUT_TAIL_CHARS = 4000
-_LAUNCHER = str(Path(__file__).with_name("_sandbox.py"))
+_HERE = str(Path(__file__).resolve().parent)
+_LAUNCHER = str(Path(_HERE, "_sandbox.py"))
+_RUNNER = str(Path(_HERE, "_runner.py"))
 _UID_BASE = 2_000_000_000
 _uid_lock = threading.Lock()
 _uid_counter = itertools.count(1)
@@ -55,6 +61,8 @@ class SandboxLimits(msgspec.Struct, frozen=True, kw_only=True):
         processes: ``RLIMIT_NPROC``: processes of the sandbox uid (a dedicated uid when the
             grader runs as root; otherwise this many beyond what the user already runs).
         cpu_slack_s: ``RLIMIT_CPU`` is the wall-clock timeout rounded up plus this.
+        disk_bytes: size of the private tmpfs the work directory becomes (all files together).
+        disk_inodes: files and directories that tmpfs can hold.
     """
 
     address_space_bytes: int = 1 << 30
@@ -62,6 +70,8 @@ class SandboxLimits(msgspec.Struct, frozen=True, kw_only=True):
     open_files: int = 256
     processes: int = 64
     cpu_slack_s: int = 2
+    disk_bytes: int = 64 << 20
+    disk_inodes: int = 4096
 
 
 class GradeResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -147,7 +157,7 @@ def grade(
             start=start,
         )
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        remove_tree(workdir)
 
 
 def count_tests(tests: dict[str, str]) -> int:
@@ -186,29 +196,23 @@ def _run(
         "env: scrubbed",
     ]
     read_fd, write_fd = os.pipe()
+    host, sandbox_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    nonce = secrets.token_hex(16)
+    host.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    host.send(nonce.encode())
     env = _env(workdir)
     cfg = {
         "workdir": str(workdir),
         "uid": uid,
-        "keep_readable": sorted({sys.prefix, sys.base_prefix, *_site_dirs()}),
+        "keep_readable": sorted({sys.prefix, sys.base_prefix, *_site_dirs(), _HERE}),
         "limits": _rlimits(limits, timeout_s, uid),
-        "argv": [
-            sys.executable,
-            "-I",
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--junitxml=report.xml",
-            "-o",
-            "junit_family=xunit2",
-        ],
+        "quota": {"bytes": limits.disk_bytes, "inodes": limits.disk_inodes},
+        "argv": [sys.executable, "-I", _RUNNER, str(sandbox_end.fileno()), *_test_files(task)],
         "env": env,
         "notes_fd": write_fd,
     }
     timed_out = False
-    with tempfile.TemporaryFile() as out:
+    with host, tempfile.TemporaryFile() as out:
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-I", _LAUNCHER, json.dumps(cfg)],
@@ -217,26 +221,28 @@ def _run(
                 stderr=subprocess.STDOUT,
                 cwd=workdir,
                 env=env,
-                pass_fds=[write_fd],
+                pass_fds=[write_fd, sandbox_end.fileno()],
                 start_new_session=True,
             )
         finally:
             os.close(write_fd)
+            sandbox_end.close()
         try:
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
         _kill_group(proc)
-        launcher_notes, pidns = _read_notes(read_fd)
-        notes += launcher_notes
-        if pidns is not None:
-            _wait_namespace_empty(pidns)
+        launcher = _read_notes(read_fd)
+        notes += launcher.notes
+        if launcher.pidns is not None:
+            _wait_namespace_empty(launcher.pidns)
         tail = _tail(out)
-    report = parse_junit(workdir / "report.xml")
+        verdict = read_verdict(host, nonce=nonce, pid=launcher.pid or proc.pid)
     rc = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
-    outcome, reason = _classify(rc, timed_out, report, tail, timeout_s)
-    total = report.tests if report and report.tests and outcome != "error" else static_total
-    passed_n = report.passed if report else 0
+    outcome, reason = classify(rc, timed_out, verdict, static_ids(task.tests), timeout_s=timeout_s)
+    counted = isinstance(verdict, Verdict) and verdict.tests and outcome != "error"
+    total = len(verdict.tests) if isinstance(verdict, Verdict) and counted else static_total
+    passed_n = sum(t.passed for t in verdict.tests) if isinstance(verdict, Verdict) else 0
     return GradeResult(
         passed=outcome == "pass",
         tests_passed=passed_n,
@@ -247,6 +253,10 @@ def _run(
         sandbox=notes,
         output_tail=tail,
     )
+
+
+def _test_files(task: Task) -> list[str]:
+    return sorted({Path(name).name for name in task.tests})
 
 
 def _prepare_workdir(task: Task, candidate: str, workdir: Path) -> int | None:
@@ -347,7 +357,14 @@ def _zombie(pid: str) -> bool:
         return f.read().rsplit(b")", 1)[-1].split()[0] == b"Z"
 
 
-def _read_notes(fd: int) -> tuple[list[str], str | None]:
+class _LauncherReport(msgspec.Struct, frozen=True, kw_only=True):
+    notes: list[str]
+    pidns: str | None = None
+    pid: int | None = None
+
+
+def _read_notes(fd: int) -> _LauncherReport:
+    """The launcher's notes (written once, just before ``exec``), read without blocking."""
     os.set_blocking(fd, False)
     chunks = []
     try:
@@ -358,13 +375,9 @@ def _read_notes(fd: int) -> tuple[list[str], str | None]:
     finally:
         os.close(fd)
     try:
-        data = json.loads(b"".join(chunks) or b"null")
-    except ValueError:
-        data = None
-    if not isinstance(data, dict) or not isinstance(data.get("notes"), list):
-        return ["sandbox launcher died before reporting"], None
-    pidns = data.get("pidns")
-    return [str(n) for n in data["notes"]], pidns if isinstance(pidns, str) else None
+        return msgspec.json.decode(b"".join(chunks), type=_LauncherReport)
+    except msgspec.DecodeError:
+        return _LauncherReport(notes=["sandbox launcher died before reporting"])
 
 
 def _tail(out: IO[bytes]) -> str:
@@ -373,49 +386,54 @@ def _tail(out: IO[bytes]) -> str:
     return out.read().decode("utf-8", "replace")[-_OUTPUT_TAIL_CHARS:]
 
 
-_SIGNALS = {
-    signal.SIGXCPU: "CPU time limit exceeded",
-    signal.SIGXFSZ: "file size limit exceeded",
-    signal.SIGKILL: "killed",
-    signal.SIGSEGV: "segmentation fault",
-}
+def remove_tree(root: Path) -> None:
+    """Delete ``root`` and everything under it; never raises, never follows a link.
+
+    Iterative and fd-relative, so depth (thousands of nested directories), path length,
+    directories without permissions and odd names do not matter: each subdirectory's entries
+    are moved up to ``root`` level (``rename``) before it is removed.
+    """
+    try:
+        rootfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    try:
+        for _ in range(100_000):
+            if not _prune_level(rootfd):
+                break
+    except OSError:
+        pass  # the root itself became unreadable: leave what is left
+    finally:
+        os.close(rootfd)
+    with contextlib.suppress(OSError):
+        os.rmdir(root)
 
 
-def _classify(
-    rc: int, timed_out: bool, report: JUnitReport | None, tail: str, timeout_s: float
-) -> tuple[Outcome, str]:
-    if timed_out:
-        return "timeout", f"tests did not finish within {timeout_s:g}s (killed)"
-    if rc > 128:
-        sig = rc - 128
-        what = _SIGNALS.get(signal.Signals(sig), signal.Signals(sig).name) if sig < 65 else str(sig)
-        return "crash", f"test run died: {what}"
-    if report is None:
-        return "crash", f"test run exited (code {rc}) without a report; see output"
-    if rc == 0 and report.tests > 0 and report.failures == report.errors == 0:
-        return "pass", f"all {report.tests} tests passed"
-    if rc in (0, 1) and report.tests > 0:
-        failed = [p for p in report.problems if p.kind != "skipped"]
-        names = ", ".join(p.name.rsplit("::", 1)[-1] for p in failed[:5])
-        first = _first_line(failed[0].message) if failed else ""
-        return "fail", f"{len(failed)}/{report.tests} tests failed: {names}. First: {first}"
-    if rc == 5 or (report.tests == 0 and not report.problems):
-        return "error", "no tests were collected"
-    errs = [p for p in report.problems if p.kind == "error"]
-    if errs:
-        detail = _error_detail(errs[0].text) or errs[0].message
-        return "error", f"tests could not be collected ({errs[0].name}): {detail}"
-    return "error", f"pytest exited with code {rc}: {_first_line(tail.strip()[-300:])}"
+def _prune_level(rootfd: int) -> bool:
+    """Remove files at ``rootfd`` level and lift one level of subdirectories; False when empty
+    or when nothing more can be done."""
+    progress = False
+    for name in os.listdir(rootfd):
+        with contextlib.suppress(OSError):
+            _remove_or_lift(rootfd, name)
+            progress = True
+    return progress
 
 
-def _error_detail(text: str) -> str:
-    """The last ``E   ...`` line of a pytest traceback (the exception itself)."""
-    lines = [ln[1:].strip() for ln in text.splitlines() if ln.startswith("E ")]
-    return lines[-1] if lines else ""
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0][:300] if text.strip() else ""
+def _remove_or_lift(rootfd: int, name: str) -> None:
+    st = os.stat(name, dir_fd=rootfd, follow_symlinks=False)
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(name, dir_fd=rootfd)
+        return
+    with contextlib.suppress(OSError):
+        os.chmod(name, 0o700, dir_fd=rootfd)
+    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=rootfd)
+    try:
+        for child in os.listdir(fd):
+            os.rename(child, secrets.token_hex(8), src_dir_fd=fd, dst_dir_fd=rootfd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=rootfd)
 
 
 def _msg(e: BaseException) -> str:
