@@ -177,3 +177,22 @@ async def test_an_instruct_model_is_asked_in_its_chat_template() -> None:
     assert first.startswith("<|im_start|>system\n") and first.endswith("assistant\n```python\n")
     assert second.startswith(first[: -len("```python\n")])  # append-only: a retry extends it
     assert "<|im_start|>assistant\n```python\ndef add(a, b):\n    return a * b\n```" in second
+
+
+def test_a_candidates_identity_ignores_docstrings_layout_and_a_redefined_stub() -> None:
+    from swapos.pipeline.conductor import _normalized
+
+    continuation = 'def f(x):\n    """Twice x."""\n    return 2 * x\n'
+    rewrite = 'def f(x):\n    """Twice x."""\n\n\ndef f(x):\n    # doubled\n    return 2*x\n'
+    assert _normalized(continuation) == _normalized(rewrite)
+    assert _normalized(continuation) != _normalized("def f(x):\n    return x + x\n")
+    assert _normalized("def f(:\n") == _normalized("def  f(:")  # unparsable: by its words
+
+
+async def test_a_candidate_only_its_selfcheck_rejected_is_graded_when_it_comes_back() -> None:
+    wrong = "def add(a, b):\n    return a * b\n```"
+    outcome, _ = await run((wrong,), max_attempts=3, task=DOCTEST_TASK, chat_template=CHATML)
+    result = outcome.result
+    phases = [p.phase for p in result.phases]
+    assert phases[:4] == ["code", "selfcheck", "code", "grade"]  # graded, not resampled
+    assert result.grades >= 1 and not result.passed

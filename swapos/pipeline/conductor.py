@@ -8,8 +8,9 @@ models, generating, grading off the event loop, recording.
 An *attempt* is one code phase. A candidate is checked against its docstring's examples first
 when the router chose self-check (a failure goes straight back to the coder, without spending
 a grade), then graded; a failed grade goes to the critic, then to the next attempt, whose
-coder is the ``fix`` role. A candidate that repeats one that already failed is never graded
+coder is the ``fix`` role. A candidate that repeats one whose grade failed is never graded
 again: it is generated anew, sampling with a recorded seed, and dropped if it still repeats.
+One that repeats a candidate only its self-check rejected is graded (the examples advise).
 """
 
 from __future__ import annotations
@@ -121,7 +122,8 @@ class _State:
         self.grades = 0
         self.passed_first = False
         self.passed_attempt = 0
-        self.failed: dict[str, int] = {}  # normalized candidate -> the attempt that failed
+        self.failed: dict[str, int] = {}  # normalized candidate -> the attempt whose grade failed
+        self.unchecked: dict[str, int] = {}  # ... whose self-check failed (never graded)
 
 
 class _Answer(msgspec.Struct, frozen=True, kw_only=True):
@@ -190,9 +192,13 @@ async def _pipeline(
         code = await _candidate(runner, st, task, coder, attempt, upcoming=upcoming)
         if code is None:
             return
-        if code.how != "empty" and _normalized(code.code) in st.failed:
+        key = _normalized(code.code)
+        if code.how != "empty" and key in st.failed:
             continue  # every resample repeated a failed candidate: not graded again
-        if selfchecks > 0 and not last and code.how != "empty":
+        # A candidate its self-check already sent back once is graded this time: the
+        # docstring's examples advise (a few are wrong), the task's tests decide.
+        checked = key in st.unchecked
+        if selfchecks > 0 and not last and code.how != "empty" and not checked:
             check = await _selfcheck(runner, st, task, plan, code.code, attempt)
             if not check.passed:
                 selfchecks -= 1
@@ -385,7 +391,7 @@ async def _selfcheck(  # noqa: PLR0917
         phase="selfcheck",
     )
     if not result.passed:
-        st.failed.setdefault(_normalized(code), attempt)
+        st.unchecked.setdefault(_normalized(code), attempt)
         st.capsule = with_verdict(st.capsule, attempt=attempt, passed=False)
         st.capsule = with_feedback(
             st.capsule,
