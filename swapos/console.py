@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -81,15 +82,19 @@ class LiveStatus:
             case ModelLoadStarted(speculative=False):
                 self._what = f"loading {ev.model}"
             case PrefetchStarted():
-                self.console.print(f"[dim]{ev.t:7.1f}s   prefetch ({ev.kind}) {ev.model}[/dim]")
+                self.console.print(
+                    f"[dim]{ev.t:7.1f}s   prefetch ({escape(ev.kind)}) {escape(ev.model)}[/dim]"
+                )
             case ModelLoaded():
                 kind = "prefetched" if ev.speculative else "loaded"
                 self.console.print(
-                    f"[dim]{ev.t:7.1f}s   {kind} {ev.model} in {ev.load_s:.2f}s "
+                    f"[dim]{ev.t:7.1f}s   {kind} {escape(ev.model)} in {ev.load_s:.2f}s "
                     f"({ev.measured_bytes / 2**20:.0f} MiB)[/dim]"
                 )
             case ModelEvicted() if ev.reason != "shutdown":
-                self.console.print(f"[dim]{ev.t:7.1f}s   evicted {ev.model} ({ev.reason})[/dim]")
+                self.console.print(
+                    f"[dim]{ev.t:7.1f}s   evicted {escape(ev.model)} ({escape(ev.reason)})[/dim]"
+                )
             case LeaseGranted():
                 self._what, self._gen_started = "prefilling", ev.t
             case FirstToken():
@@ -99,24 +104,25 @@ class LiveStatus:
             case GenerationFinished():
                 cap = " [yellow](hit max_tokens)[/yellow]" if ev.hit_cap else ""
                 self.console.print(
-                    f"{ev.t:7.1f}s [bold cyan]{self._phase:<7}[/bold cyan] "
-                    f"[magenta]{self._model:<10}[/magenta] {ev.tokens} tokens, ttft "
+                    f"{ev.t:7.1f}s [bold cyan]{escape(f'{self._phase:<7}')}[/bold cyan] "
+                    f"[magenta]{escape(f'{self._model:<10}')}[/magenta] {ev.tokens} tokens, ttft "
                     f"{ev.ttft_s:.2f}s, kv restored {ev.kv_restored_tokens}/{ev.prompt_tokens}"
                     f"{cap}"
                 )
             case GradeStarted():
-                self._phase, self._model, self._what = "grade", "", "running tests in sandbox"
+                self._model, self._what = "", "running tests in sandbox"
             case GradeFinished():
                 style = "green" if ev.passed else "red"
                 self.console.print(
-                    f"{ev.t:7.1f}s [bold cyan]grade  [/bold cyan] [{style}]{ev.outcome}[/{style}]"
+                    f"{ev.t:7.1f}s [bold cyan]{escape(f'{self._phase:<7}')}[/bold cyan] "
+                    f"[{style}]{escape(ev.outcome)}[/{style}]"
                     f" {ev.tests_passed}/{ev.tests_total} tests in {ev.duration_s:.2f}s"
-                    + (f" - {ev.reason}" if not ev.passed and ev.reason else "")
+                    + (f" - {escape(ev.reason)}" if not ev.passed and ev.reason else "")
                 )
             case RouterDecided():
-                self.console.print(f"[dim]{ev.t:7.1f}s   router: {ev.text}[/dim]")
+                self.console.print(f"[dim]{ev.t:7.1f}s   router: {escape(ev.text)}[/dim]")
             case PhaseFinished(error=str(err)):
-                self.console.print(f"[red]{ev.t:7.1f}s   phase failed: {err}[/red]")
+                self.console.print(f"[red]{ev.t:7.1f}s   phase failed: {escape(err)}[/red]")
             case _:
                 pass
         if self._live is not None:
@@ -125,7 +131,7 @@ class LiveStatus:
 
 def phase_table(phases: Sequence[PhaseRecord], title: str = "phases") -> Table:
     """The per-phase table: where the time went."""
-    table = Table(title=title, title_justify="left")
+    table = Table(title=escape(title), title_justify="left")
     for col in (
         "phase",
         "try",
@@ -144,9 +150,9 @@ def phase_table(phases: Sequence[PhaseRecord], title: str = "phases") -> Table:
         table.add_column(col, justify="left" if col in ("phase", "model", "outcome") else "right")
     for p in phases:
         table.add_row(
-            p.phase,
+            escape(p.phase),
             str(p.attempt),
-            p.model or "-",
+            escape(p.model or "-"),
             f"{p.load_s:.2f}",
             f"{p.load_hidden_s:.2f}",
             f"{p.evict_s:.2f}",
@@ -156,7 +162,7 @@ def phase_table(phases: Sequence[PhaseRecord], title: str = "phases") -> Table:
             str(p.tokens),
             f"{p.tok_s:.1f}",
             f"{p.total_s:.2f}",
-            p.outcome + (" (cap)" if p.hit_cap and p.outcome != "cap" else ""),
+            escape(p.outcome + (" (cap)" if p.hit_cap and p.outcome != "cap" else "")),
         )
     return table
 
@@ -167,12 +173,13 @@ def print_task_summary(console: Console, result: TaskResult) -> None:
     console.print(phase_table(result.phases, title=f"task {result.task_id}"))
     phase_sum = sum(p.total_s for p in result.phases)
     console.print(
-        f"{verdict}  {result.task_id} ({result.category})  attempts {result.iterations}  "
+        f"{verdict}  {escape(result.task_id)} ({escape(result.category)})  "
+        f"attempts {result.iterations}  "
         f"tests {result.tests_passed}/{result.tests_total}  wall {result.wall_clock_s:.2f}s "
         f"(phases {phase_sum:.2f}s)"
     )
     if result.error:
-        console.print(f"[red]error:[/red] {result.error}")
+        console.print(f"[red]error:[/red] {escape(result.error)}")
 
 
 def interrupt_on_sigterm() -> None:

@@ -20,8 +20,10 @@ from pathlib import Path
 import anyio
 import msgspec
 from rich.console import Console
+from rich.markup import escape
 
 from swapos.actors.system import open_system
+from swapos.cliargs import positive_int
 from swapos.console import LiveStatus, interrupt_on_sigterm, print_task_summary
 from swapos.errors import SwapOSError
 from swapos.kvstore import default_kv_dir
@@ -75,7 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["overlap", "sequential", "resident"],
         help="swap mode (default: the profile's, normally overlap)",
     )
-    parser.add_argument("--max-attempts", type=int, help="code attempts (default: profile)")
+    parser.add_argument(
+        "--max-attempts", type=positive_int, help="code attempts, >= 1 (default: profile)"
+    )
     parser.add_argument(
         "--no-kv-cache",
         action="store_true",
@@ -113,13 +117,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         return anyio.run(run, backend=args.async_backend)
     except SwapOSError as exc:
-        console.print(f"[bold red]error:[/bold red] {exc}")
+        console.print(f"[bold red]error:[/bold red] {escape(str(exc))}")
         _write_result(out, TaskResult(task_id=task_id, error=str(exc)))
-        console.print(f"wrote {out / 'result.json'}")
+        console.print(escape(f"wrote {out / 'result.json'}"))
         return EXIT_ERROR
     except KeyboardInterrupt:
         console.print(
-            f"[yellow]interrupted[/yellow]; events written so far are in {out / 'events.jsonl'}"
+            "[yellow]interrupted[/yellow]; events written so far are in "
+            + escape(str(out / "events.jsonl"))
         )
         return EXIT_INTERRUPTED
 
@@ -141,8 +146,8 @@ async def _run(
     kv_cache: bool,
 ) -> int:
     console.print(
-        f"[bold]SwapOS[/bold] task [cyan]{task.task_id}[/cyan] ({task.category}) "
-        f"profile [magenta]{profile.name}[/magenta] -> {out}"
+        f"[bold]SwapOS[/bold] task [cyan]{escape(task.task_id)}[/cyan] ({task.category}) "
+        f"profile [magenta]{escape(profile.name)}[/magenta] -> {escape(str(out))}"
     )
     with LiveStatus(console) as status:
         async with open_system(
@@ -157,7 +162,9 @@ async def _run(
     _write_result(out, outcome.result)
     (out / "capsule.json").write_bytes(outcome.capsule_json)
     print_task_summary(console, outcome.result)
-    console.print(f"wrote {out / 'result.json'}, {out / 'events.jsonl'}, {out / 'capsule.json'}")
+    console.print(
+        escape(f"wrote {out / 'result.json'}, {out / 'events.jsonl'}, {out / 'capsule.json'}")
+    )
     if outcome.result.error and not outcome.result.passed:
         return EXIT_ERROR if not outcome.result.phases else EXIT_FAIL
     return EXIT_PASS if outcome.result.passed else EXIT_FAIL

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from swapos.pipeline.extract import (
     MAX_FEEDBACK_CHARS,
@@ -316,3 +318,37 @@ def test_a_chat_answer_continuing_the_opened_function_keeps_the_prompt() -> None
     task = completion_task()
     result = extract_code(BODY, task=task)
     assert result.code == HUMANEVAL_PROMPT + BODY
+
+
+# --- hostile output never raises -------------------------------------------------------------
+
+DEEP = [
+    "x = " + "1+" * 1500 + "1",
+    "```python\nx = " + "-" * 3000 + "1\n```",
+    "def mean(xs):\n    return " + "not " * 3000 + "xs\n",
+    "def below_zero(operations):\n    return " + "(" * 300 + "0" + ")" * 300 + "\n",
+]
+
+
+@pytest.mark.parametrize("output", DEEP)
+def test_deeply_nested_output_is_extracted_or_refused_without_raising(output: str) -> None:
+    for task in (file_task(), completion_task()):
+        result = extract_code(output, task=task)
+        assert result.how in {
+            "empty",
+            "bare",
+            "fenced",
+            "open_fence",
+            "completion",
+            "before_fence",
+            "completion_rewrite",
+        }
+
+
+@given(st.text(alphabet=st.sampled_from("def ():\n\t `#\"'x=1[]{}+-*_"), max_size=400))
+@settings(max_examples=200, deadline=None)
+def test_any_output_is_extracted_without_raising(output: str) -> None:
+    extract_code(output, task=file_task())
+    extract_code(output, task=completion_task())
+    extract_plan(output)
+    extract_feedback(output)

@@ -167,3 +167,12 @@ def test_bundled_models_are_reused_not_rebuilt() -> None:
     first = {name: bundled_model_path(name).stat().st_mtime_ns for name in BUNDLED_NAMES}
     again = {name: bundled_model_path(name).stat().st_mtime_ns for name in BUNDLED_NAMES}
     assert first == again
+
+
+def test_temp_files_of_a_killed_build_are_removed(tmp_path: Path) -> None:
+    stale = tmp_path / ".gemma3-270m-f16.gguf.abc123.tmp"
+    stale.write_bytes(b"half a model")
+    keep = tmp_path / "gemma3-270m-f16.gguf"
+    keep.write_bytes(b"a model")
+    assert bundled.remove_stale_temps(tmp_path) == [stale]
+    assert not stale.exists() and keep.exists()

@@ -83,8 +83,24 @@ def test_truncated_last_line_is_tolerated_and_reported(recorded: tuple[Path, Run
     path.write_bytes(data[: data.rstrip(b"\n").rfind(b"\n") + 20])  # cut mid-line
     events, warnings = load_events(path)
     assert len(events) == len(complete) - 1
-    assert len(warnings) == 1 and f"line {len(complete)}" in warnings[0]
+    assert len(warnings) == 2 and f"line {len(complete)}" in warnings[0]
+    assert "no RunFinished event" in warnings[1]  # the cut line was RunFinished
     assert replay(path).results == live.results  # only RunFinished was lost
+
+
+def test_a_killed_run_is_reported_unfinished_with_what_it_holds(
+    recorded: tuple[Path, RunSummary],
+) -> None:
+    """``kill -9`` mid-task: no RunFinished, a task started and never finished."""
+    path, live = recorded
+    lines = path.read_bytes().splitlines(keepends=True)
+    last_finish = max(i for i, line in enumerate(lines) if b'"TaskFinished"' in line)
+    path.write_bytes(b"".join(lines[:last_finish]))
+    _, warnings = load_events(path)
+    assert len(warnings) == 1 and "no RunFinished event: the run was killed" in warnings[0]
+    finished = len(live.results) - 1
+    assert f"holds {finished} finished task(s) and 1 unfinished" in warnings[0]
+    assert len(replay(path).results) == finished
 
 
 def _rewrite(path: Path, index: int, line: bytes | None) -> None:

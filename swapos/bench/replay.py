@@ -16,11 +16,20 @@ from pathlib import Path
 import msgspec
 import structlog
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from swapos.bench.trace import Swap, chrome_trace, swaps
 from swapos.errors import EventLogError
-from swapos.messages.events import EVENT_DECODER, SCHEMA_VERSION, AnyEvent, RunStarted
+from swapos.messages.events import (
+    EVENT_DECODER,
+    SCHEMA_VERSION,
+    AnyEvent,
+    RunFinished,
+    RunStarted,
+    TaskFinished,
+    TaskStarted,
+)
 from swapos.records.aggregate import Aggregator
 from swapos.records.schema import RunSummary
 
@@ -74,7 +83,21 @@ def load_events(path: str | Path) -> tuple[list[AnyEvent], list[str]]:
         events.append(ev)
     if not events:
         raise EventLogError(f"event log {path} holds no events; was the run started?")
+    if not isinstance(events[-1], RunFinished):
+        warnings.append(unfinished(path, events))
     return events, warnings
+
+
+def unfinished(path: Path, events: list[AnyEvent]) -> str:
+    """What an event log without ``RunFinished`` holds: the run was killed or is running."""
+    started = {e.task_id for e in events if isinstance(e, TaskStarted)}
+    finished = {e.task_id for e in events if isinstance(e, TaskFinished)}
+    open_ = sorted(t for t in started - finished if t)
+    return (
+        f"{path} has no RunFinished event: the run was killed (or is still running) "
+        f"{events[-1].t:.1f}s after it started; it holds {len(finished)} finished task(s)"
+        + (f" and {len(open_)} unfinished ({', '.join(open_)}), left out" if open_ else "")
+    )
 
 
 def _check_order(path: Path, line: int, ev: AnyEvent, before: list[AnyEvent]) -> None:
@@ -217,7 +240,7 @@ def main(args: argparse.Namespace) -> int:
         console.width = max(console.width, 160)
     events, warnings = load_events(args.events)
     for warning in warnings:
-        console.print(f"[yellow]warning:[/yellow] {warning}")
+        console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     summary = summarize(events)
     console.print(phase_table(summary))
     console.print(swap_table(swaps(events)))

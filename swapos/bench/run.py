@@ -37,6 +37,7 @@ from swapos.bench.results import (
     write_atomic,
     write_summary,
 )
+from swapos.cliargs import positive_int
 from swapos.clock import Clock, MonotonicClock
 from swapos.console import interrupt_on_sigterm
 from swapos.errors import SwapOSError
@@ -218,13 +219,15 @@ def write_comparison(out: Path, summaries: dict[Key, RunSummary]) -> Path:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--suite", default="builtin", help="builtin, humaneval or a folder")
-    parser.add_argument("--limit", type=int, help="at most this many tasks (in id order)")
+    parser.add_argument("--limit", type=positive_int, help="at most this many tasks (in id order)")
     parser.add_argument("--tasks", help="only these task ids (comma-separated)")
     parser.add_argument("--categories", help="only these categories (comma-separated)")
     parser.add_argument("--modes", default=",".join(MODES), help=f"of {', '.join(MODES)}")
     parser.add_argument("--arms", default="pipeline", help=f"of {', '.join(ARMS)}")
     parser.add_argument("--profile", help="profile TOML or builtin name (default, tiny)")
-    parser.add_argument("--max-attempts", type=int, help="code attempts of the pipeline arm")
+    parser.add_argument(
+        "--max-attempts", type=positive_int, help="code attempts of the pipeline arm (>= 1)"
+    )
     parser.add_argument("--out", type=Path, default=Path("out/bench"), help="output folder")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out")
     parser.add_argument("--cold", action="store_true", help="drop the page cache before runs")

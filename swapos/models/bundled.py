@@ -121,6 +121,7 @@ def bundled_model_path(name: str) -> Path:
         )
     directory = cache_dir()
     with _locked(directory):
+        remove_stale_temps(directory)
         manifest = _read_manifest(directory)
         path = _ensure(name, directory, manifest)
         _write_manifest(directory, manifest)
@@ -162,6 +163,19 @@ def resolve_profile(name_or_path: str | None) -> Profile:
     if name_or_path in PROFILES:
         return builtin_profile(name_or_path)
     return load_profile(name_or_path)
+
+
+def remove_stale_temps(directory: Path) -> list[Path]:
+    """Delete the temporary files a killed build left behind (``.NAME.*.tmp``). Call it
+    holding the cache lock: then no build of another process is writing one."""
+    removed = []
+    for tmp in directory.glob(".*.tmp"):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+            removed.append(tmp)
+    if removed:
+        log.info("bundled_model.stale_temps_removed", files=[p.name for p in removed])
+    return removed
 
 
 @contextlib.contextmanager
