@@ -83,17 +83,19 @@ class LiveStatus:
                 self._what = f"loading {ev.model}"
             case PrefetchStarted():
                 self.console.print(
-                    f"[dim]{ev.t:7.1f}s   prefetch ({escape(ev.kind)}) {escape(ev.model)}[/dim]"
+                    f"[dim]{ev.t:7.1f}s   prefetch ({escape(ev.kind)}) "
+                    f"{escape(ev.model or '')}[/dim]"
                 )
             case ModelLoaded():
                 kind = "prefetched" if ev.speculative else "loaded"
                 self.console.print(
-                    f"[dim]{ev.t:7.1f}s   {kind} {escape(ev.model)} in {ev.load_s:.2f}s "
+                    f"[dim]{ev.t:7.1f}s   {kind} {escape(ev.model or '')} in {ev.load_s:.2f}s "
                     f"({ev.measured_bytes / 2**20:.0f} MiB)[/dim]"
                 )
             case ModelEvicted() if ev.reason != "shutdown":
                 self.console.print(
-                    f"[dim]{ev.t:7.1f}s   evicted {escape(ev.model)} ({escape(ev.reason)})[/dim]"
+                    f"[dim]{ev.t:7.1f}s   evicted {escape(ev.model or '')} "
+                    f"({escape(ev.reason)})[/dim]"
                 )
             case LeaseGranted():
                 self._what, self._gen_started = "prefilling", ev.t

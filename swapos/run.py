@@ -12,6 +12,7 @@ written to ``result.json``), 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import sys
 from functools import partial
@@ -28,7 +29,8 @@ from swapos.console import LiveStatus, interrupt_on_sigterm, print_task_summary
 from swapos.errors import SwapOSError
 from swapos.kvstore import default_kv_dir
 from swapos.logconfig import configure_logging
-from swapos.models.profile import Mode, Profile
+from swapos.models.profile import Mode, Profile, checked_model_specs
+from swapos.models.spec import ModelSpec
 from swapos.pipeline.task import Task
 from swapos.pipeline.tasks import DEFAULT_TASK_ID, builtin_suite_path, load_task
 from swapos.records.schema import TaskResult
@@ -98,17 +100,23 @@ def main(argv: list[str] | None = None) -> int:
         console = Console(highlight=False, width=160)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.out or f"runs/{stamp}-{(args.task and Path(args.task).name) or 'default'}")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        prepare_out(out)
+    except SwapOSError as exc:
+        console.print(f"[bold red]error:[/bold red] {escape(str(exc))}")
+        return EXIT_ERROR
     task_id = Path(args.task).name if args.task else DEFAULT_TASK_ID
     interrupt_on_sigterm()
     try:
         task = resolve_task(args.task)
         task_id = task.task_id
         profile = _profile(args.profile)
+        specs = checked_model_specs(profile)  # a bad model file: exit 2 before any phase
         run = partial(
             _run,
             task,
             profile,
+            specs=specs,
             out=out,
             console=console,
             mode=args.mode,
@@ -118,8 +126,9 @@ def main(argv: list[str] | None = None) -> int:
         return anyio.run(run, backend=args.async_backend)
     except SwapOSError as exc:
         console.print(f"[bold red]error:[/bold red] {escape(str(exc))}")
-        _write_result(out, TaskResult(task_id=task_id, error=str(exc)))
-        console.print(escape(f"wrote {out / 'result.json'}"))
+        with contextlib.suppress(SwapOSError):
+            _write_result(out, TaskResult(task_id=task_id, error=str(exc)))
+            console.print(escape(f"wrote {out / 'result.json'}"))
         return EXIT_ERROR
     except KeyboardInterrupt:
         console.print(
@@ -127,6 +136,23 @@ def main(argv: list[str] | None = None) -> int:
             + escape(str(out / "events.jsonl"))
         )
         return EXIT_INTERRUPTED
+
+
+def prepare_out(out: Path) -> None:
+    """Create the output folder and check that it takes files.
+
+    Raises:
+        SwapOSError: it is a file, cannot be created, or cannot be written (read-only, full).
+    """
+    probe = out / ".swapos-write-test"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"ok")
+        probe.unlink()
+    except OSError as exc:
+        raise SwapOSError(
+            f"cannot write the results to {out}: {exc.strerror or exc}; choose another --out"
+        ) from exc
 
 
 def _profile(name_or_path: str | None) -> Profile:
@@ -139,6 +165,7 @@ async def _run(
     task: Task,
     profile: Profile,
     *,
+    specs: dict[str, ModelSpec],
     out: Path,
     console: Console,
     mode: Mode | None,
@@ -152,6 +179,7 @@ async def _run(
     with LiveStatus(console) as status:
         async with open_system(
             profile,
+            specs=specs,
             mode=mode,
             event_log=out / "events.jsonl",
             on_event=status.on_event,
@@ -171,9 +199,17 @@ async def _run(
 
 
 def _write_result(out: Path, result: TaskResult) -> None:
+    """Write ``result.json`` atomically.
+
+    Raises:
+        SwapOSError: the folder stopped taking files (removed, read-only, full disk).
+    """
     tmp = out / "result.json.tmp"
-    tmp.write_bytes(msgspec.json.format(msgspec.json.encode(result), indent=2) + b"\n")
-    tmp.replace(out / "result.json")
+    try:
+        tmp.write_bytes(msgspec.json.format(msgspec.json.encode(result), indent=2) + b"\n")
+        tmp.replace(out / "result.json")
+    except OSError as exc:
+        raise SwapOSError(f"cannot write {out / 'result.json'}: {exc.strerror or exc}") from exc
 
 
 if __name__ == "__main__":

@@ -167,6 +167,7 @@ def decode_profile(text: str | bytes, *, source: str = "<profile>") -> Profile:
         data = tomllib.loads(text.decode() if isinstance(text, bytes) else text)
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"{source}: not valid TOML ({exc}); fix the syntax") from exc
+    _check_named_tables(data, source)
     try:
         profile = msgspec.convert(data, Profile)
     except msgspec.ValidationError as exc:
@@ -175,6 +176,29 @@ def decode_profile(text: str | bytes, *, source: str = "<profile>") -> Profile:
         ) from exc
     check_profile(profile, source=source)
     return profile
+
+
+def _check_named_tables(data: dict[str, object], source: str) -> None:
+    """Validate each ``[models.NAME]`` and ``[phases.NAME]`` on its own, so an error names
+    the table (msgspec writes a dict's keys as ``[...]``: ``$.models[...]``)."""
+    for section, cls in (("models", ModelConfig), ("phases", PhaseConfig)):
+        table = data.get(section)
+        if not isinstance(table, dict):
+            continue
+        for name, value in table.items():
+            try:
+                msgspec.convert(value, cls)
+            except msgspec.ValidationError as exc:
+                where = f"$.{section}.{name}"
+                text = str(exc)
+                text = (
+                    text.replace(" - at `$", f" - at `{where}", 1)
+                    if " - at `$" in text
+                    else f"{text} - at `{where}`"
+                )
+                raise ProfileError(
+                    f"{source}: {text}. See docs/profiles.md for the fields a profile may have."
+                ) from exc
 
 
 def load_profile(path: str | os.PathLike[str]) -> Profile:
@@ -252,4 +276,20 @@ def model_specs(profile: Profile) -> dict[str, ModelSpec]:
             type_v=cfg.type_v,
             repack=cfg.repack,
         )
+    return specs
+
+
+def checked_model_specs(profile: Profile) -> dict[str, ModelSpec]:
+    """:func:`model_specs`, then every file opened and its GGUF header checked, so a bad
+    model file is refused before any phase runs.
+
+    Raises:
+        ProfileError: a bundled name that does not exist.
+        ModelFileError: a file that is missing, truncated or not a GGUF model (named).
+    """
+    from swapos.models.gguf import read_gguf
+
+    specs = model_specs(profile)
+    for spec in specs.values():
+        read_gguf(spec.path)
     return specs

@@ -1,0 +1,70 @@
+"""``python -m swapos.run``: bad input is a clear error (exit 2), never a traceback."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import msgspec
+import pytest
+from rich.console import Console
+
+from swapos.console import LiveStatus, print_task_summary
+from swapos.messages.events import GradeFinished, PhaseFinished, PhaseStarted, RouterDecided
+from swapos.records.schema import PhaseRecord, TaskResult
+from swapos.run import EXIT_ERROR, main
+
+MARKUP = "[/bold] [red]x[/] [/"
+"""Text rich would read as (broken) markup."""
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_max_attempts_below_one_is_refused(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--max-attempts", value])
+    assert exc.value.code == 2
+    assert "--max-attempts" in capsys.readouterr().err
+
+
+def test_an_out_that_is_a_file_is_an_error_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "taken"
+    out.write_text("a file")
+    assert main(["--out", str(out)]) == EXIT_ERROR
+    assert "cannot write the results" in capsys.readouterr().out
+
+
+def test_a_model_that_is_not_gguf_is_refused_before_any_phase(tmp_path: Path) -> None:
+    model = tmp_path / "model.gguf"
+    model.write_text("not a model, but long enough to have a header " * 8)
+    profile = tmp_path / "p.toml"
+    profile.write_text(f'[models.coder]\npath = "{model}"\n[roles]\ncode = "coder"\n')
+    out = tmp_path / "out"
+    assert main(["--profile", str(profile), "--out", str(out)]) == EXIT_ERROR
+    assert not (out / "events.jsonl").exists()  # no system was opened, no phase ran
+    result = msgspec.json.decode((out / "result.json").read_bytes())
+    assert "not a GGUF file" in result["error"]
+
+
+def test_text_that_looks_like_markup_is_printed_as_text() -> None:
+    buf = io.StringIO()
+    console = Console(file=buf, width=200)
+    status = LiveStatus(console)
+    status.on_event(PhaseStarted(t=0.0, task_id=MARKUP, phase="grade"))
+    status.on_event(RouterDecided(t=0.1, decision="route", text=MARKUP))
+    status.on_event(
+        GradeFinished(
+            t=0.2, outcome="fail", passed=False, tests_passed=0, tests_total=1, duration_s=0.1,
+            reason=MARKUP,
+        )
+    )  # fmt: skip
+    status.on_event(PhaseFinished(t=0.3, outcome="error", error=MARKUP))
+    result = TaskResult(
+        task_id=MARKUP,
+        category=MARKUP,
+        error=MARKUP,
+        phases=[PhaseRecord(task_id=MARKUP, phase_id="p", phase=MARKUP, model=MARKUP)],
+    )
+    print_task_summary(console, result)
+    assert buf.getvalue().count(MARKUP) >= 5
