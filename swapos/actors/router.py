@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, assert_never
 
@@ -14,11 +15,14 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from swapos.actors.base import Events, Outbox, Pending, serving
 from swapos.backends.base import ModelBackend, SamplingParams
+from swapos.backends.threads import run_in_worker
 from swapos.errors import SwapOSError
 from swapos.messages.base import new_id
 from swapos.messages.commands import (
     AcquireFailed,
     AcquireModel,
+    CancelGeneration,
+    CancelTask,
     Generate,
     Generated,
     GenerateFailed,
@@ -32,6 +36,7 @@ from swapos.messages.commands import (
     RunPhases,
     RunTask,
     ScheduleUpdated,
+    TaskDone,
 )
 from swapos.messages.events import (
     GradeFinished,
@@ -56,8 +61,9 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-GradeWork = Callable[[], "GradeResult"]
-"""The blocking grading call a conductor hands to :meth:`Router.grade_phase`."""
+GradeWork = Callable[[threading.Event], "GradeResult"]
+"""The blocking grading call a conductor hands to :meth:`Router.grade_phase`; it stops soon
+after the event is set (the phase was cancelled)."""
 
 
 class RouterStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -90,6 +96,7 @@ class Router:
         self._specs = specs
         self._counters: dict[str, Callable[[str], int]] = {}
         self._chat: dict[str, ChatFormat | None] = {}
+        self._tasks: dict[str, anyio.CancelScope] = {}  # RunTask request_id -> its scope
         self._inbox = inbox
         self._outbox = outbox
         self.events = events
@@ -128,9 +135,16 @@ class Router:
                 self._tg.start_soon(self._run_phases, msg)
             case RunTask():
                 self._tg.start_soon(self._run_task, msg)
+            case CancelTask(request_id=rid):
+                scope = self._tasks.get(rid)
+                if scope is not None:
+                    scope.cancel()
             case Preload():
                 self._tg.start_soon(self._preload, msg)
-            case ModelLeased() | AcquireFailed() | Generated() | GenerateFailed():
+            case ModelLeased():
+                if not self._pending.resolve(msg):  # its phase was cancelled meanwhile
+                    await self._outbox.send("loader", ReleaseLease(lease_id=msg.lease_id))
+            case AcquireFailed() | Generated() | GenerateFailed():
                 self._pending.resolve(msg)
             case _:
                 assert_never(msg)
@@ -182,14 +196,19 @@ class Router:
 
     async def _run_task(self, req: RunTask) -> None:
         self._running += 1
+        done: TaskDone | None = None
         try:
-            done = await conduct(req, self)
+            with anyio.CancelScope() as scope:
+                self._tasks[req.request_id] = scope
+                done = await conduct(req, self)
         finally:
+            self._tasks.pop(req.request_id, None)
             with anyio.CancelScope(shield=True):
                 await self._forget_schedule(req.task.task_id)
             self._running -= 1
             self._done += 1
-        await self._outbox.send(req.reply_to, done)
+        if done is not None:  # None: cancelled by CancelTask, whose sender is not waiting
+            await self._outbox.send(req.reply_to, done)
 
     async def _preload(self, req: Preload) -> None:
         failed: dict[str, str] = {}
@@ -308,6 +327,7 @@ class Router:
         if isinstance(lease, AcquireFailed):
             return await self._end_phase(ids, PhaseOutput(error=f"load failed: {lease.reason}"))
         assert isinstance(lease, ModelLeased)
+        gen_id = new_id("gen")
         try:
             await self._publish(task_id, schedule, current_ready=True)
             gen_started = self.events.t()
@@ -315,7 +335,7 @@ class Router:
                 self._outbox,
                 "generator",
                 Generate(
-                    request_id=new_id("gen"),
+                    request_id=gen_id,
                     reply_to="router",
                     lease_id=lease.lease_id,
                     model=model,
@@ -327,6 +347,10 @@ class Router:
                     special=special,
                 ),
             )
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):  # stop the generation within one token
+                await self._outbox.send_if_open("generator", CancelGeneration(request_id=gen_id))
+            raise
         finally:
             with anyio.CancelScope(shield=True):
                 await self._outbox.send_if_open("loader", ReleaseLease(lease_id=lease.lease_id))
@@ -359,7 +383,7 @@ class Router:
             PhaseStarted(t=t0, task_id=task_id, phase_id=pid, phase=phase, attempt=attempt)
         )
         await self.events.emit(GradeStarted(t=t0, task_id=task_id, phase_id=pid, attempt=attempt))
-        outcome = await anyio.to_thread.run_sync(work, limiter=self._grade_limiter)
+        outcome = await run_in_worker(work, limiter=self._grade_limiter)
         await self.events.emit(
             GradeFinished(
                 t=self.events.t(),

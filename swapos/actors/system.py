@@ -32,6 +32,7 @@ from swapos.messages.commands import (
     Preload,
     Preloaded,
     RunPhases,
+    CancelTask,
     RunTask,
     TaskDone,
 )
@@ -146,12 +147,21 @@ class System:
         return PhasesOutcome(records=list(result.phases), outputs=done.outputs, error=done.error)
 
     async def run_task(self, task: Task, *, max_attempts: int | None = None) -> TaskOutcome:
-        """Conduct ``task`` through the pipeline; its result as the Recorder recorded it."""
-        done = await self._ask(
-            RunTask(
-                request_id=new_id("req"), reply_to="client", task=task, max_attempts=max_attempts
-            )
+        """Conduct ``task`` through the pipeline; its result as the Recorder recorded it.
+
+        Cancelling the caller stops the task: its phase aborts within one token, its lease
+        is released, a grading sandbox is killed, and it is recorded as finished (failed);
+        then the cancellation propagates.
+        """
+        request = RunTask(
+            request_id=new_id("req"), reply_to="client", task=task, max_attempts=max_attempts
         )
+        try:
+            done = await self._ask(request)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._out.send_if_open("router", CancelTask(request_id=request.request_id))
+            raise
         assert isinstance(done, TaskDone)
         result = await self.recorder.task_result(task.task_id)
         return TaskOutcome(result=result, capsule_json=done.capsule_json)

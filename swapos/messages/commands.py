@@ -49,6 +49,13 @@ class RunTask(Request, frozen=True, kw_only=True):
     max_attempts: int | None = None
 
 
+class CancelTask(Message, frozen=True, kw_only=True):
+    """Stop the task that ``RunTask`` ``request_id`` started: its phase aborts within one
+    token, its lease is released, its grading sandbox killed; it is recorded as cancelled."""
+
+    request_id: str
+
+
 class TaskDone(Reply, frozen=True, kw_only=True):
     """The task ended; its :class:`TaskResult` is read from the Recorder."""
 
@@ -239,6 +246,8 @@ class GenerateFailed(Reply, frozen=True, kw_only=True):
 
 
 class CancelGeneration(Message, frozen=True, kw_only=True):
+    """Stop the generation ``Generate`` ``request_id`` started, within one token."""
+
     request_id: str
 
 

@@ -6,6 +6,7 @@ from swapos.messages.commands import (
     AcquireFailed,
     AcquireModel,
     CancelGeneration,
+    CancelTask,
     Generate,
     Generated,
     GenerateFailed,
@@ -37,7 +38,14 @@ from swapos.messages.commands import (
 from swapos.messages.events import AnyEvent
 
 RouterInbox = (
-    RunPhases | RunTask | Preload | ModelLeased | AcquireFailed | Generated | GenerateFailed
+    RunPhases
+    | RunTask
+    | CancelTask
+    | Preload
+    | ModelLeased
+    | AcquireFailed
+    | Generated
+    | GenerateFailed
 )
 LoaderInbox = AcquireModel | ReleaseLease | PrefetchModel | ReservationGranted | ReservationDenied
 EvictorInbox = (

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
+import threading
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -85,7 +86,12 @@ class PhaseRunner(Protocol):
     ) -> PhaseOutput: ...
 
     async def grade_phase(
-        self, *, task_id: str, attempt: int, work: Callable[[], GradeResult], phase: str = "grade"
+        self,
+        *,
+        task_id: str,
+        attempt: int,
+        work: Callable[[threading.Event], GradeResult],
+        phase: str = "grade",
     ) -> GradeResult: ...
 
     async def decide(self, task_id: str, decision: str, text: str) -> None: ...
@@ -387,7 +393,7 @@ async def _selfcheck(  # noqa: PLR0917
     result = await runner.grade_phase(
         task_id=task.task_id,
         attempt=attempt,
-        work=lambda: grade(check, code, timeout_s=timeout),
+        work=lambda abort: grade(check, code, timeout_s=timeout, cancel=abort),
         phase="selfcheck",
     )
     if not result.passed:
@@ -447,7 +453,7 @@ async def _grade(  # noqa: PLR0917
         result = await runner.grade_phase(
             task_id=task.task_id,
             attempt=attempt,
-            work=lambda: grade(task, code.code, timeout_s=timeout),
+            work=lambda abort: grade(task, code.code, timeout_s=timeout, cancel=abort),
         )
     st.last = result
     if not result.passed and code.how != "empty":

@@ -107,6 +107,7 @@ def grade(
     *,
     timeout_s: float = 30.0,
     limits: SandboxLimits | None = None,
+    cancel: threading.Event | None = None,
 ) -> GradeResult:
     """Run ``task``'s tests against ``candidate_source`` in a sandbox.
 
@@ -118,6 +119,8 @@ def grade(
         candidate_source: the full new ``solution.py``.
         timeout_s: wall-clock limit for the test run; the whole process group is then killed.
         limits: resource limits (defaults: :class:`SandboxLimits`).
+        cancel: when set, the run is stopped within ~0.1 s (its whole process group killed)
+            and the outcome is ``cancelled``.
     """
     start = time.monotonic()
     static_total = count_tests(task.tests)
@@ -155,9 +158,28 @@ def grade(
             limits=limits or SandboxLimits(),
             static_total=static_total,
             start=start,
+            cancel=cancel,
         )
     finally:
         remove_tree(workdir)
+
+
+def _wait(
+    proc: subprocess.Popen[bytes], timeout_s: float, cancel: threading.Event | None
+) -> tuple[bool, bool]:
+    """Wait for the run to end: (timed out, cancelled). Polls ``cancel`` every 0.1 s."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return True, False
+        try:
+            proc.wait(timeout=min(left, 0.1) if cancel is not None else left)
+        except subprocess.TimeoutExpired:
+            if cancel is not None and cancel.is_set():
+                return False, True
+            continue
+        return False, False
 
 
 def count_tests(tests: dict[str, str]) -> int:
@@ -188,6 +210,7 @@ def _run(
     limits: SandboxLimits,
     static_total: int,
     start: float,
+    cancel: threading.Event | None = None,
 ) -> GradeResult:
     uid = _prepare_workdir(task, candidate, workdir)
     notes = [
@@ -211,7 +234,6 @@ def _run(
         "env": env,
         "notes_fd": write_fd,
     }
-    timed_out = False
     with host, tempfile.TemporaryFile() as out:
         try:
             proc = subprocess.Popen(
@@ -227,10 +249,7 @@ def _run(
         finally:
             os.close(write_fd)
             sandbox_end.close()
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+        timed_out, cancelled = _wait(proc, timeout_s, cancel)
         _kill_group(proc)
         launcher = _read_notes(read_fd)
         notes += launcher.notes
@@ -240,6 +259,8 @@ def _run(
         verdict = read_verdict(host, nonce=nonce, pid=launcher.pid or proc.pid)
     rc = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
     outcome, reason = classify(rc, timed_out, verdict, static_ids(task.tests), timeout_s=timeout_s)
+    if cancelled:
+        outcome, reason = "cancelled", "grading was cancelled; the test run was killed"
     counted = isinstance(verdict, Verdict) and verdict.tests and outcome != "error"
     total = len(verdict.tests) if isinstance(verdict, Verdict) and counted else static_total
     passed_n = sum(t.passed for t in verdict.tests) if isinstance(verdict, Verdict) else 0

@@ -18,7 +18,7 @@ from typing import Literal
 
 import msgspec
 
-Outcome = Literal["pass", "fail", "error", "timeout", "crash"]
+Outcome = Literal["pass", "fail", "error", "timeout", "crash", "cancelled"]
 
 _MAX_MESSAGE = 1 << 20
 _CREDS = struct.Struct("iII")

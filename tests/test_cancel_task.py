@@ -1,0 +1,94 @@
+"""Cancelling ``System.run_task`` stops the task: generation, lease and grading."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+import msgspec
+import pytest
+
+from swapos.backends.fake import FakeModelScript
+from swapos.messages.events import AnyEvent, FirstToken
+from swapos.models.profile import ModelConfig, PipelineConfig, Profile
+from swapos.pipeline.task import Task, TaskMeta
+from swapos.testing import FakeClock
+from tests.fakes import fake_system
+
+pytestmark = pytest.mark.anyio
+
+LONG = " ".join(f"w{i}" for i in range(200))
+TASK = Task(
+    meta=TaskMeta(task_id="add", category="bugfix"),
+    root="",
+    problem="`add(a, b)` returns a + b.",
+    starter="def add(a, b):\n    return a - b\n",
+    tests={
+        "test_add.py": "from solution import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    },
+)
+
+
+def profile() -> Profile:
+    return Profile(
+        name="fake",
+        budget=1000,
+        models={"coder": ModelConfig(path="/nonexistent/coder.gguf", n_ctx=8192)},
+        roles={"code": "coder"},
+        pipeline=PipelineConfig(max_attempts=1, skip_reason_max_difficulty=9),
+    )
+
+
+async def test_cancelling_run_task_stops_its_generation_and_frees_the_model() -> None:
+    clock = FakeClock()
+    good = "def add(a, b):\n    return a + b\n```"
+    scripts = {"coder": FakeModelScript(load_s=1.0, token_s=1.0, replies=(LONG, good))}
+    generating = anyio.Event()
+
+    def on_event(ev: AnyEvent) -> None:
+        if isinstance(ev, FirstToken) and ev.task_id == "add":
+            generating.set()
+
+    again = msgspec.structs.replace(TASK, meta=msgspec.structs.replace(TASK.meta, task_id="again"))
+    with anyio.fail_after(30):
+        async with (
+            clock.autojump(),
+            fake_system(
+                scripts, budget=1000, clock=clock, profile=profile(), on_event=on_event
+            ) as (
+                sys,
+                fb,
+            ),
+        ):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(sys.run_task, TASK)
+                await generating.wait()
+                await clock.sleep(3.0)  # 3 of its 200 tokens
+                tg.cancel_scope.cancel()
+            cancelled_at = clock.now()
+            outcome = await sys.run_task(again)  # the model is free at once
+            took = clock.now() - cancelled_at
+            stats = sys.statistics()
+    assert outcome.result.passed
+    assert took < 60, took  # not after the 200 s the cancelled generation would have taken
+    first = sys.summary().results[0]
+    assert first.task_id == "add" and not first.passed
+    assert first.phases[-1].tokens < 10  # stopped within a token of the cancel, not 200
+    assert stats["router"].tasks_running == 0 and stats["generator"].running == 0
+    assert not any(stats["loader"].leases.values()), stats["loader"]
+
+
+async def test_cancelling_run_task_during_grading_kills_the_sandbox_at_once() -> None:
+    hang = "import time\n\n\ndef add(a, b):\n    time.sleep(60)\n    return a + b\n```"
+    scripts = {"coder": FakeModelScript(load_s=0.0, token_s=0.0, reply=hang)}
+    task = TASK
+    with anyio.fail_after(30):
+        async with fake_system(scripts, budget=1000, clock=FakeClock(), profile=profile()) as (
+            sys,
+            _,
+        ):
+            started = time.monotonic()
+            with anyio.move_on_after(2.0):
+                await sys.run_task(task)
+            stopped = time.monotonic() - started
+    assert stopped < 6.0, stopped  # the grade timeout is 30 s; the test's sleep 60 s
