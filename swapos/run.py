@@ -26,7 +26,7 @@ from swapos.console import LiveStatus, interrupt_on_sigterm, print_task_summary
 from swapos.errors import SwapOSError
 from swapos.kvstore import default_kv_dir
 from swapos.logconfig import configure_logging
-from swapos.models.profile import Mode, Profile
+from swapos.models.profile import MODES, Mode, Profile
 from swapos.pipeline.task import Task
 from swapos.pipeline.tasks import DEFAULT_TASK_ID, builtin_suite_path, load_task
 from swapos.records.schema import TaskResult
@@ -72,8 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", help="output folder (default: runs/<time>-<task>)")
     parser.add_argument(
         "--mode",
-        choices=["overlap", "sequential", "resident"],
-        help="swap mode (default: the profile's, normally overlap)",
+        choices=MODES,
+        help="swap mode (default: the profile's, normally overlap; docs/architecture.md)",
     )
     parser.add_argument("--max-attempts", type=int, help="code attempts (default: profile)")
     parser.add_argument(

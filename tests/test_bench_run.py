@@ -27,7 +27,7 @@ from tests.fakes import fake_system
 
 pytestmark = pytest.mark.anyio
 
-MODES = ["overlap", "sequential", "resident"]
+MODES = ["overlap", "lru", "sequential", "resident"]
 ARMS = ["pipeline", "single"]
 GOOD = "def add(a, b):\n    return a + b\n```"
 
@@ -112,7 +112,7 @@ async def test_every_mode_and_arm_runs_every_task_then_compares_and_reports(
     tmp_path: Path,
 ) -> None:
     summaries, opened = await bench(tmp_path)
-    assert len(summaries) == 6 and len(opened) == 6
+    assert len(summaries) == 8 and len(opened) == 8
     for (mode, arm), summary in summaries.items():
         assert summary.mode == mode and summary.tasks_total == 3 and summary.pass_rate == 1.0
         assert stored(tmp_path, f"{mode}-{arm}") == summary
@@ -136,12 +136,17 @@ async def test_every_mode_and_arm_runs_every_task_then_compares_and_reports(
         "mcnemar_modes",
         "bootstrap",
     }
+    assert list(data["arms"])[:2] == ["overlap-pipeline", "overlap-single"]
+    assert list(data["arms"])[2:4] == ["lru-pipeline", "lru-single"]
+    assert next(iter(data["wall_ratios"]["pipeline"])) == "overlap/lru"
     assert set(data["wall_ratios"]["pipeline"]) == {
+        "overlap/lru",
         "overlap/resident",
+        "lru/resident",
         "sequential/resident",
         "overlap/sequential",
     }
-    assert [m["p_value"] for m in data["mcnemar_arms"]] == [1.0] * 3
+    assert [m["p_value"] for m in data["mcnemar_arms"]] == [1.0] * 4
     assert bench_main(["report", str(tmp_path)]) == 0
     text = (tmp_path / "report.md").read_text()
     for heading in ("Modes and arms", "Wall-time ratios", "McNemar", "Per phase", "Timeline"):

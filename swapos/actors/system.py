@@ -80,15 +80,17 @@ class ModeSettings(msgspec.Struct, frozen=True, kw_only=True):
     unlimited_budget: bool
 
 
-MODES: dict[str, ModeSettings] = {
+MODE_SETTINGS: dict[Mode, ModeSettings] = {
     "overlap": ModeSettings(
         rule="next_use", prefetch="auto", preload=False, unlimited_budget=False
     ),
+    "lru": ModeSettings(rule="lru", prefetch="off", preload=False, unlimited_budget=False),
     "sequential": ModeSettings(
         rule="all_idle", prefetch="off", preload=False, unlimited_budget=False
     ),
     "resident": ModeSettings(rule="next_use", prefetch="off", preload=True, unlimited_budget=True),
 }
+"""What each of :data:`~swapos.models.profile.MODES` means for the actors."""
 
 
 class TaskOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -201,7 +203,7 @@ async def open_system(
         profile: models, roles, budget and phase settings.
         backend: the model backend (default: llama-cpp-python).
         specs: resolved models (default: resolved from the profile, assembling bundled ones).
-        mode: ``overlap`` (default from the profile), ``sequential`` or ``resident``.
+        mode: one of :data:`~swapos.models.profile.MODES` (default: the profile's).
         budget_bytes: overrides the profile's budget.
         clock: time source (default: monotonic; tests pass a ``FakeClock``).
         event_log: JSONL path the Recorder appends to (None: keep records in memory only).
@@ -223,7 +225,7 @@ async def open_system(
     from swapos.actors.base import CLEANUP_TIMEOUT_S
 
     mode = mode or profile.mode
-    settings = MODES[mode]
+    settings = MODE_SETTINGS[mode]
     clock = clock or MonotonicClock()
     specs = specs if specs is not None else model_specs(profile)
     if backend is None:
@@ -349,4 +351,4 @@ async def open_system(
                 await boxes["client"].aclose()
 
 
-__all__ = ["MODES", "System", "TaskOutcome", "open_system"]
+__all__ = ["MODE_SETTINGS", "System", "TaskOutcome", "open_system"]

@@ -4,7 +4,7 @@
 
 Each mode/arm gets one long-lived system, opened once and kept open across tasks so models
 stay resident between tasks, as they would in a real deployment. All of them are open at
-once: with the default profile that is up to ~7 GiB of models for three modes x two arms
+once: with the default profile that is up to ~9 GiB of models for four modes x two arms
 (resident holds every model). For each task, every mode/arm runs it in turn, in an order
 rotated by the task's index so that machine drift spreads over all of them. After every
 task the mode/arm's ``results.json`` is rewritten atomically, so an interrupted run keeps
@@ -18,7 +18,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
-from typing import Protocol, cast, get_args
+from typing import Protocol, cast
 
 import anyio
 import msgspec
@@ -40,14 +40,13 @@ from swapos.bench.results import (
 from swapos.clock import Clock, MonotonicClock
 from swapos.console import interrupt_on_sigterm
 from swapos.errors import SwapOSError
-from swapos.models.profile import Mode, Profile
+from swapos.models.profile import MODES, Mode, Profile
 from swapos.pipeline.task import Task
 from swapos.pipeline.tasks import load_suite
 from swapos.records.schema import RunSummary, TaskResult
 
 log = structlog.get_logger(__name__)
 
-MODES: tuple[str, ...] = get_args(Mode)
 ARMS = ("pipeline", "single")
 SINGLE_SKIP_REASON = 10**9
 """``skip_reason_max_difficulty`` of the single arm: the router never plans."""
