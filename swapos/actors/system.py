@@ -147,11 +147,30 @@ class System:
         result = await self.recorder.task_result(task_id)
         return PhasesOutcome(records=list(result.phases), outputs=done.outputs, error=done.error)
 
-    async def run_task(self, task: Task, *, max_attempts: int | None = None) -> TaskOutcome:
-        """Conduct ``task`` through the pipeline; its result as the Recorder recorded it."""
+    async def run_task(
+        self, task: Task, *, max_attempts: int | None = None, next_task: Task | None = None
+    ) -> TaskOutcome:
+        """Conduct ``task`` through the pipeline; its result as the Recorder recorded it.
+
+        Args:
+            task: the task.
+            max_attempts: code attempts (default: the profile's).
+            next_task: the task the caller will run next on this system, when it knows. Its
+                first model (``reason``'s when its plan has one, else ``code``'s) is then the
+                last use of this task's schedule: in ``overlap`` mode the Prefetcher brings it
+                in while this task's last generation and its grades run, so the next task's
+                first phase is a swap like any other. Only a hint: other modes ignore it
+                (they never prefetch), and nothing breaks if another task follows.
+
+        Cancellation stops waiting; the task itself ends when the system closes.
+        """
         done = await self._ask(
             RunTask(
-                request_id=new_id("req"), reply_to="client", task=task, max_attempts=max_attempts
+                request_id=new_id("req"),
+                reply_to="client",
+                task=task,
+                max_attempts=max_attempts,
+                next_task=next_task,
             )
         )
         assert isinstance(done, TaskDone)
