@@ -5,7 +5,6 @@ The public API is exactly what this module re-exports (a test keeps it so).
 
 __version__ = "0.1.0"
 
-from swapos.actors.system import MODES as MODES
 from swapos.actors.system import PhasesOutcome as PhasesOutcome
 from swapos.actors.system import System as System
 from swapos.actors.system import TaskOutcome as TaskOutcome
@@ -28,6 +27,7 @@ from swapos.messages.commands import PhaseSpec as PhaseSpec
 from swapos.messages.events import EVENT_DECODER as EVENT_DECODER
 from swapos.messages.events import AnyEvent as AnyEvent
 from swapos.models.bundled import default_profile as default_profile
+from swapos.models.profile import MODES as MODES
 from swapos.models.profile import Profile as Profile
 from swapos.models.profile import decode_profile as decode_profile
 from swapos.models.profile import load_profile as load_profile

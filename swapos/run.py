@@ -29,7 +29,7 @@ from swapos.console import LiveStatus, interrupt_on_sigterm, print_task_summary
 from swapos.errors import SwapOSError
 from swapos.kvstore import default_kv_dir
 from swapos.logconfig import configure_logging
-from swapos.models.profile import Mode, Profile, checked_model_specs
+from swapos.models.profile import MODES, Mode, Profile, checked_model_specs
 from swapos.models.spec import ModelSpec
 from swapos.pipeline.task import Task
 from swapos.pipeline.tasks import DEFAULT_TASK_ID, builtin_suite_path, load_task
@@ -76,8 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", help="output folder (default: runs/<time>-<task>)")
     parser.add_argument(
         "--mode",
-        choices=["overlap", "sequential", "resident"],
-        help="swap mode (default: the profile's, normally overlap)",
+        choices=MODES,
+        help="swap mode (default: the profile's, normally overlap; docs/architecture.md)",
     )
     parser.add_argument(
         "--max-attempts", type=positive_int, help="code attempts, >= 1 (default: profile)"

@@ -27,7 +27,7 @@ from tests.fakes import fake_system
 
 pytestmark = pytest.mark.anyio
 
-MODES = ["overlap", "sequential", "resident"]
+MODES = ["overlap", "lru", "sequential", "resident"]
 ARMS = ["pipeline", "single"]
 GOOD = "def add(a, b):\n    return a + b\n```"
 
@@ -112,7 +112,7 @@ async def test_every_mode_and_arm_runs_every_task_then_compares_and_reports(
     tmp_path: Path,
 ) -> None:
     summaries, opened = await bench(tmp_path)
-    assert len(summaries) == 6 and len(opened) == 6
+    assert len(summaries) == 8 and len(opened) == 8
     for (mode, arm), summary in summaries.items():
         assert summary.mode == mode and summary.tasks_total == 3 and summary.pass_rate == 1.0
         assert stored(tmp_path, f"{mode}-{arm}") == summary
@@ -136,12 +136,17 @@ async def test_every_mode_and_arm_runs_every_task_then_compares_and_reports(
         "mcnemar_modes",
         "bootstrap",
     }
+    assert list(data["arms"])[:2] == ["overlap-pipeline", "overlap-single"]
+    assert list(data["arms"])[2:4] == ["lru-pipeline", "lru-single"]
+    assert next(iter(data["wall_ratios"]["pipeline"])) == "overlap/lru"
     assert set(data["wall_ratios"]["pipeline"]) == {
+        "overlap/lru",
         "overlap/resident",
+        "lru/resident",
         "sequential/resident",
         "overlap/sequential",
     }
-    assert [m["p_value"] for m in data["mcnemar_arms"]] == [1.0] * 3
+    assert [m["p_value"] for m in data["mcnemar_arms"]] == [1.0] * 4
     assert bench_main(["report", str(tmp_path)]) == 0
     text = (tmp_path / "report.md").read_text()
     for heading in ("Modes and arms", "Wall-time ratios", "McNemar", "Per phase", "Timeline"):
@@ -233,3 +238,53 @@ def test_results_files_round_trip(tmp_path: Path) -> None:
     (tmp_path / "r.json").write_bytes(msgspec.json.encode(summary))
     assert read_summary(tmp_path / "r.json") == summary
     assert report.load_results is not None
+
+
+class Announcing:
+    """A System stand-in that records which next task every run announces."""
+
+    def __init__(self, system: System, calls: list[tuple[str, str, str | None]], mode: str):
+        self._system, self._calls, self._mode = system, calls, mode
+
+    async def run_task(self, task: Task, **kwargs: object) -> object:
+        nxt = kwargs.get("next_task")
+        self._calls.append(
+            (self._mode, task.task_id, nxt.task_id if isinstance(nxt, Task) else None)
+        )
+        return await self._system.run_task(task, **kwargs)  # type: ignore[arg-type]
+
+    def summary(self) -> RunSummary:
+        return self._system.summary()
+
+
+async def test_every_task_run_announces_the_next_task_of_its_system(tmp_path: Path) -> None:
+    clock, opened = FakeClock(), []
+    calls: list[tuple[str, str, str | None]] = []
+    inner = make_factory(clock, opened)
+
+    @asynccontextmanager
+    async def factory(prof: Profile, mode: Mode, events: Path) -> AsyncIterator[System]:
+        async with inner(prof, mode, events) as system:
+            yield Announcing(system, calls, mode)  # type: ignore[misc]
+
+    modes = ["overlap", "lru"]
+    with anyio.fail_after(60):
+        async with clock.autojump():
+            await run_bench(
+                TASKS[:2], profile(), out=tmp_path, modes=modes, arms=["pipeline"],
+                factory=factory, clock=clock,
+            )  # fmt: skip
+            first = list(calls)
+            calls.clear()  # resumed: add0 and add1 are done, add2 is the last to run
+            await run_bench(
+                TASKS, profile(), out=tmp_path, modes=modes, arms=["pipeline"],
+                factory=factory, clock=clock, resume=True,
+            )  # fmt: skip
+    # Task 1 runs in the rotated order (lru first); each system names its own next task.
+    assert first == [
+        ("overlap", "add0", "add1"),
+        ("lru", "add0", "add1"),
+        ("lru", "add1", None),
+        ("overlap", "add1", None),
+    ]
+    assert calls == [("overlap", "add2", None), ("lru", "add2", None)]

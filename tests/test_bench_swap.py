@@ -112,7 +112,8 @@ async def test_cold_swap_is_skipped_when_the_cache_cannot_be_dropped(tmp_path: P
 
 
 @pytest.mark.parametrize(
-    ("mode", "loads", "evictions"), [("sequential", 5, 4), ("overlap", 3, 1), ("resident", 3, 0)]
+    ("mode", "loads", "evictions"),
+    [("sequential", 5, 4), ("lru", 3, 1), ("overlap", 3, 1), ("resident", 3, 0)],
 )
 async def test_mode_run_counts_what_each_mode_loads(
     mode: str, loads: int, evictions: int, tmp_path: Path
@@ -127,6 +128,8 @@ async def test_mode_run_counts_what_each_mode_loads(
     assert [r.model for r in run.records] == ["a", "b", "c", "b", "c"]
     if mode == "sequential":
         assert run.load_s >= 5 * SCRIPT.load_s and run.load_hidden_fraction == 0.0
+    if mode == "lru":  # on demand, never prefetched: a, b, c paid; b and c kept
+        assert run.load_s >= 3 * SCRIPT.load_s and run.load_hidden_fraction == 0.0
     if mode == "resident":  # preloaded before the clock started: nothing paid in run_phases
         assert run.load_s < 0.01 and run.open_s >= 3 * SCRIPT.load_s
 
@@ -176,10 +179,11 @@ async def test_bench_interleaves_modes_and_reports_ratios(tmp_path: Path) -> Non
     ]
     # Each round runs every mode once per condition, rotating which mode goes first.
     firsts = [r.mode for r in report.runs if r.position == 0]
-    assert firsts == ["overlap", "overlap", "sequential", "sequential"]
-    assert len(report.runs) == 2 * 2 * 3
+    assert firsts == ["overlap", "overlap", "lru", "lru"]
+    assert len(report.runs) == 2 * 2 * 4
     names = {(r.condition, r.name): len(r.per_round) for r in report.ratios}
-    assert names[("cold", "overlap/resident")] == 2 and len(names) == 6
+    assert names[("cold", "overlap/resident")] == 2 and len(names) == 2 * 5
+    assert report.ratios[0].name == "overlap/lru"
     assert report.budget_holds_two and report.phases == ["a", "b", "c"]
     decoded = msgspec.json.decode(msgspec.json.encode(report), type=SwapReport)
     assert decoded == report

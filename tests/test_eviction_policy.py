@@ -107,7 +107,7 @@ def test_belady_beats_lru_on_a_recorded_pipeline_schedule() -> None:
         min_size=1,
         max_size=3,
     ),
-    mode=st.sampled_from(["overlap", "sequential"]),
+    mode=st.sampled_from(["overlap", "lru", "sequential"]),
 )
 # A returned grant once restored a cancelled speculative load as "resident": livelock.
 @example(

@@ -19,6 +19,7 @@ from swapos.messages.commands import (
     PhaseObserved,
     PrefetchDone,
     PrefetchModel,
+    PrefetchOutcome,
     ScheduleUpdated,
 )
 from swapos.messages.events import PrefetchFinished, PrefetchStarted
@@ -43,14 +44,19 @@ class PrefetcherStatistics(msgspec.Struct, frozen=True, kw_only=True):
     denied: int
 
 
-def next_to_prefetch(uses: list[ModelUse]) -> str | None:
-    """The model of the first upcoming use after the running one(s), if it differs."""
+def upcoming_models(uses: list[ModelUse]) -> list[str]:
+    """The models of the upcoming uses, soonest first, each once, without the running ones."""
     ordered = sorted(uses, key=lambda u: u.order)
     current = {u.model for u in ordered if u.order == 0}
-    for use in ordered:
-        if use.order > 0 and use.model not in current:
-            return use.model
-    return None
+    return list(dict.fromkeys(u.model for u in ordered if u.order > 0 and u.model not in current))
+
+
+def _needs_warm_up(outcome: PrefetchOutcome, decision: Decision) -> bool:
+    """Whether a page-cache warm-up should follow the Loader's ``outcome``: after a denied
+    or failed load, or for a warm-up decision when the model is neither there nor coming."""
+    if decision.kind == "warm":
+        return outcome not in ("resident", "joined")
+    return outcome in ("denied", "failed")
 
 
 def _running(uses: list[ModelUse]) -> str | None:
@@ -60,9 +66,12 @@ def _running(uses: list[ModelUse]) -> str | None:
 class Prefetcher:
     """Owns only its plan: on each schedule update, prefetch the next model.
 
-    A speculative load goes through the Loader (which asks the Evictor for room that does
-    not hurt a sooner use); if it is denied, the model's file is warmed into the page cache
-    instead so the later load reads from memory. With the ``auto`` policy a
+    The next model is the first upcoming one that is not already resident: when the Loader
+    answers that a model is there, the one after it is tried (so while a task grades, the
+    announced next task's model comes in behind an already prefetched critic). A speculative
+    load goes through the Loader (which asks the Evictor for room that does not hurt a
+    sooner use); if it is denied, the model's file is warmed into the page cache instead so
+    the later load reads from memory. With the ``auto`` policy a
     :class:`~swapos.policies.prefetch.CostModel`, fed by :class:`PhaseObserved` reports,
     decides between the two.
     """
@@ -108,10 +117,11 @@ class Prefetcher:
         assert self._tg is not None
         match msg:
             case ScheduleUpdated(uses=uses):
-                model = next_to_prefetch(uses) if self.policy != "off" else None
-                if model is not None and model not in self._busy and model in self._specs:
-                    self._busy.add(model)
-                    self._tg.start_soon(self._prefetch, model, self._decide(model, uses))
+                models = upcoming_models(uses) if self.policy != "off" else []
+                models = [m for m in models if m in self._specs]
+                if models and models[0] not in self._busy:
+                    self._busy.add(models[0])
+                    self._tg.start_soon(self._prefetch, models, uses)
             case PrefetchDone():
                 self._pending.resolve(msg)
             case PhaseObserved():
@@ -141,17 +151,27 @@ class Prefetcher:
             self.costs.observe_paid_load(obs.model, obs.load_s)
         self._load_windows = [w for w in self._load_windows if w[1] > obs.started_t]
 
-    async def _prefetch(self, model: str, decision: Decision) -> None:
-        try:
-            if await self._speculative_load(model, decision):
-                return
-            await self._warm_up(model, decision)
-        finally:
-            self._busy.discard(model)
+    async def _prefetch(self, models: list[str], uses: list[ModelUse]) -> None:
+        """Prefetch ``models[0]`` (already marked busy); while the Loader says a model is
+        resident, go on to the next one."""
+        for i, model in enumerate(models):
+            if i > 0:
+                if model in self._busy:
+                    return
+                self._busy.add(model)
+            try:
+                decision = self._decide(model, uses)
+                outcome = await self._speculative_load(model, decision)
+                if outcome != "resident":
+                    if _needs_warm_up(outcome, decision):
+                        await self._warm_up(model, decision)
+                    return
+            finally:
+                self._busy.discard(model)
 
-    async def _speculative_load(self, model: str, decision: Decision) -> bool:
+    async def _speculative_load(self, model: str, decision: Decision) -> PrefetchOutcome:
         """Ask the Loader for a speculative load (or, for a warm-up decision, only whether
-        the model is already there). True when nothing more is needed."""
+        the model is already there); the Loader's outcome."""
         t0 = self._events.t()
         warm_only = decision.kind == "warm"
         if not warm_only:
@@ -175,7 +195,7 @@ class Prefetcher:
         assert isinstance(reply, PrefetchDone)
         t1 = self._events.t()
         if warm_only:
-            return reply.outcome in ("resident", "joined")
+            return reply.outcome
         await self._events.emit(
             PrefetchFinished(
                 t=t1, model=model, kind="load", outcome=reply.outcome, duration_s=t1 - t0
@@ -186,7 +206,7 @@ class Prefetcher:
             self._load_windows.append((t0, t1))
             self.costs.observe_speculative_load(model, t1 - t0)
         self._denied += reply.outcome == "denied"
-        return reply.outcome not in ("denied", "failed")
+        return reply.outcome
 
     async def _warm_up(self, model: str, decision: Decision) -> None:
         t0 = self._events.t()

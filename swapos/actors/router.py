@@ -53,6 +53,7 @@ from swapos.models.profile import Profile
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import CHATML, ChatFormat
 from swapos.pipeline.conductor import PhaseOutput, conduct
+from swapos.pipeline.routing import first_use
 from swapos.pipeline.task import Task
 from swapos.sysinfo import peak_rss_bytes, reset_peak_rss
 
@@ -103,6 +104,7 @@ class Router:
         self.profile = profile
         self._pending = Pending()
         self._schedules: dict[str, list[ModelUse]] = {}
+        self._announced: dict[str, ModelUse] = {}  # task -> its announced next task's first use
         self._tg: TaskGroup | None = None
         self._grade_limiter = grade_limiter or anyio.CapacityLimiter(1)
         self._running = self._done = self._phases = 0
@@ -197,6 +199,11 @@ class Router:
     async def _run_task(self, req: RunTask) -> None:
         self._running += 1
         done: TaskDone | None = None
+        if req.next_task is not None:
+            phase, model = first_use(req.next_task, self.profile)
+            self._announced[req.task.task_id] = ModelUse(
+                model=model, order=0, task_id=req.next_task.task_id, phase=phase
+            )
         try:
             with anyio.CancelScope() as scope:
                 self._tasks[req.request_id] = scope
@@ -383,6 +390,7 @@ class Router:
             PhaseStarted(t=t0, task_id=task_id, phase_id=pid, phase=phase, attempt=attempt)
         )
         await self.events.emit(GradeStarted(t=t0, task_id=task_id, phase_id=pid, attempt=attempt))
+        await self._publish_rest(task_id)
         outcome = await run_in_worker(work, limiter=self._grade_limiter)
         await self.events.emit(
             GradeFinished(
@@ -421,7 +429,11 @@ class Router:
     ) -> None:
         """Before the lease the Evictor learns the schedule (for its victim choice); once the
         lease is held the same schedule goes to the Prefetcher, so it never competes with
-        the urgent load of the phase itself."""
+        the urgent load of the phase itself. An announced next task's first use follows the
+        task's own."""
+        after = self._announced.get(task_id)
+        if after is not None:
+            schedule = [*schedule, msgspec.structs.replace(after, order=len(schedule))]
         self._schedules[task_id] = schedule
         uses = [u for s in self._schedules.values() for u in s]
         if not current_ready:
@@ -436,7 +448,29 @@ class Router:
                 )
             )
 
+    async def _publish_rest(self, task_id: str) -> None:
+        """A grade starts: the generate phase before it is over. For a task whose next task
+        was announced, the rest of its schedule (its later phases, then the next task's
+        first use) goes to the Evictor and the Prefetcher, so the next model can come in
+        while the grade runs. Other tasks publish nothing here (unchanged behaviour)."""
+        schedule = self._schedules.get(task_id)
+        if task_id not in self._announced or not schedule:
+            return
+        rest = [u for u in schedule if u.order > 0]
+        self._schedules[task_id] = rest
+        uses = [u for s in self._schedules.values() for u in s]
+        await self._outbox.send("evictor", ScheduleUpdated(uses=uses))
+        await self._outbox.send("prefetcher", ScheduleUpdated(uses=uses))
+        await self.events.emit(
+            SchedulePublished(
+                t=self.events.t(),
+                task_id=task_id,
+                models=[u.model for u in sorted(uses, key=lambda u: u.order)],
+            )
+        )
+
     async def _forget_schedule(self, task_id: str) -> None:
+        self._announced.pop(task_id, None)
         if self._schedules.pop(task_id, None) is not None:
             uses = [u for s in self._schedules.values() for u in s]
             await self._outbox.send_if_open("evictor", ScheduleUpdated(uses=uses))

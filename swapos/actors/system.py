@@ -27,12 +27,12 @@ from swapos.clock import Clock, MonotonicClock
 from swapos.errors import SwapOSError, SystemClosedError
 from swapos.messages.base import Address, new_id
 from swapos.messages.commands import (
+    CancelTask,
     PhasesDone,
     PhaseSpec,
     Preload,
     Preloaded,
     RunPhases,
-    CancelTask,
     RunTask,
     TaskDone,
 )
@@ -81,15 +81,17 @@ class ModeSettings(msgspec.Struct, frozen=True, kw_only=True):
     unlimited_budget: bool
 
 
-MODES: dict[str, ModeSettings] = {
+MODE_SETTINGS: dict[Mode, ModeSettings] = {
     "overlap": ModeSettings(
         rule="next_use", prefetch="auto", preload=False, unlimited_budget=False
     ),
+    "lru": ModeSettings(rule="lru", prefetch="off", preload=False, unlimited_budget=False),
     "sequential": ModeSettings(
         rule="all_idle", prefetch="off", preload=False, unlimited_budget=False
     ),
     "resident": ModeSettings(rule="next_use", prefetch="off", preload=True, unlimited_budget=True),
 }
+"""What each of :data:`~swapos.models.profile.MODES` means for the actors."""
 
 
 class TaskOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -146,15 +148,31 @@ class System:
         result = await self.recorder.task_result(task_id)
         return PhasesOutcome(records=list(result.phases), outputs=done.outputs, error=done.error)
 
-    async def run_task(self, task: Task, *, max_attempts: int | None = None) -> TaskOutcome:
+    async def run_task(
+        self, task: Task, *, max_attempts: int | None = None, next_task: Task | None = None
+    ) -> TaskOutcome:
         """Conduct ``task`` through the pipeline; its result as the Recorder recorded it.
+
+        Args:
+            task: the task.
+            max_attempts: code attempts (default: the profile's).
+            next_task: the task the caller will run next on this system, when it knows. Its
+                first model (``reason``'s when its plan has one, else ``code``'s) is then the
+                last use of this task's schedule: in ``overlap`` mode the Prefetcher brings it
+                in while this task's last generation and its grades run, so the next task's
+                first phase is a swap like any other. Only a hint: other modes ignore it
+                (they never prefetch), and nothing breaks if another task follows.
 
         Cancelling the caller stops the task: its phase aborts within one token, its lease
         is released, a grading sandbox is killed, and it is recorded as finished (failed);
         then the cancellation propagates.
         """
         request = RunTask(
-            request_id=new_id("req"), reply_to="client", task=task, max_attempts=max_attempts
+            request_id=new_id("req"),
+            reply_to="client",
+            task=task,
+            max_attempts=max_attempts,
+            next_task=next_task,
         )
         try:
             done = await self._ask(request)
@@ -211,7 +229,7 @@ async def open_system(
         profile: models, roles, budget and phase settings.
         backend: the model backend (default: llama-cpp-python).
         specs: resolved models (default: resolved from the profile, assembling bundled ones).
-        mode: ``overlap`` (default from the profile), ``sequential`` or ``resident``.
+        mode: one of :data:`~swapos.models.profile.MODES` (default: the profile's).
         budget_bytes: overrides the profile's budget.
         clock: time source (default: monotonic; tests pass a ``FakeClock``).
         event_log: JSONL path the Recorder appends to (None: keep records in memory only).
@@ -233,7 +251,7 @@ async def open_system(
     from swapos.actors.base import CLEANUP_TIMEOUT_S
 
     mode = mode or profile.mode
-    settings = MODES[mode]
+    settings = MODE_SETTINGS[mode]
     clock = clock or MonotonicClock()
     specs = specs if specs is not None else model_specs(profile)
     if backend is None:
@@ -359,4 +377,4 @@ async def open_system(
                 await boxes["client"].aclose()
 
 
-__all__ = ["MODES", "System", "TaskOutcome", "open_system"]
+__all__ = ["MODE_SETTINGS", "System", "TaskOutcome", "open_system"]

@@ -13,11 +13,18 @@ import msgspec
 
 from swapos.bench.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, McNemar, RatioStats, ratio_stats
 from swapos.bench.stats import mcnemar as paired_mcnemar
+from swapos.models.profile import MODES
 from swapos.records.schema import RunSummary
 
-MODE_ORDER = ("overlap", "sequential", "resident")
+MODE_ORDER: tuple[str, ...] = MODES
 ARM_ORDER = ("pipeline", "single")
-RATIOS = (("overlap", "resident"), ("sequential", "resident"), ("overlap", "sequential"))
+RATIOS = (
+    ("overlap", "lru"),
+    ("overlap", "resident"),
+    ("lru", "resident"),
+    ("sequential", "resident"),
+    ("overlap", "sequential"),
+)
 """Wall-time ratios reported, as (numerator mode, denominator mode)."""
 
 Key = tuple[str, str]

@@ -4,11 +4,13 @@
 
 Each mode/arm gets one long-lived system, opened once and kept open across tasks so models
 stay resident between tasks, as they would in a real deployment. All of them are open at
-once: with the default profile that is up to ~7 GiB of models for three modes x two arms
+once: with the default profile that is up to ~9 GiB of models for four modes x two arms
 (resident holds every model). For each task, every mode/arm runs it in turn, in an order
 rotated by the task's index so that machine drift spreads over all of them. After every
 task the mode/arm's ``results.json`` is rewritten atomically, so an interrupted run keeps
 what it finished and ``--resume`` continues it without running or counting anything twice.
+Each system is told which task it runs next (``run_task(..., next_task=...)``), so the
+overlap mode prefetches the next task's first model while the current task finishes.
 See ``docs/reports.md``.
 """
 
@@ -18,7 +20,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
-from typing import Protocol, cast, get_args
+from typing import Protocol, cast
 
 import anyio
 import msgspec
@@ -41,14 +43,13 @@ from swapos.cliargs import positive_int
 from swapos.clock import Clock, MonotonicClock
 from swapos.console import interrupt_on_sigterm
 from swapos.errors import SwapOSError
-from swapos.models.profile import Mode, Profile
+from swapos.models.profile import MODES, Mode, Profile
 from swapos.pipeline.task import Task
 from swapos.pipeline.tasks import load_suite
 from swapos.records.schema import RunSummary, TaskResult
 
 log = structlog.get_logger(__name__)
 
-MODES: tuple[str, ...] = get_args(Mode)
 ARMS = ("pipeline", "single")
 SINGLE_SKIP_REASON = 10**9
 """``skip_reason_max_difficulty`` of the single arm: the router never plans."""
@@ -149,6 +150,7 @@ async def run_bench(
         tasks: the suite, in order (its index rotates the mode/arm order).
         profile: the profile of the ``pipeline`` arm (see :func:`arm_profile`).
         out: output folder; ``<mode>-<arm>/results.json`` and ``events*.jsonl`` go there.
+            Each task run announces the next task that system will run.
         modes, arms: what to compare (validated by :func:`parse_choices`).
         factory: opens one mode/arm's system (tests pass fake systems).
         max_attempts: code attempts of the ``pipeline`` arm (default: the profile's).
@@ -173,6 +175,8 @@ async def run_bench(
     results = {k: list(previous[k].results) if k in previous else [] for k in keys}
     done = {k: {r.task_id for r in results[k]} for k in keys}
     todo = {k: [t for t in tasks if t.task_id not in done[k]] for k in keys}
+    # The task each system runs after each one: announced so overlap prefetches its model.
+    following = {k: _following(v) for k, v in todo.items()}
     summaries = {k: previous[k] for k in previous}
     if reporter is not None:
         reporter.start(sum(len(v) for v in todo.values()), keys)
@@ -196,7 +200,9 @@ async def run_bench(
                     await cold.drop()
                 t0 = clock.now()
                 attempts = 1 if key[1] == "single" else max_attempts
-                outcome = await systems[key].run_task(task, max_attempts=attempts)
+                outcome = await systems[key].run_task(
+                    task, max_attempts=attempts, next_task=following[key][task.task_id]
+                )
                 wall[key] += clock.now() - t0
                 results[key].append(outcome.result)
                 done[key].add(task.task_id)
@@ -278,6 +284,11 @@ def main(args: argparse.Namespace) -> int:
         )
     print(f"wrote {path}; report: python -m swapos.bench report {out}")
     return 0
+
+
+def _following(tasks: Sequence[Task]) -> dict[str, Task | None]:
+    """Each task's id -> the task after it (None for the last)."""
+    return {t.task_id: tasks[i + 1] if i + 1 < len(tasks) else None for i, t in enumerate(tasks)}
 
 
 def _split(text: str | None) -> list[str] | None:

@@ -1,7 +1,7 @@
 """The swap microbenchmark: what one model swap costs, and what SwapOS saves on a pipeline.
 
 ``python -m swapos.bench swap [--repeats 3] [--rounds 3] [--phases 9] [--tokens 48]
-[--conditions warm,cold] [--modes overlap,sequential,resident] [--prefetch POLICY]
+[--conditions warm,cold] [--modes overlap,lru,sequential,resident] [--prefetch POLICY]
 [--out swap-bench.json]``
 
 1. **Per model**, cold (page cache dropped) and warm: load, time to first token right
@@ -41,10 +41,9 @@ from swapos.bench.swap_measure import (
     pipeline_phases,
     run_mode,
 )
-from swapos.models.profile import Mode, model_specs, parse_size
+from swapos.models.profile import MODES, Mode, model_specs, parse_size
 from swapos.sysinfo import host_info
 
-MODES: tuple[Mode, ...] = ("overlap", "sequential", "resident")
 CONDITIONS = ("warm", "cold")
 COLD_SPEEDUP = 0.85
 """Cold page cache: overlap wall <= 0.85 x sequential wall."""
@@ -161,7 +160,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--conditions", type=_csv(CONDITIONS), default=list(CONDITIONS),
         help="page-cache conditions (default: warm,cold)")  # fmt: skip
     add("--modes", type=_csv(MODES), default=list(MODES),
-        help="pipeline modes (default: overlap,sequential,resident)")  # fmt: skip
+        help=f"pipeline modes (default: {','.join(MODES)})")  # fmt: skip
     add("--profile", default="tiny", help="profile TOML or builtin name (default: tiny)")
     add("--prefetch", choices=get_args(PrefetchPolicy), default=None,
         help="overlap mode's prefetch policy (default: the mode's)")  # fmt: skip
@@ -338,8 +337,10 @@ def _mode_stats(runs: list[ModeRun], condition: str, mode: str) -> ModeStats | N
 
 
 RATIOS = (
+    ("overlap/lru", "overlap", "lru"),
     ("overlap/sequential", "overlap", "sequential"),
     ("overlap/resident", "overlap", "resident"),
+    ("lru/resident", "lru", "resident"),
     ("sequential/resident", "sequential", "resident"),
 )
 

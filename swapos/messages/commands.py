@@ -43,10 +43,15 @@ class PhasesDone(Reply, frozen=True, kw_only=True):
 
 
 class RunTask(Request, frozen=True, kw_only=True):
-    """Conduct ``task`` through the coding pipeline (reason, code, grade, critic, ...)."""
+    """Conduct ``task`` through the coding pipeline (reason, code, grade, critic, ...).
+
+    ``next_task``: the task the caller will run after this one, when it knows; its first
+    model is then part of this task's schedule (a hint for prefetch and eviction).
+    """
 
     task: Task
     max_attempts: int | None = None
+    next_task: Task | None = None
 
 
 class CancelTask(Message, frozen=True, kw_only=True):

@@ -10,14 +10,22 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 import msgspec
 
 from swapos.errors import ProfileError
 from swapos.models.spec import ModelSpec
 
-Mode = Literal["overlap", "sequential", "resident"]
+Mode = Literal["overlap", "lru", "sequential", "resident"]
+"""A swap mode (docs/architecture.md, "Modes"): ``overlap`` is SwapOS (prefetch, next-use
+eviction); ``lru`` loads on demand and evicts the least recently used idle model when room
+is needed (Ollama, the llama.cpp router); ``sequential`` unloads every idle model before
+each load (llama-swap without groups); ``resident`` preloads everything (the lower bound)."""
+
+MODES: tuple[Mode, ...] = get_args(Mode)
+"""Every mode, in report order (SwapOS first, then its closest peer): the one list that
+CLIs, benchmarks and reports use."""
 PhaseName = Literal["reason", "code", "critic", "router"]
 
 

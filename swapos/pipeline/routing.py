@@ -51,3 +51,12 @@ def route(task: Task, profile: Profile) -> RoutePlan:
     models = {p: model_for(profile, p) for p in PHASES}
     why.extend(f"{p} -> {m}" for p, m in models.items() if p != "reason" or reason)
     return RoutePlan(reason=reason, models=models, why=why, selfcheck=examples)
+
+
+def first_use(task: Task, profile: Profile) -> tuple[str, str]:
+    """The first generate phase of ``task`` and its model: ``reason`` when its plan has
+    one, else ``code``. What a caller announcing ``task`` as the next one lets the
+    Prefetcher bring in early (``System.run_task(..., next_task=...)``)."""
+    plan = route(task, profile)
+    phase = "reason" if plan.reason else "code"
+    return phase, plan.models[phase]

@@ -16,8 +16,9 @@ from typing import Literal
 import msgspec
 
 EvictionRule = Literal["next_use", "lru", "all_idle"]
-"""``next_use``: Belady on the schedule (SwapOS). ``lru``: least recently used.
-``all_idle``: evict every idle model on each load (llama-swap / Ollama style swapping)."""
+"""``next_use``: Belady on the schedule (SwapOS). ``lru``: least recently used, only when
+room is needed (Ollama, the llama.cpp router; :func:`lru_victims`). ``all_idle``: evict
+every idle model on each load (llama-swap without groups)."""
 
 Status = Literal["reserved", "resident", "evicting"]
 
@@ -92,6 +93,9 @@ def plan_room(
     """
     if nbytes > budget:
         return None
+    if rule == "lru" and urgent:
+        lru = lru_victims(entries, nbytes=nbytes, budget=budget)
+        return None if lru is None else RoomPlan(victims=lru, cancel=[])
     pending_free = sum(e.nbytes for e in entries if e.status == "evicting")
     free = budget - used_bytes(entries) + pending_free
     idle = [e for e in entries if e.status == "resident" and e.leases == 0]
@@ -121,6 +125,37 @@ def plan_room(
     if free < nbytes:
         return None
     return RoomPlan(victims=victims, cancel=cancel)
+
+
+def lru_victims(entries: Sequence[LedgerEntry], *, nbytes: int, budget: int) -> list[str] | None:
+    """Ollama-style LRU: the idle models to evict for ``nbytes`` to fit under ``budget``.
+
+    Nothing is evicted while the request fits; otherwise idle resident models go least
+    recently used first (``last_used``; ledger order breaks ties), only as many as needed.
+    The schedule is not consulted, and nothing in flight is cancelled (``lru`` mode has no
+    speculative loads).
+
+    Args:
+        entries: the ledger, excluding the requesting model itself.
+        nbytes: the requester's footprint.
+        budget: the byte budget.
+
+    Returns:
+        The victims, in eviction order (possibly none), or ``None`` when the request cannot
+        fit even after evicting every idle model (it then waits for a lease to end).
+    """
+    if nbytes > budget:
+        return None
+    pending_free = sum(e.nbytes for e in entries if e.status == "evicting")
+    free = budget - used_bytes(entries) + pending_free
+    idle = [e for e in entries if e.status == "resident" and e.leases == 0]
+    victims: list[str] = []
+    for entry in sorted(idle, key=lambda e: e.last_used):
+        if free >= nbytes:
+            break
+        victims.append(entry.model)
+        free += entry.nbytes
+    return victims if free >= nbytes else None
 
 
 def _victim_order(
