@@ -57,7 +57,7 @@ async def test_cancelling_run_task_stops_its_generation_and_frees_the_model() ->
                 scripts, budget=1000, clock=clock, profile=profile(), on_event=on_event
             ) as (
                 sys,
-                fb,
+                _,
             ),
         ):
             async with anyio.create_task_group() as tg:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -10,11 +10,12 @@ Category = Literal["bugfix", "feature", "refactor", "completion"]
 
 
 class TaskMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``meta.json`` of a task."""
+    """``meta.json`` of a task: a non-empty ``task_id`` without path separators, a category,
+    a difficulty from 1 (easiest) to 10, and a description."""
 
-    task_id: str
+    task_id: Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[^/\\]+$")]
     category: Category
-    difficulty: int = 2
+    difficulty: Annotated[int, msgspec.Meta(ge=1, le=10)] = 2
     description: str = ""
 
 
