@@ -440,13 +440,11 @@ class Router:
             await self._outbox.send("evictor", ScheduleUpdated(uses=uses))
         else:
             await self._outbox.send("prefetcher", ScheduleUpdated(uses=uses))
-            await self.events.emit(
-                SchedulePublished(
-                    t=self.events.t(),
-                    task_id=task_id,
-                    models=[u.model for u in sorted(uses, key=lambda u: u.order)],
-                )
-            )
+            await self._emit_schedule(task_id, uses)
+
+    async def _emit_schedule(self, task_id: str, uses: list[ModelUse]) -> None:
+        models = [u.model for u in sorted(uses, key=lambda u: u.order)]
+        await self.events.emit(SchedulePublished(t=self.events.t(), task_id=task_id, models=models))
 
     async def _publish_rest(self, task_id: str) -> None:
         """A grade starts: the generate phase before it is over. For a task whose next task
@@ -461,13 +459,7 @@ class Router:
         uses = [u for s in self._schedules.values() for u in s]
         await self._outbox.send("evictor", ScheduleUpdated(uses=uses))
         await self._outbox.send("prefetcher", ScheduleUpdated(uses=uses))
-        await self.events.emit(
-            SchedulePublished(
-                t=self.events.t(),
-                task_id=task_id,
-                models=[u.model for u in sorted(uses, key=lambda u: u.order)],
-            )
-        )
+        await self._emit_schedule(task_id, uses)
 
     async def _forget_schedule(self, task_id: str) -> None:
         self._announced.pop(task_id, None)

@@ -26,10 +26,10 @@ from typing import Final
 
 import msgspec
 
-from swapos.capsule.compress import AttemptView, CapsuleView, CountTokens, compress
+from swapos.capsule.compress import AttemptView, CapsuleView, CountTokens
 from swapos.capsule.schema import Artifact, Capsule, Feedback
 from swapos.models.templates import ChatFormat, ChatMessage, render_chat
-from swapos.pipeline.prompts import PLAN_CUE, Phase, Prompt
+from swapos.pipeline.prompts import PLAN_CUE, Assembler, Phase, Prompt, compose
 from swapos.pipeline.task import Task
 
 CODE_CUE: Final = "```python\n"
@@ -71,17 +71,15 @@ def build_chat_prompt(  # noqa: PLR0917  (build_prompt's arguments, and the form
         CapsuleBudgetError: goal, starter and newest attempt alone exceed the budget.
         TemplateError: the model's chat template fails on the conversation.
     """
-    if phase not in _ASSEMBLERS:
-        raise ValueError(f"no prompt for phase {phase!r}; expected reason, code or critic")
-    assemble = _ASSEMBLERS[phase]
-    view = compress(
-        capsule,
-        count_tokens=count_tokens,
-        budget_tokens=budget_tokens,
-        layout=lambda v: assemble(task, v, fmt).text,
-        whole_history=phase != "reason",
-    )
-    return assemble(task, view, fmt)
+    assemblers = {p: _in_format(assemble, fmt) for p, assemble in _ASSEMBLERS.items()}
+    return compose(phase, task, capsule, count_tokens, budget_tokens, assemblers)
+
+
+def _in_format(assemble: ChatAssembler, fmt: ChatFormat) -> Assembler:
+    def laid_out(task: Task, view: CapsuleView) -> Prompt:
+        return assemble(task, view, fmt)
+
+    return laid_out
 
 
 def stable_text(task: Task, view: CapsuleView, *, with_plan: bool = True) -> str:
@@ -219,7 +217,9 @@ def _user(content: str) -> ChatMessage:
     return ChatMessage(role="user", content=content)
 
 
-_ASSEMBLERS: Final[dict[str, Callable[[Task, CapsuleView, ChatFormat], Prompt]]] = {
+ChatAssembler = Callable[[Task, CapsuleView, ChatFormat], Prompt]
+
+_ASSEMBLERS: Final[dict[str, ChatAssembler]] = {
     "reason": _reason,
     "code": _code,
     "critic": _critic,

@@ -32,6 +32,7 @@ from swapos.capsule.schema import (
     CapsuleError,
     Decision,
     Feedback,
+    FeedbackSource,
     PhaseEntry,
     encode_capsule,
     with_artifact,
@@ -398,18 +399,25 @@ async def _selfcheck(  # noqa: PLR0917
     )
     if not result.passed:
         st.unchecked.setdefault(_normalized(code), attempt)
-        st.capsule = with_verdict(st.capsule, attempt=attempt, passed=False)
-        st.capsule = with_feedback(
-            st.capsule,
-            Feedback(
-                attempt=attempt,
-                source="selfcheck",
-                text=_selfcheck_text(result),
-                tests_passed=result.tests_passed,
-                tests_total=result.tests_total,
-            ),
-        )
+        _record(st, attempt, result, "selfcheck", _selfcheck_text(result))
     return result
+
+
+def _record(
+    st: _State, attempt: int, result: GradeResult, source: FeedbackSource, text: str
+) -> None:
+    """The verdict on attempt ``attempt`` and what ``source`` said about it, in the capsule."""
+    st.capsule = with_verdict(st.capsule, attempt=attempt, passed=result.passed)
+    st.capsule = with_feedback(
+        st.capsule,
+        Feedback(
+            attempt=attempt,
+            source=source,
+            text=text,
+            tests_passed=result.tests_passed,
+            tests_total=result.tests_total,
+        ),
+    )
 
 
 def _feedback_text(result: GradeResult) -> str:
@@ -458,15 +466,5 @@ async def _grade(  # noqa: PLR0917
     st.last = result
     if not result.passed and code.how != "empty":
         st.failed.setdefault(_normalized(code.code), attempt)
-    st.capsule = with_verdict(st.capsule, attempt=attempt, passed=result.passed)
-    st.capsule = with_feedback(
-        st.capsule,
-        Feedback(
-            attempt=attempt,
-            source="grader",
-            text=_feedback_text(result),
-            tests_passed=result.tests_passed,
-            tests_total=result.tests_total,
-        ),
-    )
+    _record(st, attempt, result, "grader", _feedback_text(result))
     return result

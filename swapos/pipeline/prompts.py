@@ -25,7 +25,7 @@ which the model continues; their stable part leaves the starter out (it comes at
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Final, Literal
 
 import msgspec
@@ -131,9 +131,26 @@ def build_prompt(
         ValueError: ``phase`` is not one of the three.
         CapsuleBudgetError: goal, starter and newest attempt alone exceed the budget.
     """
-    if phase not in ("reason", "code", "critic"):
+    return compose(phase, task, capsule, count_tokens, budget_tokens, _ASSEMBLERS)
+
+
+Assembler = Callable[[Task, CapsuleView], Prompt]
+"""Lays out one phase's prompt from a (compressed) capsule view."""
+
+
+def compose(  # noqa: PLR0917  (build_prompt's arguments, and the layouts)
+    phase: Phase,
+    task: Task,
+    capsule: Capsule,
+    count_tokens: CountTokens,
+    budget_tokens: int,
+    assemblers: Mapping[str, Assembler],
+) -> Prompt:
+    """The prompt of ``phase`` laid out by ``assemblers[phase]``, the capsule compressed until
+    it fits ``budget_tokens`` (see :func:`build_prompt`)."""
+    if phase not in assemblers:
         raise ValueError(f"no prompt for phase {phase!r}; expected reason, code or critic")
-    assemble = _ASSEMBLERS[phase]
+    assemble = assemblers[phase]
     view = compress(
         capsule,
         count_tokens=count_tokens,
@@ -236,7 +253,7 @@ def _grader_only(view: CapsuleView) -> CapsuleView:
     return msgspec.structs.replace(view, feedback=grader)
 
 
-_ASSEMBLERS: Final[dict[str, Callable[[Task, CapsuleView], Prompt]]] = {
+_ASSEMBLERS: Final[dict[str, Assembler]] = {
     "reason": _reason,
     "code": _code,
     "critic": _critic,
