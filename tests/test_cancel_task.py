@@ -92,3 +92,22 @@ async def test_cancelling_run_task_during_grading_kills_the_sandbox_at_once() ->
                 await sys.run_task(task)
             stopped = time.monotonic() - started
     assert stopped < 6.0, stopped  # the grade timeout is 30 s; the test's sleep 60 s
+
+
+async def test_closing_the_system_mid_task_ends_quietly() -> None:
+    """Ctrl-C / SIGTERM in a CLI: everything is cancelled at once, the Recorder included; the
+    task's last events are dropped, not raised as SystemClosedError."""
+    clock = FakeClock()
+    scripts = {"coder": FakeModelScript(load_s=1.0, token_s=1.0, reply=LONG)}
+    with anyio.fail_after(30):
+        async with clock.autojump():
+            with anyio.CancelScope() as outer:
+                async with (
+                    fake_system(scripts, budget=1000, clock=clock, profile=profile()) as (sys, fb),
+                    anyio.create_task_group() as tg,
+                ):
+                    tg.start_soon(sys.run_task, TASK)
+                    await clock.sleep(5.0)
+                    outer.cancel()
+    assert outer.cancelled_caught
+    assert fb.open_models == set()

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.lowlevel
+import structlog
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -25,6 +26,8 @@ CLEANUP_TIMEOUT_S = 30.0
 """Bound on shielded cleanup (closing models, flushing the log) at shutdown."""
 
 M = TypeVar("M", bound=Message)
+
+log = structlog.get_logger(__name__)
 
 
 class Outbox:
@@ -86,7 +89,11 @@ class Events:
         return self._clock.now() - self._t0
 
     async def emit(self, event: Event) -> None:
-        await self._outbox.send("recorder", event)
+        """Send ``event`` to the Recorder (waiting while its inbox is full). Once the Recorder
+        has shut down (the system is closing: Ctrl-C, SIGTERM, a cancelled caller) the event
+        is dropped, since nothing can record it any more, and the shutdown goes on."""
+        if not await self._outbox.send_if_open("recorder", event):
+            log.debug("event.dropped_after_shutdown", kind=type(event).__name__)
 
     def emit_nowait(self, event: Event) -> None:
         """For progress events from sync callbacks: dropped if the Recorder is full."""
