@@ -77,9 +77,13 @@ async def test_failing_attempt_goes_through_critic_and_retries_with_feedback() -
             outcome = await system.run_task(IMPOSSIBLE)
     result = outcome.result
     assert not result.passed and result.iterations == 2
-    assert [p.phase for p in result.phases] == ["code", "grade", "critic", "code", "grade"]
+    phases = [p.phase for p in result.phases]
+    # The retry either writes a new candidate (graded) or repeats the first one, is
+    # resampled, and is graded only if the resample differs: never the same code twice.
+    assert phases[:4] == ["code", "grade", "critic", "code"]
+    assert set(phases[4:]) <= {"code", "grade"} and phases.count("grade") == result.grades
     capsule = decode_capsule(outcome.capsule_json)
-    assert [f.source for f in capsule.feedback] == ["grader", "critic", "grader"]
+    assert [f.source for f in capsule.feedback][:3] == ["grader", "critic", "grader"]
     # Honest accounting: the phases cover the task's wall time; what is left is building
     # prompts between phases (stated tolerance: 0.5 s + 5%).
     phases_s = sum(p.total_s for p in result.phases)
