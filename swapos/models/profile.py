@@ -175,10 +175,10 @@ def decode_profile(text: str | bytes, *, source: str = "<profile>") -> Profile:
         data = tomllib.loads(text.decode() if isinstance(text, bytes) else text)
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"{source}: not valid TOML ({exc}); fix the syntax") from exc
-    _check_named_tables(data, source)
     try:
         profile = msgspec.convert(data, Profile)
     except msgspec.ValidationError as exc:
+        _check_named_tables(data, source)  # raises naming the table, if the error is in one
         raise ProfileError(
             f"{source}: {exc}. See docs/profiles.md for the fields a profile may have."
         ) from exc
@@ -188,7 +188,8 @@ def decode_profile(text: str | bytes, *, source: str = "<profile>") -> Profile:
 
 def _check_named_tables(data: dict[str, object], source: str) -> None:
     """Validate each ``[models.NAME]`` and ``[phases.NAME]`` on its own, so an error names
-    the table (msgspec writes a dict's keys as ``[...]``: ``$.models[...]``)."""
+    the table (msgspec writes a dict's keys as ``[...]``: ``$.models[...]``). Run only once
+    the whole profile failed to convert, to say where."""
     for section, cls in (("models", ModelConfig), ("phases", PhaseConfig)):
         table = data.get(section)
         if not isinstance(table, dict):

@@ -127,7 +127,6 @@ class _State:
         self.error: str | None = None
         self.attempts = 0
         self.grades = 0
-        self.passed_first = False
         self.passed_attempt = 0
         self.failed: dict[str, int] = {}  # normalized candidate -> the attempt whose grade failed
         self.unchecked: dict[str, int] = {}  # ... whose self-check failed (never graded)
@@ -158,7 +157,7 @@ async def conduct(req: RunTask, runner: PhaseRunner) -> TaskDone:
             await runner.task_finished(
                 task,
                 passed=passed,
-                pass_at_1=st.passed_first,
+                pass_at_1=passed and st.grades == 1,  # its first graded candidate passed
                 iterations=st.attempts,
                 tests_passed=last.tests_passed if last else 0,
                 tests_total=last.tests_total if last else 0,
@@ -196,23 +195,22 @@ async def _pipeline(
         # the critic, then the fixer: that is the schedule the Prefetcher acts on.
         upcoming = [] if last else [m["critic"], m["fix"]]
         coder = m["code"] if attempt == 1 else m["fix"]
-        code = await _candidate(runner, st, task, coder, attempt, upcoming=upcoming)
-        if code is None:
+        found = await _candidate(runner, st, task, coder, attempt, upcoming=upcoming)
+        if found is None:
             return
-        key = _normalized(code.code)
+        code, key = found
         if code.how != "empty" and key in st.failed:
             continue  # every resample repeated a failed candidate: not graded again
         # A candidate its self-check already sent back once is graded this time: the
         # docstring's examples advise (a few are wrong), the task's tests decide.
         checked = key in st.unchecked
         if selfchecks > 0 and not last and code.how != "empty" and not checked:
-            check = await _selfcheck(runner, st, task, plan, code.code, attempt)
+            check = await _selfcheck(runner, st, task, plan, code.code, key, attempt)
             if not check.passed:
                 selfchecks -= 1
                 continue
-        result = await _grade(runner, st, task, code, attempt, profile)
+        result = await _grade(runner, st, task, code, key, attempt)
         if result.passed:
-            st.passed_first = st.grades == 1
             st.passed_attempt = attempt
             return
         if last:
@@ -233,8 +231,9 @@ async def _decide(runner: PhaseRunner, st: _State, phase: str, text: str) -> Non
 
 async def _candidate(
     runner: PhaseRunner, st: _State, task: Task, model: str, attempt: int, *, upcoming: list[str]
-) -> ExtractResult | None:
-    """Generate attempt ``attempt``'s code and add it to the capsule; None on error.
+) -> tuple[ExtractResult, str] | None:
+    """Generate attempt ``attempt``'s code and add it to the capsule: the extracted code and
+    its identity (:func:`_normalized`); None on error.
 
     A candidate that repeats a failed one is generated again (``resamples`` times at most,
     sampling at ``resample_temperature`` with a seed recorded in the decision); if it still
@@ -248,7 +247,8 @@ async def _candidate(
         if out is None:
             return None
         code = extract_code(out.text, task=task)
-        repeats = st.failed.get(_normalized(code.code)) if code.how != "empty" else None
+        key = _normalized(code.code)
+        repeats = st.failed.get(key) if code.how != "empty" else None
         if repeats is None:
             break
         if resample == cfg.resamples:
@@ -280,7 +280,7 @@ async def _candidate(
                 text=f"Identical to attempt {repeats}, which failed; not graded again.",
             ),
         )
-    return code
+    return code, key
 
 
 def _normalized(code: str) -> str:
@@ -386,7 +386,7 @@ async def _generate(  # noqa: PLR0917
 
 
 async def _selfcheck(  # noqa: PLR0917
-    runner: PhaseRunner, st: _State, task: Task, plan: RoutePlan, code: str, attempt: int
+    runner: PhaseRunner, st: _State, task: Task, plan: RoutePlan, code: str, key: str, attempt: int
 ) -> GradeResult:
     """Run the docstring's examples against ``code``; a failure becomes feedback."""
     check = selfcheck_task(task, plan.selfcheck)
@@ -398,7 +398,7 @@ async def _selfcheck(  # noqa: PLR0917
         phase="selfcheck",
     )
     if not result.passed:
-        st.unchecked.setdefault(_normalized(code), attempt)
+        st.unchecked.setdefault(key, attempt)
         _record(st, attempt, result, "selfcheck", _selfcheck_text(result))
     return result
 
@@ -441,8 +441,8 @@ async def _grade(  # noqa: PLR0917
     st: _State,
     task: Task,
     code: ExtractResult,
+    key: str,
     attempt: int,
-    profile: Profile,
 ) -> GradeResult:
     if code.how == "empty":
         result = GradeResult(
@@ -456,7 +456,7 @@ async def _grade(  # noqa: PLR0917
         )
         await runner.decide(task.task_id, "grade", result.reason)
     else:
-        timeout = profile.pipeline.grade_timeout_s
+        timeout = runner.profile.pipeline.grade_timeout_s
         st.grades += 1
         result = await runner.grade_phase(
             task_id=task.task_id,
@@ -465,6 +465,6 @@ async def _grade(  # noqa: PLR0917
         )
     st.last = result
     if not result.passed and code.how != "empty":
-        st.failed.setdefault(_normalized(code.code), attempt)
+        st.failed.setdefault(key, attempt)
     _record(st, attempt, result, "grader", _feedback_text(result))
     return result
