@@ -40,7 +40,9 @@ class Outbox:
         """Send ``message`` to ``to``, waiting while its inbox is full.
 
         Raises:
-            SystemClosedError: ``to`` has shut down.
+            SystemClosedError: ``to`` has shut down while this task was not being cancelled
+                (when the whole system is being cancelled, a closed inbox is part of that
+                cancellation, which is raised instead).
         """
         stream = self._sends[to]
         try:
@@ -53,6 +55,7 @@ class Outbox:
             else:
                 await anyio.lowlevel.checkpoint_if_cancelled()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            await anyio.lowlevel.checkpoint_if_cancelled()
             raise SystemClosedError(f"{to} is no longer running") from exc
 
     async def send_if_open(self, to: Address, message: Message) -> bool:
