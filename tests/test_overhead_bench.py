@@ -9,12 +9,15 @@ import msgspec
 import pytest
 
 from swapos.bench import cli
-from swapos.bench.overhead import (
-    OverheadReport,
+from swapos.bench.overhead import OverheadReport, targets
+from swapos.bench.overhead_events import phase_events
+from swapos.bench.overhead_measure import (
+    RecorderThroughput,
+    hop_latency,
     measure_hop,
     measure_orchestration,
     measure_recorder,
-    phase_events,
+    percentile,
 )
 from swapos.messages.events import EVENT_DECODER, TaskFinished, TaskStarted
 
@@ -46,6 +49,39 @@ def test_workload_is_whole_tasks_of_realistic_events() -> None:
     events = phase_events(4 * 45 + 2)
     assert len(events) == 182
     assert isinstance(events[0], TaskStarted) and isinstance(events[-1], TaskFinished)
+
+
+def test_percentile_is_the_nearest_rank_from_below() -> None:
+    samples = [5.0, 1.0, 4.0, 2.0, 3.0, 10.0, 9.0, 8.0, 7.0, 6.0]
+    assert percentile(samples, 0.9) == 10.0
+    assert percentile(samples, 0.5) == 6.0
+    assert percentile(samples, 0.0) == 1.0
+    assert percentile(samples, 1.0) == 10.0  # never past the last sample
+
+
+def test_a_hop_is_half_a_round_trip_in_microseconds() -> None:
+    samples_ns = [10_000, 20_000, 30_000, 40_000]  # 10..40 us round trips
+    hop = hop_latency(samples_ns, 0.0004, actor="echo", backend="trio")
+    assert hop.iterations == 4 and hop.backend == "trio"
+    assert hop.round_trip_median_us == 25.0 and hop.hop_median_us == 12.5
+    assert hop.round_trip_p90_us == 40.0 and hop.hop_p90_us == 20.0
+    assert hop.hop_cpu_us == pytest.approx(50.0)  # 400 us CPU / 4 round trips / 2
+
+
+def test_targets_check_the_echo_hop_and_every_recorder() -> None:
+    fast = hop_latency([40_000], 0.0, actor="echo", backend="asyncio")  # hop 20 us: met
+    slow = hop_latency([40_002], 0.0, actor="echo", backend="trio")  # just over
+    kv = hop_latency([10**6], 0.0, actor="kvcache", backend="asyncio")  # not a target
+    rec = RecorderThroughput(
+        backend="asyncio", events=1, seconds=1.0, events_per_s=99_999.0, bytes=1, flushes=1,
+        events_per_cpu_s=1.0, encode_only_events_per_s=1.0, aggregate_only_events_per_s=1.0,
+    )  # fmt: skip
+    checks = {(c.metric, c.backend): c.met for c in targets([fast, slow, kv], [rec])}
+    assert checks == {
+        ("hop median (echo)", "asyncio"): True,
+        ("hop median (echo)", "trio"): False,
+        ("recorder events/s", "asyncio"): False,
+    }
 
 
 async def test_orchestration_runs_one_token_phases(tmp_path: Path) -> None:
