@@ -10,22 +10,18 @@ import pytest
 
 from swapos.backends.fake import FakeBackend, FakeModelScript
 from swapos.bench import cli
-from swapos.bench.swap import (
-    ModeStats,
-    Ratio,
-    SwapReport,
-    build_args,
-    run_bench,
-    targets,
-)
+from swapos.bench.swap import build_args, round_order, run_bench
 from swapos.bench.swap_measure import (
     CacheDropper,
+    ModeRun,
     Rig,
     alternating,
     measure_swap,
     pipeline_phases,
     run_mode,
 )
+from swapos.bench.swap_report import SwapReport
+from swapos.bench.swap_stats import ModeStats, Ratio, median, targets, wall_ratios
 from swapos.clock import MonotonicClock
 from swapos.models.profile import ModelConfig, Profile
 from swapos.models.spec import ModelSpec
@@ -166,6 +162,46 @@ def test_targets_compare_against_the_issue_thresholds() -> None:
     }
     no_two = targets(modes, ratios, budget=1000, holds_two=False)
     assert not any("hidden" in c.name for c in no_two)
+
+
+def test_round_order_rotates_so_each_mode_goes_first_in_turn() -> None:
+    modes = ["overlap", "lru", "sequential"]
+    assert [round_order(modes, k)[0] for k in range(4)] == [
+        "overlap",
+        "lru",
+        "sequential",
+        "overlap",
+    ]
+    assert round_order(modes, 1) == ["lru", "sequential", "overlap"]
+    assert modes == ["overlap", "lru", "sequential"]  # not rotated in place
+
+
+def _run(rnd: int, cond: str, mode: str, wall: float, error: str | None = None) -> ModeRun:
+    return ModeRun(
+        round=rnd, condition=cond, mode=mode, position=0, wall_s=wall, open_s=0.0, load_s=0.0,
+        load_hidden_s=0.0, evict_s=0.0, load_hidden_fraction=0.0, swap_hidden_fraction=0.0,
+        loads=0, evictions=0, tokens=0, baseline_rss_bytes=0, open_rss_bytes=0,
+        peak_rss_bytes=0, peak_rss_delta_bytes=0, load_avg=0.0, records=[], error=error,
+    )  # fmt: skip
+
+
+def test_wall_ratios_pair_rounds_and_skip_failed_runs() -> None:
+    runs = [
+        _run(0, "cold", "overlap", 8.0), _run(0, "cold", "sequential", 10.0),
+        _run(1, "cold", "overlap", 9.0), _run(1, "cold", "sequential", 10.0),
+        _run(2, "cold", "overlap", 1.0), _run(2, "cold", "sequential", 10.0, error="boom"),
+        _run(0, "warm", "overlap", 5.0),  # no sequential run to divide by
+    ]  # fmt: skip
+    ratios = wall_ratios(runs, ["cold", "warm"])
+    assert [(r.condition, r.name, r.per_round) for r in ratios] == [
+        ("cold", "overlap/sequential", [0.8, 0.9])
+    ]
+    assert ratios[0].median == pytest.approx(0.85)
+
+
+def test_median_of_nothing_is_zero() -> None:
+    assert median([]) == 0.0
+    assert median([3.0, 1.0, 2.0]) == 2.0
 
 
 async def test_bench_interleaves_modes_and_reports_ratios(tmp_path: Path) -> None:
