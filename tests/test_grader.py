@@ -185,6 +185,14 @@ def test_syntax_error_is_an_error_with_known_total() -> None:
     assert result.tests_total == 2
 
 
+def test_a_candidate_with_a_null_byte_is_refused_before_any_sandbox_starts() -> None:
+    result = grade(make_task(), "def add(a, b):\n    return a + b\x00\n")
+    assert result.outcome == "error" and not result.passed
+    assert result.reason.startswith("candidate is not valid Python: ")
+    assert result.sandbox == ["not run: candidate did not compile"]
+    assert result.tests_total == 2
+
+
 def test_test_file_that_cannot_import_is_an_error() -> None:
     result = grade(make_task(), "def subtract(a, b):\n    return a - b\n")
     assert result.outcome == "error"

@@ -5,7 +5,8 @@ temporary directory and runs them with pytest in a subprocess, through the launc
 ``_sandbox.py`` which isolates it (namespaces, a private quota tmpfs as the work directory,
 read-only filesystem, no UNIX sockets, rlimits, unprivileged uid; see that module) and the
 runner ``_runner.py`` which records each test's outcome itself. The subprocess has its own
-session/process group; a wall-clock timeout kills the whole group.
+session/process group; a wall-clock timeout kills the whole group (``_teardown.py``). The
+work directory is filled and removed by ``_workdir.py``.
 
 The verdict is the runner's one message on a socket pair (``verdict.py``): accepted only from
 the runner's process, with this run's nonce, and only if every test found statically ran and
@@ -19,14 +20,11 @@ from __future__ import annotations
 import ast
 import contextlib
 import importlib.util
-import itertools
 import json
 import math
 import os
 import secrets
-import signal
 import socket
-import stat
 import subprocess
 import sys
 import tempfile
@@ -37,18 +35,23 @@ from typing import IO
 
 import msgspec
 
+from swapos.pipeline._teardown import Ended, wait_until_ended
+from swapos.pipeline._workdir import prepare_workdir, remove_tree
 from swapos.pipeline.task import Task
-from swapos.pipeline.verdict import Outcome, Verdict, classify, read_verdict, static_ids
+from swapos.pipeline.verdict import (
+    Outcome,
+    Tampered,
+    Verdict,
+    classify,
+    read_verdict,
+    static_ids,
+)
 
 __all__ = ["GradeResult", "Outcome", "SandboxLimits", "count_tests", "grade", "remove_tree"]
 
-_OUTPUT_TAIL_CHARS = 4000
 _HERE = str(Path(__file__).resolve().parent)
 _LAUNCHER = str(Path(_HERE, "_sandbox.py"))
 _RUNNER = str(Path(_HERE, "_runner.py"))
-_UID_BASE = 2_000_000_000
-_uid_lock = threading.Lock()
-_uid_counter = itertools.count(1)
 
 
 class SandboxLimits(msgspec.Struct, frozen=True, kw_only=True):
@@ -124,29 +127,17 @@ def grade(
     """
     start = time.monotonic()
     static_total = count_tests(task.tests)
-    if importlib.util.find_spec("pytest") is None:
+    refusal = _cannot_run(candidate_source)
+    if refusal is not None:
+        reason, note = refusal
         return GradeResult(
             passed=False,
             tests_passed=0,
             tests_total=static_total,
             outcome="error",
-            reason=f"pytest is not installed for {sys.executable}: `pip install pytest` "
-            "(SwapOS grades every candidate with it)",
+            reason=reason,
             duration_s=time.monotonic() - start,
-            sandbox=["not run: pytest missing"],
-        )
-    try:
-        compile(candidate_source, "solution.py", "exec")
-    except (SyntaxError, ValueError) as e:
-        where = f" (line {e.lineno})" if isinstance(e, SyntaxError) and e.lineno else ""
-        return GradeResult(
-            passed=False,
-            tests_passed=0,
-            tests_total=static_total,
-            outcome="error",
-            reason=f"candidate is not valid Python: {type(e).__name__}: {_msg(e)}{where}",
-            duration_s=time.monotonic() - start,
-            sandbox=["not run: candidate did not compile"],
+            sandbox=[note],
         )
     workdir = Path(tempfile.mkdtemp(prefix="swapos-grade-"))
     try:
@@ -164,22 +155,24 @@ def grade(
         remove_tree(workdir)
 
 
-def _wait(
-    proc: subprocess.Popen[bytes], timeout_s: float, cancel: threading.Event | None
-) -> tuple[bool, bool]:
-    """Wait for the run to end: (timed out, cancelled). Polls ``cancel`` every 0.1 s."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return True, False
-        try:
-            proc.wait(timeout=min(left, 0.1) if cancel is not None else left)
-        except subprocess.TimeoutExpired:
-            if cancel is not None and cancel.is_set():
-                return False, True
-            continue
-        return False, False
+def _cannot_run(candidate_source: str) -> tuple[str, str] | None:
+    """Why the tests cannot run at all (pytest missing, the candidate does not compile), as
+    (reason, sandbox note); None when they can."""
+    if importlib.util.find_spec("pytest") is None:
+        return (
+            f"pytest is not installed for {sys.executable}: `pip install pytest` "
+            "(SwapOS grades every candidate with it)",
+            "not run: pytest missing",
+        )
+    try:
+        compile(candidate_source, "solution.py", "exec")
+    except (SyntaxError, ValueError) as e:
+        where = f" (line {e.lineno})" if isinstance(e, SyntaxError) and e.lineno else ""
+        return (
+            f"candidate is not valid Python: {type(e).__name__}: {_msg(e)}{where}",
+            "not run: candidate did not compile",
+        )
+    return None
 
 
 def count_tests(tests: dict[str, str]) -> int:
@@ -212,54 +205,88 @@ def _run(
     start: float,
     cancel: threading.Event | None = None,
 ) -> GradeResult:
-    uid = _prepare_workdir(task, candidate, workdir)
-    notes = [
-        "session: own process group",
-        f"timeout: {timeout_s:g}s wall, kills the group",
-        "env: scrubbed",
-    ]
+    uid = prepare_workdir(task, candidate, workdir)
     read_fd, write_fd = os.pipe()
+    host, sandbox_end, nonce = _verdict_channel()
+    cfg = _launcher_config(
+        task, workdir, uid, limits, timeout_s=timeout_s, verdict_fd=sandbox_end.fileno(),
+        notes_fd=write_fd,
+    )  # fmt: skip
+    with host, tempfile.TemporaryFile() as out:
+        try:
+            proc = _launch(cfg, workdir, out, pass_fds=[write_fd, sandbox_end.fileno()])
+        finally:
+            os.close(write_fd)
+            sandbox_end.close()
+        ended = wait_until_ended(proc, timeout_s, cancel, notes_fd=read_fd, out=out)
+        verdict = read_verdict(host, nonce=nonce, pid=ended.pid)
+    return _result(task, ended, verdict, static_total, timeout_s=timeout_s, start=start)
+
+
+def _verdict_channel() -> tuple[socket.socket, socket.socket, str]:
+    """The socket pair the runner reports on (host end, sandbox end) and this run's nonce,
+    already sent to the sandbox end; the host end checks senders' credentials."""
     host, sandbox_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     nonce = secrets.token_hex(16)
     host.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
     host.send(nonce.encode())
-    env = _env(workdir)
-    cfg = {
+    return host, sandbox_end, nonce
+
+
+def _launcher_config(
+    task: Task,
+    workdir: Path,
+    uid: int | None,
+    limits: SandboxLimits,
+    *,
+    timeout_s: float,
+    verdict_fd: int,
+    notes_fd: int,
+) -> dict[str, object]:
+    """What ``_sandbox.py`` is told (as JSON): where to run, as whom, within which limits,
+    and the runner's command line."""
+    return {
         "workdir": str(workdir),
         "uid": uid,
         "keep_readable": sorted({sys.prefix, sys.base_prefix, *_site_dirs(), _HERE}),
         "limits": _rlimits(limits, timeout_s, uid),
         "quota": {"bytes": limits.disk_bytes, "inodes": limits.disk_inodes},
-        "argv": [sys.executable, "-I", _RUNNER, str(sandbox_end.fileno()), *_test_files(task)],
-        "env": env,
-        "notes_fd": write_fd,
+        "argv": [sys.executable, "-I", _RUNNER, str(verdict_fd), *_test_files(task)],
+        "env": _env(workdir),
+        "notes_fd": notes_fd,
     }
-    with host, tempfile.TemporaryFile() as out:
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, "-I", _LAUNCHER, json.dumps(cfg)],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=workdir,
-                env=env,
-                pass_fds=[write_fd, sandbox_end.fileno()],
-                start_new_session=True,
-            )
-        finally:
-            os.close(write_fd)
-            sandbox_end.close()
-        timed_out, cancelled = _wait(proc, timeout_s, cancel)
-        _kill_group(proc)
-        launcher = _read_notes(read_fd)
-        notes += launcher.notes
-        if launcher.pidns is not None:
-            _wait_namespace_empty(launcher.pidns)
-        tail = _tail(out)
-        verdict = read_verdict(host, nonce=nonce, pid=launcher.pid or proc.pid)
-    rc = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
-    outcome, reason = classify(rc, timed_out, verdict, static_ids(task.tests), timeout_s=timeout_s)
-    if cancelled:
+
+
+def _launch(
+    cfg: dict[str, object], workdir: Path, out: IO[bytes], *, pass_fds: list[int]
+) -> subprocess.Popen[bytes]:
+    """Start the launcher in its own session, its output (stdout and stderr) to ``out``."""
+    return subprocess.Popen(
+        [sys.executable, "-I", _LAUNCHER, json.dumps(cfg)],
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        cwd=workdir,
+        env=_env(workdir),
+        pass_fds=pass_fds,
+        start_new_session=True,
+    )
+
+
+def _result(
+    task: Task,
+    ended: Ended,
+    verdict: Verdict | Tampered | None,
+    static_total: int,
+    *,
+    timeout_s: float,
+    start: float,
+) -> GradeResult:
+    """The grade: the verdict classified against the tests found statically."""
+    outcome, reason = classify(
+        ended.returncode, ended.timed_out, verdict, static_ids(task.tests), timeout_s=timeout_s
+    )
+    if ended.cancelled:
         outcome, reason = "cancelled", "grading was cancelled; the test run was killed"
     counted = isinstance(verdict, Verdict) and verdict.tests and outcome != "error"
     total = len(verdict.tests) if isinstance(verdict, Verdict) and counted else static_total
@@ -271,35 +298,13 @@ def _run(
         outcome=outcome,
         reason=reason,
         duration_s=time.monotonic() - start,
-        sandbox=notes,
-        output_tail=tail,
+        sandbox=ended.notes,
+        output_tail=ended.output_tail,
     )
 
 
 def _test_files(task: Task) -> list[str]:
     return sorted({Path(name).name for name in task.tests})
-
-
-def _prepare_workdir(task: Task, candidate: str, workdir: Path) -> int | None:
-    """Write the run's files (flat: solution.py next to the tests); chown to the sandbox uid."""
-    (workdir / "solution.py").write_text(candidate)
-    for name, source in task.tests.items():
-        (workdir / Path(name).name).write_text(source)
-    (workdir / "pytest.ini").write_text("[pytest]\n")
-    (workdir / "tmp").mkdir()
-    if os.geteuid() != 0:
-        return None
-    uid = _next_uid()
-    for path in (workdir, *workdir.rglob("*")):
-        os.chown(path, uid, uid)
-    return uid
-
-
-def _next_uid() -> int:
-    """A uid no other sandbox of this host uses now (pid-derived, with a per-process counter)."""
-    with _uid_lock:
-        n = next(_uid_counter)
-    return _UID_BASE + (os.getpid() % 100_000) * 1000 + n % 1000
 
 
 def _rlimits(limits: SandboxLimits, timeout_s: float, uid: int | None) -> dict[str, int]:
@@ -340,121 +345,6 @@ def _env(workdir: Path) -> dict[str, str]:
         "PYTHONHASHSEED": "0",
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
     }
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the whole process group (it is the child's own session), then reap the child."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-
-
-def _wait_namespace_empty(pidns: str, deadline_s: float = 5.0) -> None:
-    """Wait until no process lives in the sandbox's pid namespace.
-
-    Killing pid 1 of a namespace makes the kernel kill the rest, but asynchronously: without
-    this wait a process that left the group (``setsid``) could outlive :func:`grade` briefly.
-    Zombies count as gone: they hold no resources but a pid, and the host's init reaps them.
-    """
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end and _in_namespace(pidns):
-        time.sleep(0.01)
-
-
-def _in_namespace(pidns: str) -> bool:
-    with os.scandir("/proc") as entries:
-        for entry in entries:
-            if entry.name.isdigit():
-                with contextlib.suppress(OSError):
-                    ns = os.readlink(f"/proc/{entry.name}/ns/pid")
-                    if ns == pidns and not _zombie(entry.name):
-                        return True
-    return False
-
-
-def _zombie(pid: str) -> bool:
-    """A dead process not yet reaped (its parent, the killed launcher, is gone; init reaps it)."""
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        return f.read().rsplit(b")", 1)[-1].split()[0] == b"Z"
-
-
-class _LauncherReport(msgspec.Struct, frozen=True, kw_only=True):
-    notes: list[str]
-    pidns: str | None = None
-    pid: int | None = None
-
-
-def _read_notes(fd: int) -> _LauncherReport:
-    """The launcher's notes (written once, just before ``exec``), read without blocking."""
-    os.set_blocking(fd, False)
-    chunks = []
-    try:
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-    except BlockingIOError:
-        pass
-    finally:
-        os.close(fd)
-    try:
-        return msgspec.json.decode(b"".join(chunks), type=_LauncherReport)
-    except msgspec.DecodeError:
-        return _LauncherReport(notes=["sandbox launcher died before reporting"])
-
-
-def _tail(out: IO[bytes]) -> str:
-    size = out.seek(0, os.SEEK_END)
-    out.seek(max(0, size - _OUTPUT_TAIL_CHARS * 2))
-    return out.read().decode("utf-8", "replace")[-_OUTPUT_TAIL_CHARS:]
-
-
-def remove_tree(root: Path) -> None:
-    """Delete ``root`` and everything under it; never raises, never follows a link.
-
-    Iterative and fd-relative, so depth (thousands of nested directories), path length,
-    directories without permissions and odd names do not matter: each subdirectory's entries
-    are moved up to ``root`` level (``rename``) before it is removed.
-    """
-    try:
-        rootfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        return
-    try:
-        for _ in range(100_000):
-            if not _prune_level(rootfd):
-                break
-    except OSError:
-        pass  # the root itself became unreadable: leave what is left
-    finally:
-        os.close(rootfd)
-    with contextlib.suppress(OSError):
-        os.rmdir(root)
-
-
-def _prune_level(rootfd: int) -> bool:
-    """Remove files at ``rootfd`` level and lift one level of subdirectories; False when empty
-    or when nothing more can be done."""
-    progress = False
-    for name in os.listdir(rootfd):
-        with contextlib.suppress(OSError):
-            _remove_or_lift(rootfd, name)
-            progress = True
-    return progress
-
-
-def _remove_or_lift(rootfd: int, name: str) -> None:
-    st = os.stat(name, dir_fd=rootfd, follow_symlinks=False)
-    if not stat.S_ISDIR(st.st_mode):
-        os.unlink(name, dir_fd=rootfd)
-        return
-    with contextlib.suppress(OSError):
-        os.chmod(name, 0o700, dir_fd=rootfd)
-    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=rootfd)
-    try:
-        for child in os.listdir(fd):
-            os.rename(child, secrets.token_hex(8), src_dir_fd=fd, dst_dir_fd=rootfd)
-    finally:
-        os.close(fd)
-    os.rmdir(name, dir_fd=rootfd)
 
 
 def _msg(e: BaseException) -> str:
