@@ -14,8 +14,8 @@ from pathlib import Path
 import msgspec
 
 from swapos.errors import EventLogError
-from swapos.records.schema import RunSummary
-from swapos.records.summary import RunInfo, summarize
+from swapos.records.schema import RunInfo, RunSummary
+from swapos.records.summary import info_of, summarize
 
 __all__ = [
     "RunInfo",
@@ -29,19 +29,6 @@ __all__ = [
 
 COUNTERS = ("wall_clock_s", "loads", "evictions", "kv_hits", "kv_misses", "kv_saves")
 """The :class:`RunInfo` fields that add up across resumed sessions."""
-
-
-def info_of(summary: RunSummary) -> RunInfo:
-    """The :class:`RunInfo` part of ``summary``."""
-    return RunInfo(
-        run_at=summary.run_at,
-        mode=summary.mode,
-        profile=summary.profile,
-        models=list(summary.models),
-        budget_bytes=summary.budget_bytes,
-        host=dict(summary.host),
-        **{name: getattr(summary, name) for name in COUNTERS},
-    )
 
 
 def add_counters(base: RunInfo, extra: RunInfo) -> RunInfo:

@@ -8,40 +8,23 @@ from __future__ import annotations
 
 from swapos.messages.events import (
     AnyEvent,
-    FirstToken,
-    GenerationFailed,
     GenerationFinished,
-    GenerationProgress,
-    GenerationStarted,
     GradeFinished,
-    GradeStarted,
-    KVDropped,
     KVHit,
     KVMiss,
     KVSaved,
     LeaseGranted,
-    LeaseReleased,
     ModelEvicted,
-    ModelEvictStarted,
-    ModelLoadCancelled,
     ModelLoaded,
-    ModelLoadFailed,
-    ModelLoadStarted,
     PhaseFinished,
     PhaseStarted,
-    PrefetchFinished,
-    PrefetchStarted,
-    ReservationMade,
-    ReservationRefused,
-    RouterDecided,
     RunFinished,
     RunStarted,
-    SchedulePublished,
     TaskFinished,
     TaskStarted,
 )
-from swapos.records.schema import PhaseRecord, RunSummary, TaskResult
-from swapos.records.summary import RunInfo, summarize
+from swapos.records.schema import PhaseRecord, RunInfo, RunSummary, TaskResult
+from swapos.records.summary import summarize
 
 
 class Aggregator:
@@ -69,24 +52,9 @@ class Aggregator:
                 self._task_t0[tid] = ev.t
                 self.tasks[tid] = TaskResult(task_id=tid, category=ev.category)
             case TaskFinished(task_id=str(tid)):
-                task = self.tasks.setdefault(tid, TaskResult(task_id=tid))
-                task.passed, task.pass_at_1 = ev.passed, ev.pass_at_1
-                task.iterations, task.error = ev.iterations, ev.error
-                task.tests_passed, task.tests_total = ev.tests_passed, ev.tests_total
-                task.passed_attempt, task.grades = ev.passed_attempt, ev.grades
-                task.wall_clock_s = ev.t - self._task_t0.get(tid, ev.t)
-                self.finished_tasks.append(tid)
+                self._finish_task(tid, ev)
             case PhaseStarted(task_id=str(tid), phase_id=str(pid)):
-                record = PhaseRecord(
-                    task_id=tid,
-                    phase_id=pid,
-                    phase=ev.phase,
-                    model=ev.model,
-                    attempt=ev.attempt,
-                    started_t=ev.t,
-                )
-                self.phases[pid] = record
-                self.tasks.setdefault(tid, TaskResult(task_id=tid)).phases.append(record)
+                self._start_phase(tid, pid, ev)
             case LeaseGranted(phase_id=str(pid)) if pid in self.phases:
                 record = self.phases[pid]
                 record.load_s, record.evict_s = ev.load_s, ev.evict_s
@@ -113,6 +81,27 @@ class Aggregator:
             case _:
                 pass
 
+    def _finish_task(self, tid: str, ev: TaskFinished) -> None:
+        task = self.tasks.setdefault(tid, TaskResult(task_id=tid))
+        task.passed, task.pass_at_1 = ev.passed, ev.pass_at_1
+        task.iterations, task.error = ev.iterations, ev.error
+        task.tests_passed, task.tests_total = ev.tests_passed, ev.tests_total
+        task.passed_attempt, task.grades = ev.passed_attempt, ev.grades
+        task.wall_clock_s = ev.t - self._task_t0.get(tid, ev.t)
+        self.finished_tasks.append(tid)
+
+    def _start_phase(self, tid: str, pid: str, ev: PhaseStarted) -> None:
+        record = PhaseRecord(
+            task_id=tid,
+            phase_id=pid,
+            phase=ev.phase,
+            model=ev.model,
+            attempt=ev.attempt,
+            started_t=ev.t,
+        )
+        self.phases[pid] = record
+        self.tasks.setdefault(tid, TaskResult(task_id=tid)).phases.append(record)
+
     def summary(self) -> RunSummary:
         """The run as of the events fed so far (finished tasks only)."""
         h = self.header
@@ -131,30 +120,6 @@ class Aggregator:
             kv_saves=self.kv_saves,
         )
         return summarize([self.tasks[t] for t in self.finished_tasks], info)
-
-
-_IGNORED: frozenset[type] = frozenset(
-    {
-        GenerationProgress,
-        FirstToken,
-        GenerationStarted,
-        SchedulePublished,
-        ReservationMade,
-        ReservationRefused,
-        ModelLoadStarted,
-        LeaseReleased,
-        PrefetchStarted,
-        PrefetchFinished,
-        ModelEvictStarted,
-        GradeStarted,
-        RouterDecided,
-        KVDropped,
-        GenerationFailed,
-        ModelLoadFailed,
-        ModelLoadCancelled,
-    }
-)
-"""Event types the fold does not use."""
 
 
 def _apply_generation(record: PhaseRecord, ev: GenerationFinished) -> None:

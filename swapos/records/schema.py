@@ -55,8 +55,8 @@ class CategoryStats(msgspec.Struct, kw_only=True):
     pass_rate: float = 0.0
 
 
-class RunSummary(msgspec.Struct, kw_only=True):
-    """A whole run: aggregates over its tasks, then the tasks themselves."""
+class RunInfo(msgspec.Struct, kw_only=True):
+    """What a run summary holds beyond its tasks: header facts and run-wide counters."""
 
     run_at: str = ""
     mode: str = ""
@@ -64,6 +64,18 @@ class RunSummary(msgspec.Struct, kw_only=True):
     models: list[str] = msgspec.field(default_factory=list)
     budget_bytes: int = 0
     host: dict[str, str] = msgspec.field(default_factory=dict)
+    wall_clock_s: float = 0.0
+    loads: int = 0
+    evictions: int = 0
+    kv_hits: int = 0
+    kv_misses: int = 0
+    kv_saves: int = 0
+
+
+class RunSummary(RunInfo, kw_only=True):
+    """A whole run: its :class:`RunInfo`, aggregates over its tasks, then the tasks
+    themselves."""
+
     tasks_total: int = 0
     tasks_passed: int = 0
     pass_rate: float = 0.0
@@ -71,7 +83,6 @@ class RunSummary(msgspec.Struct, kw_only=True):
     retry_rescued: int = 0
     retry_rescue_rate: float = 0.0
     per_category: dict[str, CategoryStats] = msgspec.field(default_factory=dict)
-    wall_clock_s: float = 0.0
     mean_wall_clock_s: float = 0.0
     phases_total: int = 0
     mean_load_s: float = 0.0
@@ -81,13 +92,8 @@ class RunSummary(msgspec.Struct, kw_only=True):
     total_load_hidden_s: float = 0.0
     total_evict_s: float = 0.0
     load_hidden_fraction: float = 0.0
-    loads: int = 0
-    evictions: int = 0
     prefill_tokens: int = 0
     prefill_s: float = 0.0
     kv_restored_tokens: int = 0
-    kv_hits: int = 0
-    kv_misses: int = 0
-    kv_saves: int = 0
     peak_rss_bytes: int = 0
     results: list[TaskResult] = msgspec.field(default_factory=list)

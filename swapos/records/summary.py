@@ -7,24 +7,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from swapos.records.schema import CategoryStats, RunSummary, TaskResult
-
-
-class RunInfo(msgspec.Struct, kw_only=True):
-    """What a run summary holds beyond its tasks: header facts and run-wide counters."""
-
-    run_at: str = ""
-    mode: str = ""
-    profile: str = ""
-    models: list[str] = msgspec.field(default_factory=list)
-    budget_bytes: int = 0
-    host: dict[str, str] = msgspec.field(default_factory=dict)
-    wall_clock_s: float = 0.0
-    loads: int = 0
-    evictions: int = 0
-    kv_hits: int = 0
-    kv_misses: int = 0
-    kv_saves: int = 0
+from swapos.records.schema import CategoryStats, RunInfo, RunSummary, TaskResult
 
 
 def summarize(results: Sequence[TaskResult], info: RunInfo) -> RunSummary:
@@ -50,12 +33,7 @@ def summarize(results: Sequence[TaskResult], info: RunInfo) -> RunSummary:
         c.pass_rate = c.passed / c.tasks
     n = len(results)
     return RunSummary(
-        run_at=info.run_at,
-        mode=info.mode,
-        profile=info.profile,
-        models=list(info.models),
-        budget_bytes=info.budget_bytes,
-        host=dict(info.host),
+        **msgspec.structs.asdict(info_of(info)),
         tasks_total=n,
         tasks_passed=passed,
         pass_rate=passed / n if n else 0.0,
@@ -63,7 +41,6 @@ def summarize(results: Sequence[TaskResult], info: RunInfo) -> RunSummary:
         retry_rescued=rescued,
         retry_rescue_rate=rescued / first_failed if first_failed else 0.0,
         per_category=per_cat,
-        wall_clock_s=info.wall_clock_s,
         mean_wall_clock_s=_mean([r.wall_clock_s for r in results]),
         phases_total=len(phases),
         mean_load_s=_mean([p.load_s for p in generated]),
@@ -73,17 +50,20 @@ def summarize(results: Sequence[TaskResult], info: RunInfo) -> RunSummary:
         total_load_hidden_s=hidden,
         total_evict_s=sum(p.evict_s for p in generated),
         load_hidden_fraction=hidden / (hidden + paid) if hidden + paid > 0 else 0.0,
-        loads=info.loads,
-        evictions=info.evictions,
         prefill_tokens=sum(p.prefill_tokens for p in generated),
         prefill_s=sum(p.prefill_s for p in generated),
         kv_restored_tokens=sum(p.kv_restored_tokens for p in generated),
-        kv_hits=info.kv_hits,
-        kv_misses=info.kv_misses,
-        kv_saves=info.kv_saves,
         peak_rss_bytes=max((p.peak_rss_bytes for p in phases), default=0),
         results=results,
     )
+
+
+def info_of(summary: RunInfo) -> RunInfo:
+    """The :class:`RunInfo` part of ``summary`` (a :class:`RunSummary` or a ``RunInfo``), as
+    a copy: its lists and dicts are new."""
+    info = RunInfo(**{name: getattr(summary, name) for name in RunInfo.__struct_fields__})
+    info.models, info.host = list(info.models), dict(info.host)
+    return info
 
 
 def _mean(values: list[float]) -> float:
