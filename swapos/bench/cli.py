@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Callable, Sequence
-
-import structlog
 
 from swapos.bench import kv, overhead, replay, report, swap
 from swapos.bench import run as suite_run
 from swapos.errors import SwapOSError
+from swapos.logconfig import configure_logging
 
 AddArguments = Callable[[argparse.ArgumentParser], None]
 Main = Callable[[argparse.Namespace], int]
@@ -39,16 +37,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def configure_logging(verbose: bool) -> None:
-    """Structured logs to stderr (the one place structlog is configured)."""
-    structlog.configure(
-        wrapper_class=structlog.make_filtering_bound_logger(
-            logging.DEBUG if verbose else logging.WARNING
-        ),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-    )
-
-
 def main(argv: Sequence[str] | None = None, *, configure_logs: bool = False) -> int:
     """Parse ``argv`` and run the subcommand; a :class:`SwapOSError` is printed, exit 2.
 
@@ -57,7 +45,7 @@ def main(argv: Sequence[str] | None = None, *, configure_logs: bool = False) -> 
     """
     args = build_parser().parse_args(argv)
     if configure_logs:
-        configure_logging(args.verbose)
+        configure_logging(2 if args.verbose else 0)  # -v: debug
     _, run = SUBCOMMANDS[args.command]
     try:
         return run(args)
