@@ -19,6 +19,7 @@ from swapos.bench.coldcache import ColdCache
 from swapos.bench.results import info_of, read_summary, summarize
 from swapos.bench.run import arm_profile, parse_choices, run_bench, write_comparison
 from swapos.errors import EventLogError, SwapOSError
+from swapos.models.profile import MODES as ALL_MODES
 from swapos.models.profile import Mode, ModelConfig, PipelineConfig, Profile
 from swapos.pipeline.task import Task, TaskMeta
 from swapos.records.schema import RunSummary, TaskResult
@@ -27,7 +28,7 @@ from tests.fakes import fake_system
 
 pytestmark = pytest.mark.anyio
 
-MODES = ["overlap", "lru", "sequential", "resident"]
+MODES = list(ALL_MODES)
 ARMS = ["pipeline", "single"]
 GOOD = "def add(a, b):\n    return a + b\n```"
 

@@ -13,12 +13,12 @@ import msgspec
 
 from swapos.bench.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, McNemar, RatioStats, ratio_stats
 from swapos.bench.stats import mcnemar as paired_mcnemar
-from swapos.models.profile import MODES
+from swapos.models.profile import MODES, Mode
 from swapos.records.schema import RunSummary
 
 MODE_ORDER: tuple[str, ...] = MODES
 ARM_ORDER = ("pipeline", "single")
-RATIOS = (
+RATIOS: tuple[tuple[Mode, Mode], ...] = (
     ("overlap", "lru"),
     ("overlap", "resident"),
     ("lru", "resident"),
