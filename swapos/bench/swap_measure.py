@@ -24,7 +24,7 @@ from swapos.bench.coldcache import DROP_CACHES, drop_page_cache
 from swapos.messages.commands import PhaseSpec
 from swapos.models.profile import Mode, Profile
 from swapos.models.spec import ModelSpec
-from swapos.records.schema import PhaseRecord
+from swapos.records.schema import PhaseRecord, RunSummary
 from swapos.sysinfo import peak_rss_bytes, reset_peak_rss, rss_bytes
 
 log = structlog.get_logger(__name__)
@@ -318,7 +318,29 @@ async def run_mode(
         wall = time.perf_counter() - t1
         peak = peak_rss_bytes()
         summary = system.summary()
-    recs = out.records
+    return _mode_run(
+        out.records, summary, round_=round_, condition=condition, mode=mode,
+        position=position, wall_s=wall, open_s=open_s, rss=(rss0, rss_open, peak),
+        error=out.error,
+    )  # fmt: skip
+
+
+def _mode_run(
+    recs: list[PhaseRecord],
+    summary: RunSummary,
+    *,
+    round_: int,
+    condition: str,
+    mode: Mode,
+    position: int,
+    wall_s: float,
+    open_s: float,
+    rss: tuple[int, int, int],
+    error: str | None,
+) -> ModeRun:
+    """One run's figures from its phase records and run summary; ``rss`` is the RSS before
+    opening, once open, and the peak."""
+    rss0, rss_open, peak = rss
     paid, hidden = sum(r.load_s for r in recs), sum(r.load_hidden_s for r in recs)
     rest = recs[1:]
     return ModeRun(
@@ -326,7 +348,7 @@ async def run_mode(
         condition=condition,
         mode=mode,
         position=position,
-        wall_s=wall,
+        wall_s=wall_s,
         open_s=open_s,
         load_s=paid,
         load_hidden_s=hidden,
@@ -343,6 +365,6 @@ async def run_mode(
         peak_rss_bytes=peak,
         peak_rss_delta_bytes=peak - (rss0 if mode == "resident" else rss_open),
         load_avg=os.getloadavg()[0],
-        error=out.error,
+        error=error,
         records=recs,
     )
