@@ -28,7 +28,7 @@ from tests.fakes import fake_system
 
 pytestmark = pytest.mark.anyio
 
-MODES = list(ALL_MODES)
+MODES: list[str] = list(ALL_MODES)
 ARMS = ["pipeline", "single"]
 GOOD = "def add(a, b):\n    return a + b\n```"
 
