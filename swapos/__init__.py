@@ -26,6 +26,7 @@ from swapos.errors import TaskError as TaskError
 from swapos.messages.commands import PhaseSpec as PhaseSpec
 from swapos.messages.events import EVENT_DECODER as EVENT_DECODER
 from swapos.messages.events import AnyEvent as AnyEvent
+from swapos.messages.generation import GenerationStats as GenerationStats
 from swapos.models.bundled import default_profile as default_profile
 from swapos.models.profile import MODES as MODES
 from swapos.models.profile import Profile as Profile

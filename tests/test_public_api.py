@@ -11,6 +11,7 @@ PUBLIC = {
     "TaskOutcome",
     "open_system",
     "GenerationOutput",
+    "GenerationStats",
     "LoadedModel",
     "ModelBackend",
     "SamplingParams",

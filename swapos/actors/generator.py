@@ -183,7 +183,7 @@ class Generator:
             save_final=self._use_kv and bool(req.stable_prefix),
             on_token=on_token,
         )
-        if restore is not None and out.kv_restored_tokens == 0:
+        if restore is not None and out.stats.kv_restored_tokens == 0:
             await self._events.emit(
                 KVMiss(
                     t=self._events.t(),
@@ -198,34 +198,8 @@ class Generator:
                     "kvcache", SavePrefix(identity=model.kv_identity, state=state, model=req.model)
                 )
         self._finished += 1
-        await self._events.emit(
-            GenerationFinished(
-                t=self._events.t(),
-                prompt_tokens=out.prompt_tokens,
-                prefill_tokens=out.prefill_tokens,
-                kv_restored_tokens=out.kv_restored_tokens,
-                prefill_s=out.prefill_s,
-                ttft_s=out.ttft_s,
-                tokens=out.tokens,
-                gen_s=out.gen_s,
-                hit_cap=out.hit_cap,
-                stop_reason=out.stop_reason,
-                **ids,
-            )
-        )
-        return Generated(
-            request_id=req.request_id,
-            text=out.text,
-            tokens=out.tokens,
-            prompt_tokens=out.prompt_tokens,
-            prefill_tokens=out.prefill_tokens,
-            kv_restored_tokens=out.kv_restored_tokens,
-            prefill_s=out.prefill_s,
-            ttft_s=out.ttft_s,
-            gen_s=out.gen_s,
-            hit_cap=out.hit_cap,
-            stop_reason=out.stop_reason,
-        )
+        await self._events.emit(GenerationFinished(t=self._events.t(), stats=out.stats, **ids))
+        return Generated(request_id=req.request_id, text=out.text, stats=out.stats)
 
     async def _lookup(
         self, model: LoadedModel, tokens: list[int]

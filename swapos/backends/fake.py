@@ -11,9 +11,10 @@ from collections.abc import Callable
 
 import msgspec
 
-from swapos.backends.base import GenerationOutput, PrefixState, SamplingParams, StopReason
+from swapos.backends.base import GenerationOutput, PrefixState, SamplingParams
 from swapos.clock import Clock
 from swapos.errors import ModelFileError
+from swapos.messages.generation import GenerationStats, StopReason
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatFormat
 from swapos.policies.tokens import common_prefix_len
@@ -130,8 +131,7 @@ class FakeModel:
             kept = pieces[:n] if reason == "eos" else pieces[: max(n - 1, 0)]
             generated = [ord(c) for c in "".join(kept)]
             final = PrefixState(tokens=(*prompt, *generated), state=self.kv_identity.encode())
-        return GenerationOutput(
-            text=text.rstrip(" ") if reason != "stop" else text,
+        stats = GenerationStats(
             prompt_tokens=len(prompt),
             kv_restored_tokens=restored,
             prefill_tokens=len(prompt) - restored,
@@ -140,9 +140,9 @@ class FakeModel:
             tokens=n,
             gen_s=end - (first_at or end),
             stop_reason=reason,
-            saved=saved,
-            final=final,
         )
+        text = text.rstrip(" ") if reason != "stop" else text
+        return GenerationOutput(text=text, stats=stats, saved=saved, final=final)
 
     async def close(self) -> None:
         if not self.closed:

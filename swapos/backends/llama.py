@@ -50,9 +50,10 @@ import msgspec
 import numpy as np
 import structlog
 
-from swapos.backends.base import GenerationOutput, PrefixState, SamplingParams, StopReason
+from swapos.backends.base import GenerationOutput, PrefixState, SamplingParams
 from swapos.backends.threads import run_in_worker
 from swapos.errors import ModelFileError
+from swapos.messages.generation import GenerationStats, StopReason
 from swapos.models.digests import file_digest
 from swapos.models.gguf import GGUFInfo, read_gguf
 from swapos.models.spec import ModelSpec
@@ -749,8 +750,7 @@ class _Decoder:
         saved: PrefixState | None,
     ) -> GenerationOutput:
         end = time.perf_counter()
-        return GenerationOutput(
-            text=text,
+        stats = GenerationStats(
             prompt_tokens=len(prompt),
             kv_restored_tokens=restored,
             prefill_tokens=prefill_tokens,
@@ -759,8 +759,8 @@ class _Decoder:
             tokens=count,
             gen_s=end - first,
             stop_reason=reason,
-            saved=saved,
         )
+        return GenerationOutput(text=text, stats=stats, saved=saved)
 
 
 def _piece(vocab: Any, token: int) -> bytes:

@@ -59,6 +59,7 @@ from swapos.messages.events import (
     TaskFinished,
     TaskStarted,
 )
+from swapos.messages.generation import GenerationStats
 from swapos.models.profile import ModelConfig, Profile
 from swapos.models.spec import ModelSpec
 from swapos.records.aggregate import Aggregator
@@ -288,15 +289,16 @@ def _one_phase(t: float, tid: str, pid: str, model: str) -> list[AnyEvent]:
         ),
         GenerationFinished(
             t=t + 0.9,
-            prompt_tokens=412,
-            prefill_tokens=412,
-            kv_restored_tokens=0,
-            prefill_s=0.045,
-            ttft_s=0.049,
-            tokens=256,
-            gen_s=0.65,
-            hit_cap=True,
-            stop_reason="length",
+            stats=GenerationStats(
+                prompt_tokens=412,
+                prefill_tokens=412,
+                kv_restored_tokens=0,
+                prefill_s=0.045,
+                ttft_s=0.049,
+                tokens=256,
+                gen_s=0.65,
+                stop_reason="length",
+            ),
             **gen,
         ),
         KVSaved(t=t + 0.91, model=model, tokens=300, nbytes=4_000_000),

@@ -12,6 +12,7 @@ import msgspec
 
 from swapos.backends.base import PrefixState, SamplingParams
 from swapos.messages.base import Message, Reply, Request
+from swapos.messages.generation import GenerationStats
 from swapos.pipeline.task import Task
 
 # --- client -> Router ---------------------------------------------------------------------
@@ -234,16 +235,10 @@ class Generate(Request, frozen=True, kw_only=True):
 
 
 class Generated(Reply, frozen=True, kw_only=True):
+    """The generation's text and its numbers (also logged as ``GenerationFinished``)."""
+
     text: str
-    tokens: int
-    prompt_tokens: int
-    prefill_tokens: int
-    kv_restored_tokens: int
-    prefill_s: float
-    ttft_s: float
-    gen_s: float
-    hit_cap: bool
-    stop_reason: str
+    stats: GenerationStats
 
 
 class GenerateFailed(Reply, frozen=True, kw_only=True):
