@@ -11,7 +11,8 @@ import pytest
 
 from swapos.actors.system import open_system
 from swapos.backends.base import PrefixState, SamplingParams
-from swapos.backends.llama import LlamaBackend, LlamaModel, _identity, load_model
+from swapos.backends.llama import LlamaModel, load_model
+from swapos.backends.llama.loading import kv_identity
 from swapos.kvstore import DiskStore
 from swapos.messages.commands import PhaseSpec
 from swapos.messages.events import AnyEvent, KVHit, ModelEvicted
@@ -41,7 +42,7 @@ def spec_for(name: str = MODEL, n_ctx: int = 2048) -> ModelSpec:
 
 @pytest.fixture(scope="module")
 def model() -> Iterator[LlamaModel]:
-    loaded = load_model(spec_for(), threading.Event(), LlamaBackend())
+    loaded = load_model(spec_for(), threading.Event())
     yield loaded
     loaded.close_sync()
 
@@ -79,8 +80,8 @@ async def test_state_survives_a_new_store_and_bad_files_are_refused(
         assert found.state == saved
         out = await model.generate(tokens, GREEDY, restore=found.state)
         assert out.stats.kv_restored_tokens == len(saved.tokens) and out.text == text
-        other_file = _identity(spec_for("gemma3-270m-q8_0"))
-        other_ctx = _identity(spec_for(n_ctx=1024))
+        other_file = kv_identity(spec_for("gemma3-270m-q8_0"))
+        other_ctx = kv_identity(spec_for(n_ctx=1024))
         assert model.kv_identity not in (other_file, other_ctx)
         for other in (other_file, other_ctx):
             assert DiskStore(tmp_path, 1 << 30).longest_prefix(other, tokens).state is None

@@ -11,13 +11,7 @@ import anyio
 import pytest
 
 from swapos.backends.base import SamplingParams
-from swapos.backends.llama import (
-    LlamaBackend,
-    LlamaModel,
-    _find_stop,
-    _held_back,
-    load_model,
-)
+from swapos.backends.llama import LlamaBackend, LlamaModel, load_model
 from swapos.errors import ModelFileError
 from swapos.models.bundled import bundled_model_path
 from swapos.models.spec import ModelSpec
@@ -199,13 +193,6 @@ async def test_truncated_file_is_a_model_file_error_naming_it(truncated: Path) -
 async def test_warm_reads_the_file() -> None:
     with anyio.fail_after(30):
         await LlamaBackend().warm(spec_for())
-
-
-def test_stop_helpers_hold_back_a_possible_stop_prefix() -> None:
-    assert _held_back("abc\n`", ["\n```"]) == 2
-    assert _held_back("abc", ["\n```"]) == 0
-    assert _find_stop("x\n```y", ["\n```"], 0) == 1
-    assert _find_stop("abc", ["zz"], 0) is None
 
 
 async def test_token_counter_agrees_with_the_loaded_tokenizer(model: LlamaModel) -> None:
