@@ -13,7 +13,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from swapos.actors.base import Events, Outbox, Pending, serving
 from swapos.actors.residency import Residency
 from swapos.backends.base import LoadedModel, PrefixState
-from swapos.errors import SwapOSError
+from swapos.errors import GenerationError, SwapOSError
 from swapos.messages.base import new_id
 from swapos.messages.commands import (
     CancelGeneration,
@@ -123,7 +123,9 @@ class Generator:
             with scope:
                 model = self._residency.get(req.lease_id)
                 if model is None:
-                    raise SwapOSError(f"lease {req.lease_id} is not held; acquire the model first")
+                    raise GenerationError(
+                        f"lease {req.lease_id} is not held; acquire the model first"
+                    )
                 await self._events.emit(
                     GenerationStarted(t=self._events.t(), prompt_chars=len(req.prompt), **ids)
                 )
@@ -147,7 +149,7 @@ class Generator:
     ) -> Generated:
         tokens = await model.tokenize(req.prompt, special=req.special)
         if len(tokens) >= model.spec.n_ctx:
-            raise SwapOSError(
+            raise GenerationError(
                 f"prompt of {len(tokens)} tokens does not fit n_ctx={model.spec.n_ctx} of "
                 f"{model.spec.name!r}: raise n_ctx in the profile or lower prompt_budget_tokens"
             )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable
 
 import anyio
 
+from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
 from swapos.backends.llama.loading import footprint_estimate, gguf_info, load_model
 from swapos.backends.llama.model import LlamaModel
 from swapos.backends.llama.vocab import shared_counter
@@ -18,6 +20,14 @@ from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatFormat
 
 _WARM_CHUNK = 8 << 20
+
+
+def _reading_vocabulary(spec: ModelSpec) -> contextlib.AbstractContextManager[None]:
+    return map_exceptions(
+        {LIBRARY_ERRORS: ModelFileError},
+        f"reading the vocabulary of {spec.path}",
+        advice="check that it is a complete GGUF model",
+    )
 
 
 class LlamaBackend:
@@ -55,7 +65,9 @@ class LlamaBackend:
         Raises:
             ModelFileError: the file is missing or not loadable.
         """
-        return shared_counter(spec.path, gguf_info(spec.path))  # validates the file first
+        info = gguf_info(spec.path)  # validates the file first
+        with _reading_vocabulary(spec):
+            return shared_counter(spec.path, info)
 
     def chat_format(self, spec: ModelSpec) -> ChatFormat | None:
         """The GGUF's ``tokenizer.chat_template`` with its special tokens (None without one).
@@ -69,7 +81,8 @@ class LlamaBackend:
         template = info.metadata.get("tokenizer.chat_template")
         if not isinstance(template, str) or not template.strip():
             return None
-        return shared_counter(spec.path, info).chat_format(template)
+        with _reading_vocabulary(spec):
+            return shared_counter(spec.path, info).chat_format(template)
 
     async def load(self, spec: ModelSpec) -> LlamaModel:
         """Load ``spec`` in a worker thread.
@@ -86,7 +99,12 @@ class LlamaBackend:
         box: list[LlamaModel] = []
 
         def work(abort: threading.Event) -> LlamaModel:
-            box.append(load_model(spec, abort, limiter=self._generate_limiter))
+            with map_exceptions(
+                {LIBRARY_ERRORS: ModelFileError},
+                f"loading model {spec.name!r} from {spec.path}",
+                advice="check that the file is a complete GGUF model and that n_ctx fits memory",
+            ):
+                box.append(load_model(spec, abort, limiter=self._generate_limiter))
             return box[0]
 
         try:

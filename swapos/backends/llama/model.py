@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import time
@@ -14,10 +15,12 @@ import llama_cpp
 import structlog
 
 from swapos.backends.base import GenerationOutput, PrefixState, SamplingParams
+from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
 from swapos.backends.llama.decode import Decoder, Handles
 from swapos.backends.llama.runtime import Aborted, malloc_trim
 from swapos.backends.llama.vocab import tokenize
 from swapos.backends.threads import run_in_worker
+from swapos.errors import GenerationError
 from swapos.models.spec import ModelSpec
 
 log = structlog.get_logger(__name__)
@@ -87,8 +90,13 @@ class LlamaModel:
         )
 
     def tokenize_sync(self, text: str, *, special: bool = False) -> list[int]:
-        """Blocking :meth:`tokenize`."""
-        return tokenize(self._vocab, text, special=special)
+        """Blocking :meth:`tokenize`.
+
+        Raises:
+            GenerationError: llama.cpp failed to tokenize (the message says why).
+        """
+        with self._edge("tokenizing for"):
+            return tokenize(self._vocab, text, special=special)
 
     async def generate(
         self,
@@ -105,6 +113,11 @@ class LlamaModel:
         See ``LoadedModel.generate``. On cancellation the decode loop stops within one token
         (or one ``n_batch`` chunk of prefill), the model stays usable, and the cancellation
         is re-raised.
+
+        Raises:
+            GenerationError: llama.cpp failed (a ``llama_decode`` error, a failed state
+                save or restore, the model was closed); the model stays loaded and the
+                next generation starts from an empty KV cache.
         """
         started = time.perf_counter()
 
@@ -113,13 +126,23 @@ class LlamaModel:
                 raise Aborted
             try:
                 if self._ctx is None:
-                    raise RuntimeError(f"model {self._spec.name} is closed")
+                    raise GenerationError(f"model {self._spec.name!r} is closed; load it again")
                 decoder = Decoder(self._handles(), abort, on_token, started)
-                return decoder.run(prompt, params, restore, save_at, save_final=save_final)
+                with self._edge("generating with"):
+                    return decoder.run(prompt, params, restore, save_at, save_final=save_final)
             finally:
                 self._lock.release()
 
         return await run_in_worker(work, limiter=self._limiter)
+
+    def _edge(self, doing: str) -> contextlib.AbstractContextManager[None]:
+        """Maps llama.cpp's exceptions to :class:`GenerationError` naming this model."""
+        return map_exceptions(
+            {LIBRARY_ERRORS: GenerationError},
+            f"{doing} model {self._spec.name!r}",
+            advice="the model stays loaded; retry the phase, or lower n_batch or n_ctx if it "
+            "keeps failing",
+        )
 
     def _handles(self) -> Handles:
         return Handles(
@@ -137,7 +160,9 @@ class LlamaModel:
         """Free the model and its context in a worker thread. Idempotent.
 
         Waits for a running generation to finish first. Runs shielded: a cancelled caller
-        still leaves the model freed.
+        still leaves the model freed. Errors are not mapped: llama.cpp's free functions
+        cannot fail, so an exception here is a bug, and memory the budget counts as freed
+        might not be; it propagates.
         """
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(self.close_sync)
