@@ -15,7 +15,6 @@ from swapos.backends.base import ModelBackend as ModelBackend
 from swapos.backends.base import SamplingParams as SamplingParams
 from swapos.clock import Clock as Clock
 from swapos.clock import MonotonicClock as MonotonicClock
-from swapos.errors import BudgetError as BudgetError
 from swapos.errors import EventLogError as EventLogError
 from swapos.errors import GenerationError as GenerationError
 from swapos.errors import ModelFileError as ModelFileError

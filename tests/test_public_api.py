@@ -17,7 +17,6 @@ PUBLIC = {
     "SamplingParams",
     "Clock",
     "MonotonicClock",
-    "BudgetError",
     "EventLogError",
     "GenerationError",
     "ModelFileError",

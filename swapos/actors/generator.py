@@ -31,7 +31,7 @@ from swapos.messages.events import (
     GenerationFinished,
     GenerationProgress,
     GenerationStarted,
-    KVMiss,
+    KVRestoreFailed,
 )
 from swapos.messages.inboxes import GeneratorInbox
 from swapos.policies.tokens import common_prefix_len
@@ -57,7 +57,8 @@ class Generator:
     common prefix with its prompt; when the request names a stable prefix it also snapshots
     the state after it (if longer than what was restored) and the state after the
     generation (prompt + answer: a retry whose prompt appends to it re-reads only what
-    changed), and sends both to the KVCache. A restore the backend could not use is a ``KVMiss``.
+    changed), and sends both to the KVCache. A restore the backend could not use is a
+    ``KVRestoreFailed`` (the lookup itself is the KVCache's ``KVHit``).
     """
 
     def __init__(
@@ -187,10 +188,10 @@ class Generator:
         )
         if restore is not None and out.stats.kv_restored_tokens == 0:
             await self._events.emit(
-                KVMiss(
+                KVRestoreFailed(
                     t=self._events.t(),
-                    prompt_tokens=len(tokens),
-                    reason="restore failed in backend; full prefill",
+                    tokens=common,
+                    reason="the backend could not restore the state; full prefill",
                     **ids,
                 )
             )

@@ -255,13 +255,11 @@ class LookupPrefix(Request, frozen=True, kw_only=True):
     """The saved state for ``identity`` sharing the longest common prefix with ``tokens``.
 
     A state whose tokens diverge from ``tokens`` (it will be truncated on restore) is only
-    offered when it shares at least ``min_common_tokens`` with them (0: the KVCache's own
-    minimum).
+    offered when it shares at least the KVCache's ``min_common_tokens`` with them.
     """
 
     identity: str
     tokens: list[int]
-    min_common_tokens: int = 0
 
 
 class PrefixFound(Reply, frozen=True, kw_only=True):

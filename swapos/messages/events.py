@@ -187,13 +187,25 @@ class GenerationFailed(Event, frozen=True, kw_only=True):
 
 
 class KVHit(Event, frozen=True, kw_only=True):
+    """A lookup offered a state sharing ``tokens`` with the prompt (sent by the KVCache)."""
+
     tokens: int
     tier: str = "ram"
 
 
 class KVMiss(Event, frozen=True, kw_only=True):
+    """A lookup found no state to offer (sent by the KVCache only)."""
+
     prompt_tokens: int
     reason: str = ""
+
+
+class KVRestoreFailed(Event, frozen=True, kw_only=True):
+    """The backend could not use the state a lookup offered (``tokens`` in common with the
+    prompt) and prefilled the whole prompt: that lookup ends a miss."""
+
+    tokens: int
+    reason: str
 
 
 class KVSaved(Event, frozen=True, kw_only=True):
@@ -253,6 +265,7 @@ AnyEvent = (
     | GenerationFailed
     | KVHit
     | KVMiss
+    | KVRestoreFailed
     | KVSaved
     | KVDropped
     | GradeStarted

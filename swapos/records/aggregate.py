@@ -18,6 +18,7 @@ from swapos.messages.events import (
     KVDropped,
     KVHit,
     KVMiss,
+    KVRestoreFailed,
     KVSaved,
     LeaseGranted,
     LeaseReleased,
@@ -108,6 +109,9 @@ class Aggregator:
             case KVHit():
                 self.kv_hits += 1
             case KVMiss():
+                self.kv_misses += 1
+            case KVRestoreFailed():  # the hit's state was not used: count its lookup a miss
+                self.kv_hits -= 1
                 self.kv_misses += 1
             case KVSaved():
                 self.kv_saves += 1
