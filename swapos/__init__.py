@@ -15,7 +15,6 @@ from swapos.backends.base import ModelBackend as ModelBackend
 from swapos.backends.base import SamplingParams as SamplingParams
 from swapos.clock import Clock as Clock
 from swapos.clock import MonotonicClock as MonotonicClock
-from swapos.errors import BudgetError as BudgetError
 from swapos.errors import EventLogError as EventLogError
 from swapos.errors import GenerationError as GenerationError
 from swapos.errors import ModelFileError as ModelFileError
@@ -26,6 +25,7 @@ from swapos.errors import TaskError as TaskError
 from swapos.messages.commands import PhaseSpec as PhaseSpec
 from swapos.messages.events import EVENT_DECODER as EVENT_DECODER
 from swapos.messages.events import AnyEvent as AnyEvent
+from swapos.messages.generation import GenerationStats as GenerationStats
 from swapos.models.bundled import default_profile as default_profile
 from swapos.models.profile import MODES as MODES
 from swapos.models.profile import Profile as Profile

@@ -103,12 +103,12 @@ class LiveStatus:
                 self._what, self._tokens, self._gen_started = "generating", 1, ev.t
             case GenerationProgress():
                 self._tokens = ev.tokens
-            case GenerationFinished():
-                cap = " [yellow](hit max_tokens)[/yellow]" if ev.hit_cap else ""
+            case GenerationFinished(stats=st):
+                cap = " [yellow](hit max_tokens)[/yellow]" if st.hit_cap else ""
                 self.console.print(
                     f"{ev.t:7.1f}s [bold cyan]{escape(f'{self._phase:<7}')}[/bold cyan] "
-                    f"[magenta]{escape(f'{self._model:<10}')}[/magenta] {ev.tokens} tokens, ttft "
-                    f"{ev.ttft_s:.2f}s, kv restored {ev.kv_restored_tokens}/{ev.prompt_tokens}"
+                    f"[magenta]{escape(f'{self._model:<10}')}[/magenta] {st.tokens} tokens, ttft "
+                    f"{st.ttft_s:.2f}s, kv restored {st.kv_restored_tokens}/{st.prompt_tokens}"
                     f"{cap}"
                 )
             case GradeStarted():

@@ -20,10 +20,6 @@ class ModelFileError(SwapOSError):
     """A model file is missing, truncated, or not a GGUF file llama.cpp can load."""
 
 
-class BudgetError(SwapOSError):
-    """A model cannot fit in the memory budget even with every other model evicted."""
-
-
 class TaskError(SwapOSError):
     """A task folder does not follow the task format (DESIGN §5)."""
 

@@ -11,7 +11,8 @@ import pytest
 
 from swapos.actors.system import open_system
 from swapos.backends.base import PrefixState, SamplingParams
-from swapos.backends.llama import LlamaBackend, LlamaModel, _identity, load_model
+from swapos.backends.llama import LlamaModel, load_model
+from swapos.backends.llama.loading import kv_identity
 from swapos.kvstore import DiskStore
 from swapos.messages.commands import PhaseSpec
 from swapos.messages.events import AnyEvent, KVHit, ModelEvicted
@@ -41,7 +42,7 @@ def spec_for(name: str = MODEL, n_ctx: int = 2048) -> ModelSpec:
 
 @pytest.fixture(scope="module")
 def model() -> Iterator[LlamaModel]:
-    loaded = load_model(spec_for(), threading.Event(), LlamaBackend())
+    loaded = load_model(spec_for(), threading.Event())
     yield loaded
     loaded.close_sync()
 
@@ -64,9 +65,9 @@ async def test_greedy_after_restore_is_identical_to_fresh_prefill(model: LlamaMo
             tokens = await model.tokenize(STABLE + tail)
             fresh = await model.generate(tokens, GREEDY)
             restored = await model.generate(tokens, GREEDY, restore=saved)
-            assert restored.kv_restored_tokens == len(saved.tokens)
-            assert restored.prefill_tokens == len(tokens) - len(saved.tokens)
-            assert restored.text == fresh.text and restored.tokens == fresh.tokens > 0
+            assert restored.stats.kv_restored_tokens == len(saved.tokens)
+            assert restored.stats.prefill_tokens == len(tokens) - len(saved.tokens)
+            assert restored.text == fresh.text and restored.stats.tokens == fresh.stats.tokens > 0
 
 
 async def test_state_survives_a_new_store_and_bad_files_are_refused(
@@ -78,9 +79,9 @@ async def test_state_survives_a_new_store_and_bad_files_are_refused(
         found = DiskStore(tmp_path, 1 << 30).longest_prefix(model.kv_identity, tokens)
         assert found.state == saved
         out = await model.generate(tokens, GREEDY, restore=found.state)
-        assert out.kv_restored_tokens == len(saved.tokens) and out.text == text
-        other_file = _identity(spec_for("gemma3-270m-q8_0"))
-        other_ctx = _identity(spec_for(n_ctx=1024))
+        assert out.stats.kv_restored_tokens == len(saved.tokens) and out.text == text
+        other_file = kv_identity(spec_for("gemma3-270m-q8_0"))
+        other_ctx = kv_identity(spec_for(n_ctx=1024))
         assert model.kv_identity not in (other_file, other_ctx)
         for other in (other_file, other_ctx):
             assert DiskStore(tmp_path, 1 << 30).longest_prefix(other, tokens).state is None
@@ -95,7 +96,7 @@ async def test_backend_falls_back_to_full_prefill_when_restore_fails(model: Llam
         tokens, saved, text = await saved_prefix(model, TAILS[1])
         broken = PrefixState(tokens=saved.tokens, state=saved.state[: len(saved.state) // 2])
         out = await model.generate(tokens, GREEDY, restore=broken)
-    assert out.kv_restored_tokens == 0 and out.prefill_tokens == len(tokens)
+    assert out.stats.kv_restored_tokens == 0 and out.stats.prefill_tokens == len(tokens)
     assert out.text == text
 
 
@@ -149,7 +150,8 @@ async def test_greedy_after_a_partial_restore_is_identical_to_fresh_prefill(
         out = await model.generate(first, GREEDY, save_final=True)
         final = out.final
         assert final is not None and final.tokens[: len(first)] == tuple(first)
-        assert len(final.tokens) == len(first) + out.tokens - 1  # the last sampled: not decoded
+        # The last sampled token is never decoded into the KV cache.
+        assert len(final.tokens) == len(first) + out.stats.tokens - 1
         appended = list(final.tokens) + (await model.tokenize("\n\ndef div(a, b):\n"))[1:]
         diverging = first[:-2] + (await model.tokenize("x = 1\n"))[1:]
         for prompt in (appended, diverging, first):
@@ -162,9 +164,9 @@ async def test_greedy_after_a_partial_restore_is_identical_to_fresh_prefill(
             # split where the restore splits it (restored cells, then the rest)
             fresh = await model.generate(prompt, GREEDY, save_at=keep)
             restored = await model.generate(prompt, GREEDY, restore=final)
-            assert restored.kv_restored_tokens == keep > 0
-            assert restored.prefill_tokens == len(prompt) - restored.kv_restored_tokens
-            assert restored.text == fresh.text and restored.tokens == fresh.tokens > 0
+            assert restored.stats.kv_restored_tokens == keep > 0
+            assert restored.stats.prefill_tokens == len(prompt) - restored.stats.kv_restored_tokens
+            assert restored.text == fresh.text and restored.stats.tokens == fresh.stats.tokens > 0
 
 
 async def test_truncating_beyond_the_sliding_window_falls_back_to_full_prefill(
@@ -180,5 +182,5 @@ async def test_truncating_beyond_the_sliding_window_falls_back_to_full_prefill(
         prompt = long[:300] + (await model.tokenize("x = 1\n"))[1:]
         fresh = await model.generate(prompt, GREEDY)
         restored = await model.generate(prompt, GREEDY, restore=out.final)
-    assert restored.kv_restored_tokens == 0 and restored.prefill_tokens == len(prompt)
+    assert restored.stats.kv_restored_tokens == 0 and restored.stats.prefill_tokens == len(prompt)
     assert restored.text == fresh.text

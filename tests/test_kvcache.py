@@ -19,7 +19,7 @@ from swapos.backends.base import PrefixState, SamplingParams
 from swapos.backends.fake import FakeBackend, FakeModelScript
 from swapos.messages.base import new_id
 from swapos.messages.commands import LookupPrefix, PhaseSpec, PrefixFound, SavePrefix
-from swapos.messages.events import AnyEvent, KVDropped, KVHit, KVMiss, KVSaved
+from swapos.messages.events import AnyEvent, KVDropped, KVHit, KVMiss, KVRestoreFailed, KVSaved
 from swapos.models.spec import ModelSpec
 from swapos.testing import FakeClock
 from tests.fakes import fake_profile, fake_system
@@ -253,7 +253,8 @@ async def test_diverging_state_needs_the_minimum_common_prefix() -> None:
             await kv.save(ID, list(range(40)))
             partial = await kv.lookup(ID, [*range(35), 99])
             short = await kv.lookup(ID, [*range(10), 99])
-            whole = await kv.save(ID, [1000, 1001]) or await kv.lookup(ID, [1000, 1001, 7])
+            await kv.save(ID, [1000, 1001])
+            whole = await kv.lookup(ID, [1000, 1001, 7])
     assert partial is not None and partial.common_tokens == 35
     assert len(partial.state.tokens) == 40
     assert short is None  # 10 common tokens: below the minimum for a diverging state
@@ -272,7 +273,7 @@ async def test_diverging_state_is_found_on_disk_by_a_fresh_store(tmp_path: Path)
     assert hit.common_tokens == 45 and len(hit.state.tokens) == 50
 
 
-async def test_backend_fallback_is_reported_as_a_miss() -> None:
+async def test_a_restore_the_backend_cannot_use_is_one_lookup_counted_as_a_miss() -> None:
     clock = FakeClock()
     scripts = {"a": msgspec.structs.replace(SCRIPTS["a"], fail_restore=True)}
     backend = FakeBackend(clock, scripts)
@@ -285,9 +286,12 @@ async def test_backend_fallback_is_reported_as_a_miss() -> None:
         ) as sys:  # fmt: skip
             out = await sys.run_phases("t1", [phase("a", "attempt 1"), phase("a", "attempt 2")])
     assert [r.kv_restored_tokens for r in out.records] == [0, 0]
-    assert len(of(seen, KVHit)) == 1
-    reasons = [e.reason for e in of(seen, KVMiss)]
-    assert reasons == ["no saved prefix", "restore failed in backend; full prefill"]
+    assert len(of(seen, KVHit)) == 1  # the second lookup offered attempt 1's state
+    assert [e.reason for e in of(seen, KVMiss)] == ["no saved prefix"]  # the first lookup
+    (failed,) = of(seen, KVRestoreFailed)
+    assert failed.phase_id == out.records[1].phase_id and failed.tokens > 0
+    summary = sys.summary()
+    assert (summary.kv_hits, summary.kv_misses) == (0, 2)  # two lookups, none restored
 
 
 @asynccontextmanager

@@ -11,13 +11,7 @@ import anyio
 import pytest
 
 from swapos.backends.base import SamplingParams
-from swapos.backends.llama import (
-    LlamaBackend,
-    LlamaModel,
-    _find_stop,
-    _held_back,
-    load_model,
-)
+from swapos.backends.llama import LlamaBackend, LlamaModel, load_model
 from swapos.errors import ModelFileError
 from swapos.models.bundled import bundled_model_path
 from swapos.models.spec import ModelSpec
@@ -53,7 +47,7 @@ async def test_load_generate_close_gives_memory_back() -> None:
         m = await backend.load(spec)
         assert m.footprint_bytes >= FILE_SIZES[spec.path]
         out = await m.generate(await m.tokenize("Hello"), SamplingParams(max_tokens=4))
-        assert out.tokens > 0
+        assert out.stats.tokens > 0
         assert rss_bytes() - start > 250 * MiB
         await m.close()
         await m.close()  # idempotent
@@ -71,13 +65,13 @@ async def test_restored_prefix_generates_the_same_tokens_as_a_full_prefill(
         full_pieces: list[str] = []
         full = await model.generate(prompt, params, save_at=split, on_token=full_pieces.append)
         assert full.saved is not None and full.saved.tokens == tuple(prompt[:split])
-        assert full.kv_restored_tokens == 0 and full.prefill_tokens == len(prompt)
+        assert full.stats.kv_restored_tokens == 0 and full.stats.prefill_tokens == len(prompt)
         pieces: list[str] = []
         again = await model.generate(prompt, params, restore=full.saved, on_token=pieces.append)
-    assert again.kv_restored_tokens == split
-    assert again.prefill_tokens == len(prompt) - split
+    assert again.stats.kv_restored_tokens == split
+    assert again.stats.prefill_tokens == len(prompt) - split
     assert pieces == full_pieces
-    assert again.text == full.text and again.tokens == full.tokens == 12
+    assert again.text == full.text and again.stats.tokens == full.stats.tokens == 12
 
 
 async def test_restoring_the_whole_prompt_still_matches(model: LlamaModel) -> None:
@@ -88,7 +82,7 @@ async def test_restoring_the_whole_prompt_still_matches(model: LlamaModel) -> No
         assert full.saved is not None
         again = await model.generate(prompt, params, restore=full.saved)
     assert again.text == full.text
-    assert again.kv_restored_tokens == len(prompt) - 1  # the last token is re-evaluated
+    assert again.stats.kv_restored_tokens == len(prompt) - 1  # the last token is re-evaluated
 
 
 async def test_a_restore_that_fails_falls_back_to_full_prefill(model: LlamaModel) -> None:
@@ -99,7 +93,7 @@ async def test_a_restore_that_fails_falls_back_to_full_prefill(model: LlamaModel
         assert full.saved is not None
         broken = type(full.saved)(tokens=full.saved.tokens, state=b"\0" * 64)
         again = await model.generate(prompt, params, restore=broken)
-    assert again.kv_restored_tokens == 0
+    assert again.stats.kv_restored_tokens == 0
     assert again.text == full.text
 
 
@@ -118,7 +112,7 @@ async def test_cancelling_mid_generation_stops_within_a_token(model: LlamaModel)
         assert scope.cancelled_caught
         assert time.perf_counter() - cancelled_at[0] < 0.5
         out = await model.generate(prompt, SamplingParams(max_tokens=3))
-    assert out.tokens == 3 and out.stop_reason == "length"
+    assert out.stats.tokens == 3 and out.stats.stop_reason == "length"
 
 
 async def test_cancelling_a_load_frees_what_it_allocated() -> None:
@@ -140,7 +134,7 @@ async def test_stop_sequence_cuts_the_text_before_it(model: LlamaModel) -> None:
         cut = await model.generate(
             prompt, SamplingParams(max_tokens=16, stop=("zzz-never", stop)), on_token=pieces.append
         )
-    assert cut.stop_reason == "stop"
+    assert cut.stats.stop_reason == "stop"
     assert cut.text == free.text[: free.text.index(stop)]
     assert "".join(pieces) == cut.text
 
@@ -151,9 +145,9 @@ async def test_max_tokens_and_seeded_sampling(model: LlamaModel) -> None:
         params = SamplingParams(max_tokens=10, temperature=0.9, seed=7, top_k=40, top_p=0.9)
         a = await model.generate(prompt, params)
         b = await model.generate(prompt, params)
-    assert a.stop_reason == "length" and a.hit_cap and a.tokens == 10
+    assert a.stats.stop_reason == "length" and a.stats.hit_cap and a.stats.tokens == 10
     assert a.text == b.text
-    assert 0 < a.prefill_s <= a.ttft_s and a.gen_s >= 0
+    assert 0 < a.stats.prefill_s <= a.stats.ttft_s and a.stats.gen_s >= 0
 
 
 async def test_a_full_context_stops_generation() -> None:
@@ -165,7 +159,7 @@ async def test_a_full_context_stops_generation() -> None:
             out = await m.generate(prompt[:60], SamplingParams(max_tokens=16))
         finally:
             await m.close()
-    assert out.stop_reason == "context" and out.tokens <= 5
+    assert out.stats.stop_reason == "context" and out.stats.tokens <= 5
 
 
 def test_kv_identity_names_the_file_digest_and_settings(model: LlamaModel) -> None:
@@ -199,13 +193,6 @@ async def test_truncated_file_is_a_model_file_error_naming_it(truncated: Path) -
 async def test_warm_reads_the_file() -> None:
     with anyio.fail_after(30):
         await LlamaBackend().warm(spec_for())
-
-
-def test_stop_helpers_hold_back_a_possible_stop_prefix() -> None:
-    assert _held_back("abc\n`", ["\n```"]) == 2
-    assert _held_back("abc", ["\n```"]) == 0
-    assert _find_stop("x\n```y", ["\n```"], 0) == 1
-    assert _find_stop("abc", ["zz"], 0) is None
 
 
 async def test_token_counter_agrees_with_the_loaded_tokenizer(model: LlamaModel) -> None:

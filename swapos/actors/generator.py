@@ -13,7 +13,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from swapos.actors.base import Events, Outbox, Pending, serving
 from swapos.actors.residency import Residency
 from swapos.backends.base import LoadedModel, PrefixState
-from swapos.errors import SwapOSError
+from swapos.errors import GenerationError, SwapOSError
 from swapos.messages.base import new_id
 from swapos.messages.commands import (
     CancelGeneration,
@@ -31,7 +31,7 @@ from swapos.messages.events import (
     GenerationFinished,
     GenerationProgress,
     GenerationStarted,
-    KVMiss,
+    KVRestoreFailed,
 )
 from swapos.messages.inboxes import GeneratorInbox
 from swapos.policies.tokens import common_prefix_len
@@ -57,7 +57,8 @@ class Generator:
     common prefix with its prompt; when the request names a stable prefix it also snapshots
     the state after it (if longer than what was restored) and the state after the
     generation (prompt + answer: a retry whose prompt appends to it re-reads only what
-    changed), and sends both to the KVCache. A restore the backend could not use is a ``KVMiss``.
+    changed), and sends both to the KVCache. A restore the backend could not use is a
+    ``KVRestoreFailed`` (the lookup itself is the KVCache's ``KVHit``).
     """
 
     def __init__(
@@ -123,7 +124,9 @@ class Generator:
             with scope:
                 model = self._residency.get(req.lease_id)
                 if model is None:
-                    raise SwapOSError(f"lease {req.lease_id} is not held; acquire the model first")
+                    raise GenerationError(
+                        f"lease {req.lease_id} is not held; acquire the model first"
+                    )
                 await self._events.emit(
                     GenerationStarted(t=self._events.t(), prompt_chars=len(req.prompt), **ids)
                 )
@@ -147,7 +150,7 @@ class Generator:
     ) -> Generated:
         tokens = await model.tokenize(req.prompt, special=req.special)
         if len(tokens) >= model.spec.n_ctx:
-            raise SwapOSError(
+            raise GenerationError(
                 f"prompt of {len(tokens)} tokens does not fit n_ctx={model.spec.n_ctx} of "
                 f"{model.spec.name!r}: raise n_ctx in the profile or lower prompt_budget_tokens"
             )
@@ -183,12 +186,12 @@ class Generator:
             save_final=self._use_kv and bool(req.stable_prefix),
             on_token=on_token,
         )
-        if restore is not None and out.kv_restored_tokens == 0:
+        if restore is not None and out.stats.kv_restored_tokens == 0:
             await self._events.emit(
-                KVMiss(
+                KVRestoreFailed(
                     t=self._events.t(),
-                    prompt_tokens=len(tokens),
-                    reason="restore failed in backend; full prefill",
+                    tokens=common,
+                    reason="the backend could not restore the state; full prefill",
                     **ids,
                 )
             )
@@ -198,34 +201,8 @@ class Generator:
                     "kvcache", SavePrefix(identity=model.kv_identity, state=state, model=req.model)
                 )
         self._finished += 1
-        await self._events.emit(
-            GenerationFinished(
-                t=self._events.t(),
-                prompt_tokens=out.prompt_tokens,
-                prefill_tokens=out.prefill_tokens,
-                kv_restored_tokens=out.kv_restored_tokens,
-                prefill_s=out.prefill_s,
-                ttft_s=out.ttft_s,
-                tokens=out.tokens,
-                gen_s=out.gen_s,
-                hit_cap=out.hit_cap,
-                stop_reason=out.stop_reason,
-                **ids,
-            )
-        )
-        return Generated(
-            request_id=req.request_id,
-            text=out.text,
-            tokens=out.tokens,
-            prompt_tokens=out.prompt_tokens,
-            prefill_tokens=out.prefill_tokens,
-            kv_restored_tokens=out.kv_restored_tokens,
-            prefill_s=out.prefill_s,
-            ttft_s=out.ttft_s,
-            gen_s=out.gen_s,
-            hit_cap=out.hit_cap,
-            stop_reason=out.stop_reason,
-        )
+        await self._events.emit(GenerationFinished(t=self._events.t(), stats=out.stats, **ids))
+        return Generated(request_id=req.request_id, text=out.text, stats=out.stats)
 
     async def _lookup(
         self, model: LoadedModel, tokens: list[int]

@@ -63,6 +63,8 @@ class KVCache:
     tiers (a disk hit is copied into RAM): a state that is a prefix of the prompt, or one
     that diverges from it after at least ``min_common_tokens`` tokens (the backend restores it
     and drops the KV cells past the common part, e.g. a previous attempt's prompt + answer).
+    Each lookup is one event: ``KVHit`` (a state is offered) or ``KVMiss`` (none); a state
+    the backend then cannot use is the Generator's ``KVRestoreFailed``.
     A save goes to RAM and is written through to disk. Disk I/O runs in worker threads
     behind a :class:`~anyio.CapacityLimiter` of one, never on the event loop; messages are
     handled one at a time, so a lookup queued behind a save sees it.
@@ -146,20 +148,12 @@ class KVCache:
             case _:
                 assert_never(msg)
 
-    def longest_prefix(self, identity: str, tokens: list[int]) -> PrefixState | None:
-        """The RAM tier's state for ``identity`` with the longest proper prefix of ``tokens``."""
-        return self._ram.longest_prefix(identity, tokens)
-
-    def longest_common(self, identity: str, tokens: list[int]) -> tuple[PrefixState | None, int]:
-        """The RAM tier's state sharing the longest usable common prefix with ``tokens``."""
-        return self._ram.longest_common(identity, tokens, min_partial=self._min_common)
-
     async def _in_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         call = functools.partial(fn, *args, **kwargs)
         return await anyio.to_thread.run_sync(call, limiter=self._limiter)
 
     async def _lookup(self, req: LookupPrefix) -> None:
-        min_partial = req.min_common_tokens or self._min_common
+        min_partial = self._min_common
         state, common = self._ram.longest_common(req.identity, req.tokens, min_partial=min_partial)
         tier: str = "ram"
         rejected: list[Dropped] = []

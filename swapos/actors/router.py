@@ -368,15 +368,15 @@ class Router:
             "prefetcher",
             PhaseObserved(
                 model=model,
-                tokens=reply.tokens,
-                gen_s=reply.gen_s,
+                tokens=reply.stats.tokens,
+                gen_s=reply.stats.gen_s,
                 started_t=gen_started,
                 ended_t=self.events.t(),
                 load_s=lease.load_s,
                 load_hidden_s=lease.load_hidden_s,
             ),
         )
-        out = PhaseOutput(text=reply.text, tokens=reply.tokens, hit_cap=reply.hit_cap)
+        out = PhaseOutput(text=reply.text, tokens=reply.stats.tokens, hit_cap=reply.stats.hit_cap)
         return await self._end_phase(ids, out)
 
     async def grade_phase(

@@ -10,14 +10,13 @@ Generator looks them up by lease.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, Protocol
+from typing import Protocol
 
 import msgspec
 
+from swapos.messages.generation import GenerationStats
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatFormat
-
-StopReason = Literal["stop", "eos", "length", "context"]
 
 
 class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
@@ -48,18 +47,11 @@ class PrefixState(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class GenerationOutput(msgspec.Struct, frozen=True, kw_only=True):
-    """What one generation produced, with its timings (seconds on the backend's clock).
+    """What one generation produced.
 
     Attributes:
         text: the generated text, cut before any stop sequence.
-        prompt_tokens: tokens in the prompt.
-        kv_restored_tokens: prompt tokens that came from a restored KV state.
-        prefill_tokens: prompt tokens evaluated (prompt_tokens - kv_restored_tokens).
-        prefill_s: time spent restoring and prefilling.
-        ttft_s: from the call to the first generated token (prefill included).
-        tokens: generated tokens.
-        gen_s: decode time after the first token.
-        stop_reason: why generation ended.
+        stats: its token counts, timings and stop reason.
         saved: the KV state snapshot taken at ``save_at`` tokens, if one was asked for.
         final: with ``save_final``, the KV state after the generation: the prompt plus the
             generated tokens that were evaluated into the KV cache (the last sampled token,
@@ -67,21 +59,9 @@ class GenerationOutput(msgspec.Struct, frozen=True, kw_only=True):
     """
 
     text: str
-    prompt_tokens: int
-    kv_restored_tokens: int
-    prefill_tokens: int
-    prefill_s: float
-    ttft_s: float
-    tokens: int
-    gen_s: float
-    stop_reason: StopReason
+    stats: GenerationStats
     saved: PrefixState | None = None
     final: PrefixState | None = None
-
-    @property
-    def hit_cap(self) -> bool:
-        """True when generation stopped because it reached ``max_tokens``."""
-        return self.stop_reason == "length"
 
 
 class LoadedModel(Protocol):

@@ -11,9 +11,11 @@ from collections.abc import Callable
 
 import msgspec
 
-from swapos.backends.base import GenerationOutput, PrefixState, SamplingParams, StopReason
+from swapos.backends.base import GenerationOutput, PrefixState, SamplingParams
+from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
 from swapos.clock import Clock
-from swapos.errors import ModelFileError
+from swapos.errors import GenerationError, ModelFileError
+from swapos.messages.generation import GenerationStats, StopReason
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatFormat
 from swapos.policies.tokens import common_prefix_len
@@ -36,6 +38,9 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
         chat_template: makes the model an instruct model with this chat template.
         fail_load: if set, every load fails with this reason.
         fail_restore: every restore fails (the backend falls back to a full prefill).
+        fail_generations: these generations of the model (0 is its first) raise a raw
+            ``RuntimeError`` mid-prefill, as a failing ``llama_decode`` does; the backend's
+            edge maps it to :class:`~swapos.errors.GenerationError`.
     """
 
     load_s: float = 1.0
@@ -49,6 +54,7 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
     chat_template: str | None = None
     fail_load: str | None = None
     fail_restore: bool = False
+    fail_generations: tuple[int, ...] = ()
 
 
 class FakeModel:
@@ -86,7 +92,30 @@ class FakeModel:
         on_token: Callable[[str], None] | None = None,
     ) -> GenerationOutput:
         """Restore (a common prefix of ``k`` tokens restores ``k``, at most all but the last
-        prompt token, as llama.cpp does), prefill the rest, emit the scripted reply."""
+        prompt token, as llama.cpp does), prefill the rest, emit the scripted reply.
+
+        Raises:
+            GenerationError: the script fails this generation (``fail_generations``).
+        """
+        edge = map_exceptions(
+            {LIBRARY_ERRORS: GenerationError}, f"generating with model {self._spec.name!r}"
+        )
+        with edge:
+            return await self._generate(
+                prompt, params, restore=restore, save_at=save_at, save_final=save_final,
+                on_token=on_token,
+            )  # fmt: skip
+
+    async def _generate(
+        self,
+        prompt: list[int],
+        params: SamplingParams,
+        *,
+        restore: PrefixState | None,
+        save_at: int | None,
+        save_final: bool,
+        on_token: Callable[[str], None] | None,
+    ) -> GenerationOutput:
         clock, script = self._backend.clock, self._script
         self._backend.prompts.append((self._spec.name, "".join(map(chr, prompt))))
         start = clock.now()
@@ -94,15 +123,17 @@ class FakeModel:
         if restore is not None and not script.fail_restore:
             restored = min(common_prefix_len(restore.tokens, prompt), max(len(prompt) - 1, 0))
         await clock.sleep(script.prefill_s_per_token * (len(prompt) - restored))
+        done = self._backend.generations.get(self._spec.name, 0)
+        self._backend.generations[self._spec.name] = done + 1
+        if done in script.fail_generations:
+            raise RuntimeError("llama_decode failed with status -3")
         saved = None
         if save_at is not None and 0 < save_at <= len(prompt):
             saved = PrefixState(tokens=tuple(prompt[:save_at]), state=self.kv_identity.encode())
         prefill_s = clock.now() - start
         reply = script.reply
-        done = self._backend.generations.get(self._spec.name, 0)
         if script.replies:
             reply = script.replies[min(done, len(script.replies) - 1)]
-        self._backend.generations[self._spec.name] = done + 1
         pieces = [w + " " for w in reply.split(" ")] if reply else []
         text, n, first_at = "", 0, 0.0
         reason: StopReason = "eos"
@@ -130,8 +161,7 @@ class FakeModel:
             kept = pieces[:n] if reason == "eos" else pieces[: max(n - 1, 0)]
             generated = [ord(c) for c in "".join(kept)]
             final = PrefixState(tokens=(*prompt, *generated), state=self.kv_identity.encode())
-        return GenerationOutput(
-            text=text.rstrip(" ") if reason != "stop" else text,
+        stats = GenerationStats(
             prompt_tokens=len(prompt),
             kv_restored_tokens=restored,
             prefill_tokens=len(prompt) - restored,
@@ -140,9 +170,9 @@ class FakeModel:
             tokens=n,
             gen_s=end - (first_at or end),
             stop_reason=reason,
-            saved=saved,
-            final=final,
         )
+        text = text.rstrip(" ") if reason != "stop" else text
+        return GenerationOutput(text=text, stats=stats, saved=saved, final=final)
 
     async def close(self) -> None:
         if not self.closed:

@@ -24,6 +24,7 @@ from swapos.messages.events import (
     TaskFinished,
     TaskStarted,
 )
+from swapos.messages.generation import GenerationStats
 
 PROGRESS_PER_PHASE = 32
 """A 256-token generation, reported every 8 tokens."""
@@ -110,15 +111,16 @@ def _generation_events(t: float, pid: str, ids: dict[str, Any]) -> list[AnyEvent
         ),
         GenerationFinished(
             t=t + 0.9,
-            prompt_tokens=412,
-            prefill_tokens=412,
-            kv_restored_tokens=0,
-            prefill_s=0.045,
-            ttft_s=0.049,
-            tokens=256,
-            gen_s=0.65,
-            hit_cap=True,
-            stop_reason="length",
+            stats=GenerationStats(
+                prompt_tokens=412,
+                prefill_tokens=412,
+                kv_restored_tokens=0,
+                prefill_s=0.045,
+                ttft_s=0.049,
+                tokens=256,
+                gen_s=0.65,
+                stop_reason="length",
+            ),
             **gen,
         ),
     ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import msgspec
@@ -29,6 +29,7 @@ from swapos.messages.events import (
     RunStarted,
     TaskFinished,
     TaskStarted,
+    event_decoder,
 )
 from swapos.records.aggregate import Aggregator
 from swapos.records.schema import RunSummary
@@ -47,7 +48,8 @@ def load_events(path: str | Path) -> tuple[list[AnyEvent], list[str]]:
 
     Raises:
         EventLogError: the file cannot be read, is empty, does not start with a
-            ``RunStarted`` header, was written by a newer schema, holds a corrupt line
+            ``RunStarted`` header, was written by a newer schema (older ones are upgraded
+            line by line: :func:`~swapos.messages.events.event_decoder`), holds a corrupt line
             before its last, or holds more than one run.
     """
     path = Path(path)
@@ -60,11 +62,12 @@ def load_events(path: str | Path) -> tuple[list[AnyEvent], list[str]]:
         lines.pop()  # the newline after the last complete line
     events: list[AnyEvent] = []
     warnings: list[str] = []
+    decode: Callable[[bytes], AnyEvent] = EVENT_DECODER.decode  # until the header's version
     for i, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            ev = EVENT_DECODER.decode(line)
+            ev = decode(line)
         except msgspec.DecodeError as exc:
             if i == 1:
                 _check_newer(path, line)
@@ -80,6 +83,8 @@ def load_events(path: str | Path) -> tuple[list[AnyEvent], list[str]]:
                 "its end: restore it from a copy, or cut it at this line to replay what precedes"
             ) from exc
         _check_order(path, i, ev, events)
+        if isinstance(ev, RunStarted):
+            decode = event_decoder(ev.schema_version)
         events.append(ev)
     if not events:
         raise EventLogError(f"event log {path} holds no events; was the run started?")

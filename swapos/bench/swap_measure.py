@@ -197,7 +197,7 @@ async def measure_swap(
         model=spec.name,
         condition=condition,
         load_s=load_s,
-        ttft_s=out.ttft_s,
+        ttft_s=out.stats.ttft_s,
         swap_s=swap_s,
         evict_s=evict_s,
         prompt_tokens=len(tokens),

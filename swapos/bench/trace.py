@@ -25,6 +25,7 @@ from swapos.messages.events import (
     KVDropped,
     KVHit,
     KVMiss,
+    KVRestoreFailed,
     KVSaved,
     LeaseGranted,
     LeaseReleased,
@@ -263,7 +264,7 @@ class _SpanBuilder:
                 )
             case ReservationRefused():
                 self._instant("evictor", f"refuse {ev.model}", ev.t, reason=ev.reason)
-            case KVHit() | KVMiss() | KVSaved() | KVDropped():
+            case KVHit() | KVMiss() | KVRestoreFailed() | KVSaved() | KVDropped():
                 self._instant("kvcache", type(ev).__name__, ev.t)
             case _:
                 pass

@@ -12,6 +12,7 @@ import msgspec
 
 from swapos.backends.base import PrefixState, SamplingParams
 from swapos.messages.base import Message, Reply, Request
+from swapos.messages.generation import GenerationStats
 from swapos.pipeline.task import Task
 
 # --- client -> Router ---------------------------------------------------------------------
@@ -234,16 +235,10 @@ class Generate(Request, frozen=True, kw_only=True):
 
 
 class Generated(Reply, frozen=True, kw_only=True):
+    """The generation's text and its numbers (also logged as ``GenerationFinished``)."""
+
     text: str
-    tokens: int
-    prompt_tokens: int
-    prefill_tokens: int
-    kv_restored_tokens: int
-    prefill_s: float
-    ttft_s: float
-    gen_s: float
-    hit_cap: bool
-    stop_reason: str
+    stats: GenerationStats
 
 
 class GenerateFailed(Reply, frozen=True, kw_only=True):
@@ -260,13 +255,11 @@ class LookupPrefix(Request, frozen=True, kw_only=True):
     """The saved state for ``identity`` sharing the longest common prefix with ``tokens``.
 
     A state whose tokens diverge from ``tokens`` (it will be truncated on restore) is only
-    offered when it shares at least ``min_common_tokens`` with them (0: the KVCache's own
-    minimum).
+    offered when it shares at least the KVCache's ``min_common_tokens`` with them.
     """
 
     identity: str
     tokens: list[int]
-    min_common_tokens: int = 0
 
 
 class PrefixFound(Reply, frozen=True, kw_only=True):

@@ -3,13 +3,19 @@ appends each as one JSONL line (DESIGN §6). ``t`` is seconds since the run star
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import msgspec
 
 from swapos.messages.base import Message
+from swapos.messages.generation import GenerationStats
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""Version of the event log's line format (written in the ``RunStarted`` header).
+
+2: ``GenerationFinished`` holds its numbers in ``stats`` (1 had them flat, with ``hit_cap``).
+"""
 
 
 class Event(Message, frozen=True, kw_only=True):
@@ -171,15 +177,9 @@ class GenerationProgress(Event, frozen=True, kw_only=True):
 
 
 class GenerationFinished(Event, frozen=True, kw_only=True):
-    prompt_tokens: int
-    prefill_tokens: int
-    kv_restored_tokens: int
-    prefill_s: float
-    ttft_s: float
-    tokens: int
-    gen_s: float
-    hit_cap: bool
-    stop_reason: str
+    """A generation ended; ``stats`` are the numbers the backend measured."""
+
+    stats: GenerationStats
 
 
 class GenerationFailed(Event, frozen=True, kw_only=True):
@@ -187,13 +187,25 @@ class GenerationFailed(Event, frozen=True, kw_only=True):
 
 
 class KVHit(Event, frozen=True, kw_only=True):
+    """A lookup offered a state sharing ``tokens`` with the prompt (sent by the KVCache)."""
+
     tokens: int
     tier: str = "ram"
 
 
 class KVMiss(Event, frozen=True, kw_only=True):
+    """A lookup found no state to offer (sent by the KVCache only)."""
+
     prompt_tokens: int
     reason: str = ""
+
+
+class KVRestoreFailed(Event, frozen=True, kw_only=True):
+    """The backend could not use the state a lookup offered (``tokens`` in common with the
+    prompt) and prefilled the whole prompt: that lookup ends a miss."""
+
+    tokens: int
+    reason: str
 
 
 class KVSaved(Event, frozen=True, kw_only=True):
@@ -253,6 +265,7 @@ AnyEvent = (
     | GenerationFailed
     | KVHit
     | KVMiss
+    | KVRestoreFailed
     | KVSaved
     | KVDropped
     | GradeStarted
@@ -261,4 +274,27 @@ AnyEvent = (
 """Every event type: the Recorder's inbox and the event log's line type."""
 
 EVENT_DECODER = msgspec.json.Decoder(AnyEvent)
-"""The typed decoder for one event-log line."""
+"""The typed decoder for one event-log line (of the current :data:`SCHEMA_VERSION`)."""
+
+_RAW_DECODER = msgspec.json.Decoder()
+
+
+def event_decoder(schema_version: int) -> Callable[[bytes], AnyEvent]:
+    """The line decoder for a log whose header says ``schema_version``: older lines are
+    upgraded to today's events as they are read. (A newer version is the caller's to refuse.)
+    """
+    return EVENT_DECODER.decode if schema_version >= SCHEMA_VERSION else _decode_v1
+
+
+def _decode_v1(line: bytes) -> AnyEvent:
+    """One schema-1 line: ``GenerationFinished`` carried its numbers flat, with ``hit_cap``.
+
+    Raises:
+        msgspec.DecodeError: the line is not a valid event (as the typed decoder would).
+    """
+    raw = _RAW_DECODER.decode(line)
+    if isinstance(raw, dict) and raw.get("type") == "GenerationFinished" and "stats" not in raw:
+        raw.pop("hit_cap", None)
+        raw["stats"] = {k: raw.pop(k) for k in GenerationStats.__struct_fields__ if k in raw}
+    event: AnyEvent = msgspec.convert(raw, AnyEvent)
+    return event

@@ -12,6 +12,7 @@ from swapos.messages.events import (
     GradeFinished,
     KVHit,
     KVMiss,
+    KVRestoreFailed,
     KVSaved,
     LeaseGranted,
     ModelEvicted,
@@ -23,6 +24,7 @@ from swapos.messages.events import (
     TaskFinished,
     TaskStarted,
 )
+from swapos.messages.generation import GenerationStats
 from swapos.records.schema import PhaseRecord, RunInfo, RunSummary, TaskResult
 from swapos.records.summary import summarize
 
@@ -60,7 +62,7 @@ class Aggregator:
                 record.load_s, record.evict_s = ev.load_s, ev.evict_s
                 record.load_hidden_s = ev.load_hidden_s
             case GenerationFinished(phase_id=str(pid)) if pid in self.phases:
-                _apply_generation(self.phases[pid], ev)
+                _apply_generation(self.phases[pid], ev.stats)
             case GradeFinished(phase_id=str(pid)) if pid in self.phases:
                 self.phases[pid].outcome = ev.outcome
             case PhaseFinished(phase_id=str(pid)) if pid in self.phases:
@@ -75,6 +77,9 @@ class Aggregator:
             case KVHit():
                 self.kv_hits += 1
             case KVMiss():
+                self.kv_misses += 1
+            case KVRestoreFailed():  # the hit's state was not used: count its lookup a miss
+                self.kv_hits -= 1
                 self.kv_misses += 1
             case KVSaved():
                 self.kv_saves += 1
@@ -122,10 +127,10 @@ class Aggregator:
         return summarize([self.tasks[t] for t in self.finished_tasks], info)
 
 
-def _apply_generation(record: PhaseRecord, ev: GenerationFinished) -> None:
-    record.ttft_s, record.tokens, record.gen_s = ev.ttft_s, ev.tokens, ev.gen_s
-    record.prompt_tokens, record.prefill_tokens = ev.prompt_tokens, ev.prefill_tokens
-    record.prefill_s, record.kv_restored_tokens = ev.prefill_s, ev.kv_restored_tokens
-    record.hit_cap = ev.hit_cap
-    record.tok_s = (ev.tokens - 1) / ev.gen_s if ev.tokens > 1 and ev.gen_s > 0 else 0.0
-    record.outcome = "cap" if ev.hit_cap else ev.stop_reason
+def _apply_generation(record: PhaseRecord, stats: GenerationStats) -> None:
+    record.ttft_s, record.tokens, record.gen_s = stats.ttft_s, stats.tokens, stats.gen_s
+    record.prompt_tokens, record.prefill_tokens = stats.prompt_tokens, stats.prefill_tokens
+    record.prefill_s, record.kv_restored_tokens = stats.prefill_s, stats.kv_restored_tokens
+    record.hit_cap = stats.hit_cap
+    record.tok_s = (stats.tokens - 1) / stats.gen_s if stats.tokens > 1 and stats.gen_s > 0 else 0.0
+    record.outcome = "cap" if stats.hit_cap else stats.stop_reason

@@ -1,0 +1,153 @@
+"""``LlamaBackend``: loads GGUF models with llama.cpp, warms their files, reads tokenizers."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable
+
+import anyio
+
+from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
+from swapos.backends.llama.loading import footprint_estimate, gguf_info, load_model
+from swapos.backends.llama.model import LlamaModel
+from swapos.backends.llama.vocab import shared_counter
+from swapos.backends.threads import run_in_worker
+from swapos.errors import ModelFileError
+from swapos.models.gguf import GGUFInfo
+from swapos.models.spec import ModelSpec
+from swapos.models.templates import ChatFormat
+
+_WARM_CHUNK = 8 << 20
+
+
+def _reading_vocabulary(spec: ModelSpec) -> contextlib.AbstractContextManager[None]:
+    return map_exceptions(
+        {LIBRARY_ERRORS: ModelFileError},
+        f"reading the vocabulary of {spec.path}",
+        advice="check that it is a complete GGUF model",
+    )
+
+
+class LlamaBackend:
+    """Loads GGUF models with llama.cpp (implements ``ModelBackend``).
+
+    Args:
+        load_limiter: bounds concurrent loads; default: one load at a time.
+        generate_limiter: bounds concurrent generations of the models this backend loads.
+    """
+
+    def __init__(
+        self,
+        *,
+        load_limiter: anyio.CapacityLimiter | None = None,
+        generate_limiter: anyio.CapacityLimiter | None = None,
+    ) -> None:
+        self._load_limiter = load_limiter or anyio.CapacityLimiter(1)
+        self._generate_limiter = generate_limiter
+
+    def info(self, path: str) -> GGUFInfo:
+        """The GGUF header of ``path`` (cached per path, size and mtime)."""
+        return gguf_info(path)
+
+    def estimate_footprint(self, spec: ModelSpec) -> int:
+        """Bytes ``spec`` is expected to hold once loaded (``spec.footprint_bytes`` if set)."""
+        return footprint_estimate(spec)
+
+    def token_counter(self, spec: ModelSpec) -> Callable[[str], int]:
+        """Counts tokens as ``spec``'s tokenizer does (BOS included), from a vocab-only load.
+
+        Blocking (reads the vocabulary, ~0.1 s for Gemma): call it from a worker thread.
+        Counters are shared by models with the same architecture and vocabulary size and
+        live as long as the process.
+
+        Raises:
+            ModelFileError: the file is missing or not loadable.
+        """
+        info = gguf_info(spec.path)  # validates the file first
+        with _reading_vocabulary(spec):
+            return shared_counter(spec.path, info)
+
+    def chat_format(self, spec: ModelSpec) -> ChatFormat | None:
+        """The GGUF's ``tokenizer.chat_template`` with its special tokens (None without one).
+
+        Blocking (reads the vocabulary): call it from a worker thread.
+
+        Raises:
+            ModelFileError: the file is missing or not loadable.
+        """
+        info = gguf_info(spec.path)
+        template = info.metadata.get("tokenizer.chat_template")
+        if not isinstance(template, str) or not template.strip():
+            return None
+        with _reading_vocabulary(spec):
+            return shared_counter(spec.path, info).chat_format(template)
+
+    async def load(self, spec: ModelSpec) -> LlamaModel:
+        """Load ``spec`` in a worker thread.
+
+        Raises:
+            ModelFileError: missing, truncated or unloadable file (the message names it).
+
+        On cancellation the load is aborted through llama.cpp's progress callback, anything
+        already allocated is freed, and the cancellation is re-raised. With mmap, llama.cpp
+        first maps and parses the whole file (~0.7 s for the F16 model here) and only then
+        reports progress, so a cancellation during that phase takes effect after it (the
+        context, the KV cache and the compute buffers are never allocated).
+        """
+        box: list[LlamaModel] = []
+
+        def work(abort: threading.Event) -> LlamaModel:
+            with map_exceptions(
+                {LIBRARY_ERRORS: ModelFileError},
+                f"loading model {spec.name!r} from {spec.path}",
+                advice="check that the file is a complete GGUF model and that n_ctx fits memory",
+            ):
+                box.append(load_model(spec, abort, limiter=self._generate_limiter))
+            return box[0]
+
+        try:
+            return await run_in_worker(work, limiter=self._load_limiter)
+        except BaseException:
+            if box:  # finished just as we were cancelled: do not leak it
+                with anyio.CancelScope(shield=True):
+                    await box[0].close()
+            raise
+
+    async def warm(self, spec: ModelSpec) -> None:
+        """Bring ``spec``'s file into the page cache: ``posix_fadvise(WILLNEED)`` + read-ahead.
+
+        Cancellation stops the read-ahead within one 8 MiB chunk.
+        """
+
+        def work(abort: threading.Event) -> None:
+            try:
+                with open(spec.path, "rb", buffering=0) as f:
+                    if hasattr(os, "posix_fadvise"):
+                        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_WILLNEED)
+                    chunk = bytearray(_WARM_CHUNK)
+                    while not abort.is_set() and f.readinto(chunk):
+                        pass
+            except OSError as exc:
+                raise ModelFileError(
+                    f"cannot read model file {spec.path}: {exc.strerror}; check the path"
+                ) from exc
+
+        await run_in_worker(work)  # not behind load_limiter: a warm-up never delays a load
+
+    async def drop_page_cache(self, spec: ModelSpec) -> bool:
+        """``posix_fadvise(DONTNEED)`` on ``spec``'s file: its clean, unmapped pages leave
+        the page cache, so the next load reads from disk. False where unsupported."""
+
+        def work(abort: threading.Event) -> bool:
+            if not hasattr(os, "posix_fadvise"):
+                return False
+            try:
+                with open(spec.path, "rb", buffering=0) as f:
+                    os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+            except OSError:
+                return False
+            return True
+
+        return await run_in_worker(work)

@@ -1,0 +1,180 @@
+"""A model resident in llama.cpp: tokenize, generate and close, each in a worker thread."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import llama_cpp
+import structlog
+
+from swapos.backends.base import GenerationOutput, PrefixState, SamplingParams
+from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
+from swapos.backends.llama.decode import Decoder, Handles
+from swapos.backends.llama.runtime import Aborted, malloc_trim
+from swapos.backends.llama.vocab import tokenize
+from swapos.backends.threads import run_in_worker
+from swapos.errors import GenerationError
+from swapos.models.spec import ModelSpec
+
+log = structlog.get_logger(__name__)
+
+
+class LlamaModel:
+    """A model resident in llama.cpp (implements ``LoadedModel``): one context, one sequence.
+
+    Generations on the same model are serialized by a lock (each waits for the previous one,
+    still honouring cancellation while it waits).
+
+    Args:
+        spec: what it was loaded from.
+        model, ctx: the llama.cpp model and context (this object frees them).
+        footprint: memory it holds, measured across the load.
+        identity: its :attr:`kv_identity`.
+        limiter: bounds concurrent generations (and tokenizations).
+    """
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        model: Any,
+        ctx: Any,
+        *,
+        footprint: int,
+        identity: str,
+        limiter: anyio.CapacityLimiter | None = None,
+    ) -> None:
+        self._spec = spec
+        self._model: Any = model
+        self._ctx: Any = ctx
+        self._vocab = llama_cpp.llama_model_get_vocab(model)
+        self._n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
+        self._n_ctx = min(int(llama_cpp.llama_n_ctx(ctx)), spec.n_ctx)  # llama.cpp pads it
+        self._limiter = limiter
+        self._lock = threading.Lock()
+        self._footprint = footprint
+        self._identity = identity
+
+    @property
+    def spec(self) -> ModelSpec:
+        """The spec it was loaded from."""
+        return self._spec
+
+    @property
+    def footprint_bytes(self) -> int:
+        """RSS delta measured across the load, floored by the estimate (mmap'd weights
+        are only resident once the first eval touches them)."""
+        return self._footprint
+
+    @property
+    def kv_identity(self) -> str:
+        """File sha256 + size + mtime, ``n_ctx``, KV types and the llama-cpp-python version."""
+        return self._identity
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` has freed the model."""
+        return self._model is None
+
+    async def tokenize(self, text: str, *, special: bool = False) -> list[int]:
+        """Token ids of ``text``, with the BOS token (in a worker thread); ``special`` parses
+        special-token text into special tokens (chat prompts)."""
+        return await anyio.to_thread.run_sync(
+            functools.partial(self.tokenize_sync, text, special=special), limiter=self._limiter
+        )
+
+    def tokenize_sync(self, text: str, *, special: bool = False) -> list[int]:
+        """Blocking :meth:`tokenize`.
+
+        Raises:
+            GenerationError: llama.cpp failed to tokenize (the message says why).
+        """
+        with self._edge("tokenizing for"):
+            return tokenize(self._vocab, text, special=special)
+
+    async def generate(
+        self,
+        prompt: list[int],
+        params: SamplingParams,
+        *,
+        restore: PrefixState | None = None,
+        save_at: int | None = None,
+        save_final: bool = False,
+        on_token: Callable[[str], None] | None = None,
+    ) -> GenerationOutput:
+        """Generate a continuation of ``prompt`` in one worker thread.
+
+        See ``LoadedModel.generate``. On cancellation the decode loop stops within one token
+        (or one ``n_batch`` chunk of prefill), the model stays usable, and the cancellation
+        is re-raised.
+
+        Raises:
+            GenerationError: llama.cpp failed (a ``llama_decode`` error, a failed state
+                save or restore, the model was closed); the model stays loaded and the
+                next generation starts from an empty KV cache.
+        """
+        started = time.perf_counter()
+
+        def work(abort: threading.Event) -> GenerationOutput:
+            if not self._acquire(abort):
+                raise Aborted
+            try:
+                if self._ctx is None:
+                    raise GenerationError(f"model {self._spec.name!r} is closed; load it again")
+                decoder = Decoder(self._handles(), abort, on_token, started)
+                with self._edge("generating with"):
+                    return decoder.run(prompt, params, restore, save_at, save_final=save_final)
+            finally:
+                self._lock.release()
+
+        return await run_in_worker(work, limiter=self._limiter)
+
+    def _edge(self, doing: str) -> contextlib.AbstractContextManager[None]:
+        """Maps llama.cpp's exceptions to :class:`GenerationError` naming this model."""
+        return map_exceptions(
+            {LIBRARY_ERRORS: GenerationError},
+            f"{doing} model {self._spec.name!r}",
+            advice="the model stays loaded; retry the phase, or lower n_batch or n_ctx if it "
+            "keeps failing",
+        )
+
+    def _handles(self) -> Handles:
+        return Handles(
+            name=self._spec.name, model=self._model, ctx=self._ctx, vocab=self._vocab,
+            n_vocab=self._n_vocab, n_ctx=self._n_ctx, n_batch=self._spec.n_batch,
+        )  # fmt: skip
+
+    def _acquire(self, abort: threading.Event) -> bool:
+        while not self._lock.acquire(timeout=0.05):
+            if abort.is_set():
+                return False
+        return True
+
+    async def close(self) -> None:
+        """Free the model and its context in a worker thread. Idempotent.
+
+        Waits for a running generation to finish first. Runs shielded: a cancelled caller
+        still leaves the model freed. Errors are not mapped: llama.cpp's free functions
+        cannot fail, so an exception here is a bug, and memory the budget counts as freed
+        might not be; it propagates.
+        """
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self.close_sync)
+
+    def close_sync(self) -> None:
+        """Blocking :meth:`close`."""
+        with self._lock:
+            if self._ctx is not None:
+                llama_cpp.llama_free(self._ctx)
+                self._ctx = None
+            if self._model is not None:
+                llama_cpp.llama_model_free(self._model)
+                self._model = None
+                malloc_trim()
+                log.info("model_close.done", model=self._spec.name)
