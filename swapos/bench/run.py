@@ -271,6 +271,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("out/bench"), help="output folder")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out")
     parser.add_argument("--cold", action="store_true", help="drop the page cache before runs")
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="run on Ray (needs swapos[ray]): at ADDRESS, else RAY_ADDRESS, else a local Ray",
+    )
+    parser.add_argument(
+        "--workers", type=positive_int, help="with --ray: this many workers (default: one per node)"
+    )
+    parser.add_argument(
+        "--shared-out",
+        action="store_true",
+        help="with --ray: --out is mounted on every node; workers write their logs there",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -286,9 +301,24 @@ def main(args: argparse.Namespace) -> int:
     profile = _profile(args.profile)
     out: Path = args.out
     cold = ColdCache(print) if args.cold else None
+    if args.ray is None and (args.workers is not None or args.shared_out):
+        raise SwapOSError("--workers and --shared-out go with --ray")
+    if args.ray is not None and args.cold:
+        raise SwapOSError("--cold is not supported with --ray (it drops one machine's cache)")
+    cluster: dict[str, object] = {}
 
     async def go() -> dict[Key, RunSummary]:
         with RichReporter() as reporter:
+            if args.ray is not None:
+                return await _go_ray(
+                    args,
+                    tasks=tasks,
+                    profile=profile,
+                    modes=modes,
+                    arms=arms,
+                    reporter=reporter,
+                    cluster=cluster,
+                )
             return await run_bench(
                 tasks,
                 profile,
@@ -306,10 +336,11 @@ def main(args: argparse.Namespace) -> int:
     try:
         summaries = anyio.run(go)
     except KeyboardInterrupt:
-        _write_manifest(out, args, task_ids, cold)
+        _write_manifest(out, args, task_ids, cold, cluster)
         print(f"interrupted; finished tasks are in {out}: rerun with --resume to continue")
         return 130
-    _write_manifest(out, args, task_ids, cold)
+    _write_manifest(out, args, task_ids, cold, cluster)
+    _print_cluster(cluster)
     path = write_comparison(out, summaries)
     for key, s in summaries.items():
         print(
@@ -318,6 +349,44 @@ def main(args: argparse.Namespace) -> int:
         )
     print(f"wrote {path}; report: python -m swapos.bench report {out}")
     return 0
+
+
+async def _go_ray(
+    args: argparse.Namespace,
+    *,
+    tasks: Sequence[Task],
+    profile: Profile,
+    modes: Sequence[str],
+    arms: Sequence[str],
+    reporter: Reporter,
+    cluster: dict[str, object],
+) -> dict[Key, RunSummary]:
+    """``main`` on Ray; the session's cluster report goes into ``cluster`` (for bench.json)."""
+    from swapos.cluster.session import run_on_ray
+
+    summaries, report = await run_on_ray(
+        tasks,
+        profile,
+        address=args.ray or None,
+        workers=args.workers,
+        out=args.out,
+        modes=modes,
+        arms=arms,
+        max_attempts=args.max_attempts,
+        resume=args.resume,
+        shared_logs=args.shared_out,
+        reporter=reporter,
+    )
+    cluster.update(msgspec.to_builtins(report))
+    return summaries
+
+
+def _print_cluster(cluster: dict[str, object]) -> None:
+    workers = cluster.get("workers")
+    for w in workers if isinstance(workers, list) else []:
+        print(f"worker {w['name']} ({w['node']}): {w['state']}, {w['tasks']} task(s) {w['reason']}")
+    if cluster:
+        print(f"re-runs: {cluster.get('reruns')}; given up: {cluster.get('given_up')}")
 
 
 def _following(tasks: Sequence[Task]) -> dict[str, Task | None]:
@@ -336,7 +405,11 @@ def _profile(name_or_path: str | None) -> Profile:
 
 
 def _write_manifest(
-    out: Path, args: argparse.Namespace, task_ids: list[str], cold: ColdCache | None
+    out: Path,
+    args: argparse.Namespace,
+    task_ids: list[str],
+    cold: ColdCache | None,
+    cluster: dict[str, object] | None = None,
 ) -> None:
     """``bench.json``: the invocation, appended to the sessions already recorded."""
     path = out / "bench.json"
@@ -355,6 +428,7 @@ def _write_manifest(
             },
             "task_ids": task_ids,
             "cold": cold.status() if cold is not None else {"requested": False},
+            **({"cluster": cluster} if cluster else {}),
         }
     )
     write_atomic(path, msgspec.json.format(msgspec.json.encode({"sessions": sessions})) + b"\n")
