@@ -6,6 +6,7 @@ One Ray session serves the whole module. Skipped where ``ray`` is not installed
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -13,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
+from swapos.bench.cli import main as bench_main
 from swapos.bench.compare import Key
 from swapos.bench.replay import load_events
 from swapos.bench.results import read_summary
@@ -126,6 +129,19 @@ async def test_two_workers_share_the_suite_and_match_a_local_run(
     assert sorted(h.host["node"].split("@")[0] for h in headers if isinstance(h, RunStarted)) == [
         "w0", "w1"
     ]  # fmt: skip
+    # The set replays as one run (every task once) and traces each node as its own process.
+    trace_path, replayed = tmp_path / "trace.json", tmp_path / "replayed.json"
+    argv = ["replay", *map(str, logs), "--trace", str(trace_path), "--json", str(replayed)]
+    assert bench_main(argv) == 0
+    merged = msgspec.json.decode(replayed.read_bytes(), type=RunSummary)
+    assert sorted(outcome(r) for r in merged.results) == [
+        outcome(r) for r in local[PIPELINE].results
+    ]
+    names = [e["args"]["name"] for e in json.loads(trace_path.read_text())["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_name"]  # fmt: skip
+    assert sorted(n.split("@")[0] for n in names) == ["w0", "w1"]
+    assert bench_main(["report", str(tmp_path / "ray")]) == 0
+    assert "2 event logs: w0@" in (tmp_path / "ray" / "report.md").read_text()
 
 
 async def test_a_killed_workers_task_runs_once_more_elsewhere_and_counts_once(
