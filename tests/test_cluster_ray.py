@@ -25,7 +25,8 @@ from swapos.bench.run import run_bench
 from swapos.cluster.driver import ClusterReport
 from swapos.cluster.session import run_on_ray
 from swapos.messages.events import RunStarted
-from swapos.pipeline.task import Task
+from swapos.models.bundled import default_profile
+from swapos.pipeline.task import Task, TaskMeta
 from swapos.records.schema import RunSummary, TaskResult
 from tests import cluster_fakes
 from tests.cluster_fakes import RAY_OPTIONS, FakeFactory, profile, task
@@ -223,3 +224,43 @@ def results(out: Path) -> dict[Key, RunSummary]:
 
 def committed(out: Path) -> int:
     return sum(s.tasks_total for s in results(out).values())
+
+
+def real_task(name: str, body: str, test: str) -> Task:
+    starter = f'def {name}(a, b):\n    """{body}"""\n'
+    return Task(
+        meta=TaskMeta(task_id=f"complete_{name}", category="completion", difficulty=1),
+        root="",
+        problem=starter,
+        starter=starter,
+        tests={f"test_{name}.py": f"from solution import {name}\n\n\ndef test_it():\n{test}"},
+        entry_point=name,
+    )
+
+
+@pytest.mark.real_model
+async def test_the_real_coder_on_two_workers_runs_each_task_once_with_results_back(
+    ray_session: str, tmp_path: Path
+) -> None:
+    """The bundled Qwen2.5-Coder 0.5B (the default profile's coder: the single arm loads
+    only it), one worker of 1 CPU each, each assembling the model into its node's cache."""
+    base = default_profile()
+    code = msgspec.structs.replace(base.phase("code"), max_tokens=96)
+    prof = msgspec.structs.replace(base, phases={**base.phases, "code": code})
+    tasks = [
+        real_task("add", "Return the sum of a and b.", "    assert add(2, 3) == 5\n"),
+        real_task("larger", "Return the larger of a and b.", "    assert larger(2, 7) == 7\n"),
+    ]
+    with anyio.fail_after(600):
+        summaries, report = await run_on_ray(
+            tasks, prof, address=None, workers=2, out=tmp_path, modes=["overlap"],
+            arms=["single"], options=RAY_OPTIONS,
+        )  # fmt: skip
+    results = summaries[("overlap", "single")].results
+    assert [r.task_id for r in results] == ["complete_add", "complete_larger"]
+    assert all(r.error is None and r.phases[0].tokens > 0 for r in results)
+    assert results[0].passed  # the 0.5B completes `add`
+    assert sorted(w.state for w in report.workers) == ["closed", "closed"]
+    assert sum(w.tasks for w in report.workers) == 2
+    logs = sorted((tmp_path / "overlap-single").glob("events-*.jsonl"))
+    assert len(logs) == 2 and all(load_events(p)[1] == [] for p in logs)
