@@ -9,6 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from swapos.bench.cli import main as bench_main
 from swapos.bench.replay import load_events, merge, summarize
 from swapos.bench.trace import cluster_trace, node_of
 from swapos.cluster.protocol import Key
@@ -129,3 +130,14 @@ async def test_each_nodes_log_is_its_own_process_in_the_trace_and_replays_merged
     merged = merge([summarize(ev) for ev in logs])
     assert [r.task_id for r in merged.results] == ["add0", "add1"]
     assert merged.loads == sum(summarize(ev).loads for ev in logs)
+
+
+def test_cluster_options_without_ray_or_with_cold_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = str(tmp_path / "o")
+    assert bench_main(["run", "--workers", "2", "--out", out]) == 2
+    assert "go with --ray" in capsys.readouterr().err
+    assert bench_main(["run", "--ray", "--cold", "--out", out]) == 2
+    assert "--cold is not supported with --ray" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -141,7 +141,7 @@ class Ledger:
     def info(self, key: Key) -> RunInfo:
         """The run-wide facts of ``key``: the previous sessions' counters plus every source's
         of this one; ``run_at`` is the first session's, the other header facts (host,
-        models, budget) those of the source that reported last."""
+        models, budget) those of the last source (in the order they first reported)."""
         merged = self._base[key]
         for live in self._sources[key].values():
             merged = add_counters(merged, live)

@@ -290,6 +290,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run a suite in every mode x arm, interleaved; write results and comparison.json."""
+    if args.ray is None and (args.workers is not None or args.shared_out):
+        raise SwapOSError("--workers and --shared-out go with --ray")
+    if args.ray is not None and args.cold:
+        raise SwapOSError("--cold is not supported with --ray (it drops one machine's cache)")
     modes = parse_choices(args.modes, MODES, "mode")
     arms = parse_choices(args.arms, ARMS, "arm")
     tasks = load_suite(
@@ -301,10 +305,6 @@ def main(args: argparse.Namespace) -> int:
     profile = _profile(args.profile)
     out: Path = args.out
     cold = ColdCache(print) if args.cold else None
-    if args.ray is None and (args.workers is not None or args.shared_out):
-        raise SwapOSError("--workers and --shared-out go with --ray")
-    if args.ray is not None and args.cold:
-        raise SwapOSError("--cold is not supported with --ray (it drops one machine's cache)")
     cluster: dict[str, object] = {}
 
     async def go() -> dict[Key, RunSummary]:
