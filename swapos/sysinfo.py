@@ -37,12 +37,22 @@ def reset_peak_rss() -> bool:
     return True
 
 
+NODE_ENV = "SWAPOS_NODE"
+"""Environment variable naming this process's node in a cluster run (set by the Ray worker,
+:mod:`swapos.cluster.worker`, before it opens a system); absent in a local run."""
+
+
 def host_info() -> dict[str, str]:
-    """What a results file says about the machine it ran on."""
-    return {
+    """What a results file (and an event log's header) says about the machine it ran on;
+    ``node`` when :data:`NODE_ENV` names one (a cluster worker)."""
+    info = {
         "hostname": platform.node(),
         "system": f"{platform.system()} {platform.release()}",
         "machine": platform.machine(),
         "python": platform.python_version(),
         "cpus": str(os.cpu_count() or 0),
     }
+    node = os.environ.get(NODE_ENV)
+    if node:
+        info["node"] = node
+    return info

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 
 from swapos.bench import kv, overhead, replay, report, swap
 from swapos.bench import run as suite_run
+from swapos.cluster import overhead as ray_overhead
 from swapos.errors import SwapOSError
 from swapos.logconfig import configure_logging
 
@@ -17,6 +18,7 @@ Main = Callable[[argparse.Namespace], int]
 SUBCOMMANDS: dict[str, tuple[AddArguments, Main]] = {
     "kv": (kv.add_arguments, kv.main),
     "overhead": (overhead.add_arguments, overhead.main),
+    "ray-overhead": (ray_overhead.add_arguments, ray_overhead.main),
     "replay": (replay.add_arguments, replay.main),
     "run": (suite_run.add_arguments, suite_run.main),
     "swap": (swap.add_arguments, swap.main),

@@ -1,6 +1,9 @@
 """Replay an event log: rebuild every record, print the phases and swaps, export a trace.
 
-``python -m swapos.bench replay EVENTS.jsonl [--trace T.json] [--plot T.png] [--json S.json]``
+``python -m swapos.bench replay EVENTS.jsonl... [--trace T.json] [--plot T.png] [--json S.json]``
+
+Several logs (a cluster run's workers, ``<mode>-<arm>/events-*.jsonl``) replay as one run:
+their tasks together, counters added up; the trace shows each node as its own process.
 
 Records are rebuilt by the same :class:`~swapos.records.aggregate.Aggregator` the Recorder
 runs live, so a replayed summary equals the live one exactly (DESIGN §6).
@@ -19,7 +22,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from swapos.bench.trace import Swap, chrome_trace, swaps
+from swapos.bench.results import RunInfo, add_counters, info_of
+from swapos.bench.results import summarize as summarize_results
+from swapos.bench.trace import Swap, chrome_trace, cluster_trace, node_of, swaps
 from swapos.errors import EventLogError
 from swapos.messages.events import (
     EVENT_DECODER,
@@ -152,6 +157,28 @@ def replay(path: str | Path) -> RunSummary:
     return summarize(events)
 
 
+def merge(summaries: Sequence[RunSummary]) -> RunSummary:
+    """One summary of several runs (the logs of a cluster run's workers, or of resumed
+    sessions): their finished tasks together, counters added up, ``run_at`` the first's.
+    Every aggregate is recomputed by the same ``summarize`` as a live run's."""
+    if len(summaries) == 1:
+        return summaries[0]
+    info = RunInfo()
+    for s in summaries:
+        info = add_counters(info, info_of(s)) if info.run_at else info_of(s)
+    return summarize_results([r for s in summaries for r in s.results], info)
+
+
+def load_set(paths: Sequence[Path]) -> list[tuple[str, list[AnyEvent], list[str]]]:
+    """Each log of ``paths`` as ``(node, events, warnings)``; ``node`` from its header
+    (a cluster worker's), else the file name."""
+    out = []
+    for path in paths:
+        events, warnings = load_events(path)
+        out.append((node_of(events, Path(path).stem), events, warnings))
+    return out
+
+
 # --- report -------------------------------------------------------------------------------
 
 
@@ -232,7 +259,9 @@ def summary_table(summary: RunSummary) -> Table:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("events", type=Path, help="the run's events.jsonl")
+    parser.add_argument(
+        "events", type=Path, nargs="+", help="the run's events.jsonl (or a cluster run's set)"
+    )
     parser.add_argument("--trace", type=Path, help="write a Chrome trace (Perfetto) here")
     parser.add_argument("--plot", type=Path, help="write a timeline picture here (needs [plot])")
     parser.add_argument("--json", type=Path, help="write the rebuilt run summary here")
@@ -243,22 +272,34 @@ def main(args: argparse.Namespace) -> int:
     console = Console()
     if not console.is_terminal:  # piped: do not squeeze the tables into 80 columns
         console.width = max(console.width, 160)
-    events, warnings = load_events(args.events)
-    for warning in warnings:
-        console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
-    summary = summarize(events)
+    logs = load_set(args.events)
+    for _, _, warnings in logs:
+        for warning in warnings:
+            console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+    summary = merge([summarize(events) for _, events, _ in logs])
     console.print(phase_table(summary))
-    console.print(swap_table(swaps(events)))
+    for node, events, _ in logs:
+        table = swap_table(swaps(events))
+        if len(logs) > 1:
+            table.title = f"{table.title} on {node}"
+        console.print(table)
     console.print(summary_table(summary))
     if args.json is not None:
         args.json.write_bytes(msgspec.json.format(msgspec.json.encode(summary)))
         console.print(f"summary written to {args.json}")
     if args.trace is not None:
-        args.trace.write_text(json.dumps(chrome_trace(events)))
+        if len(logs) == 1:
+            trace = chrome_trace(logs[0][1])
+        else:
+            trace = cluster_trace([(node, events) for node, events, _ in logs])
+        args.trace.write_text(json.dumps(trace))
         console.print(f"trace written to {args.trace} (open it in https://ui.perfetto.dev)")
+    if args.plot is not None and len(logs) > 1:
+        console.print("no timeline picture for a set of logs: open the trace instead")
+        return 0
     if args.plot is not None:
         from swapos.bench.plot import plot_timeline
 
-        plot_timeline(events, args.plot)
+        plot_timeline(logs[0][1], args.plot)
         console.print(f"timeline written to {args.plot}")
     return 0

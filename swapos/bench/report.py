@@ -202,19 +202,27 @@ def phases_section(summaries: dict[Key, RunSummary]) -> list[str]:
 
 
 def timeline_section(folder: Path, summaries: dict[Key, RunSummary], report: Path) -> list[str]:
-    """Write the trace and picture of the overlap mode (else the first mode/arm)."""
-    from swapos.bench.replay import load_events
-    from swapos.bench.trace import chrome_trace
+    """Write the trace and picture of the overlap mode (else the first mode/arm).
+
+    A mode/arm with several event logs (a cluster run's workers, or resumed sessions) gets
+    one trace of them all, each log (node) its own process; the picture shows the first.
+    """
+    from swapos.bench.replay import load_set
+    from swapos.bench.trace import chrome_trace, cluster_trace
 
     keys = [k for k in summaries if k[0] == "overlap"] or list(summaries)
-    events_file = folder / label(keys[0]) / "events.jsonl"
+    paths = event_logs(folder / label(keys[0]))
     lines = [f"## Timeline ({label(keys[0])})", ""]
-    if not events_file.exists():
-        return [*lines, f"No event log at {events_file}.", ""]
-    events, warnings = load_events(events_file)
-    lines += [f"- warning: {w}" for w in warnings]
+    if not paths:
+        return [*lines, f"No event log in {folder / label(keys[0])}.", ""]
+    logs = load_set(paths)
+    lines += [f"- warning: {w}" for _, _, warnings in logs for w in warnings]
     trace = folder / f"trace-{label(keys[0])}.json"
-    trace.write_text(json.dumps(chrome_trace(events)))
+    if len(logs) == 1:
+        trace.write_text(json.dumps(chrome_trace(logs[0][1])))
+    else:
+        trace.write_text(json.dumps(cluster_trace([(node, ev) for node, ev, _ in logs])))
+        lines.append(f"{len(logs)} event logs: {', '.join(node for node, _, _ in logs)}.")
     lines.append(
         f"Chrome trace: [{trace.name}]({_rel(trace, report)}) (open in "
         "https://ui.perfetto.dev or chrome://tracing)."
@@ -223,11 +231,19 @@ def timeline_section(folder: Path, summaries: dict[Key, RunSummary], report: Pat
     try:
         from swapos.bench.plot import plot_timeline
 
-        plot_timeline(events, picture)
+        plot_timeline(logs[0][1], picture)
         lines += ["", f"![timeline]({_rel(picture, report)})"]
     except SwapOSError as exc:
         lines += ["", f"No picture: {exc}"]
     return [*lines, ""]
+
+
+def event_logs(folder: Path) -> list[Path]:
+    """The event logs of one mode/arm folder: ``events.jsonl`` first (a local run's), then
+    the others (``events-<n>.jsonl`` of resumed sessions, ``events-<worker>.jsonl`` of a
+    cluster run's workers) by name."""
+    paths = sorted(folder.glob("events*.jsonl"))
+    return sorted(paths, key=lambda p: (p.name != "events.jsonl", p.name))
 
 
 def _rel(path: Path, report: Path) -> str:

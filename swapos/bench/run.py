@@ -29,16 +29,9 @@ import structlog
 from swapos.actors.system import System, open_system
 from swapos.bench.coldcache import ColdCache
 from swapos.bench.compare import Key, compare, label, ordered
+from swapos.bench.ledger import Ledger, rotated
 from swapos.bench.progress import RichReporter
-from swapos.bench.results import (
-    RunInfo,
-    add_counters,
-    info_of,
-    read_summary,
-    summarize,
-    write_atomic,
-    write_summary,
-)
+from swapos.bench.results import info_of, write_atomic
 from swapos.cliargs import positive_int
 from swapos.clock import Clock, MonotonicClock
 from swapos.console import interrupt_on_sigterm
@@ -108,26 +101,79 @@ def open_llama(profile: Profile, mode: Mode, events: Path) -> AbstractAsyncConte
     return open_system(profile, mode=mode, event_log=events)
 
 
-def _previous(out: Path, keys: Sequence[Key], resume: bool) -> dict[Key, RunSummary]:
-    found: dict[Key, RunSummary] = {}
+class _Session:
+    """The systems a local run keeps open, one per mode/arm, and the time spent in each."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.systems: dict[Key, System] = {}
+        self.wall: dict[Key, float] = {}
+
+
+async def _open_systems(
+    stack: AsyncExitStack,
+    session: _Session,
+    *,
+    keys: Sequence[Key],
+    profile: Profile,
+    out: Path,
+    factory: SystemFactory,
+) -> None:
+    """Step 2: open one system per mode/arm in ``keys`` (its opening counts as its time)."""
     for key in keys:
+        t0 = session.clock.now()
         folder = out / label(key)
-        if not resume:
-            if (folder / "results.json").exists() or any(folder.glob("events*.jsonl")):
-                raise SwapOSError(
-                    f"{folder} holds a previous run: pass --resume to continue it, or choose "
-                    "another --out"
-                )
-            continue
-        summary = read_summary(folder / "results.json")
-        if summary is not None:
-            if summary.mode and summary.mode != key[0]:
-                raise SwapOSError(
-                    f"{folder / 'results.json'} is a {summary.mode!r} run, not {key[0]!r}: "
-                    "delete it or choose another --out"
-                )
-            found[key] = summary
-    return found
+        folder.mkdir(parents=True, exist_ok=True)
+        cm = factory(arm_profile(profile, key[1]), cast(Mode, key[0]), events_path(folder))
+        session.systems[key] = await stack.enter_async_context(cm)
+        session.wall[key] = session.clock.now() - t0
+        log.info("bench.system_opened", key=label(key), open_s=session.wall[key])
+
+
+async def run_triple(
+    system: System,
+    task: Task,
+    arm: str,
+    *,
+    max_attempts: int | None,
+    next_task: Task | None,
+) -> TaskResult:
+    """Run ``task`` on ``system`` (one mode/arm): the single arm gets one code attempt."""
+    attempts = 1 if arm == "single" else max_attempts
+    outcome = await system.run_task(task, max_attempts=attempts, next_task=next_task)
+    return outcome.result
+
+
+async def _run_task_everywhere(
+    session: _Session,
+    ledger: Ledger,
+    task: Task,
+    order: Sequence[Key],
+    following: dict[Key, dict[str, Task | None]],
+    *,
+    max_attempts: int | None,
+    cold: ColdCache | None,
+    reporter: Reporter | None,
+) -> None:
+    """Step 3, for one task: run it in every mode/arm of ``order`` that has not finished it,
+    committing each result as it comes."""
+    for key in ledger.pending(task, order):
+        if cold is not None:
+            await cold.drop()
+        t0 = session.clock.now()
+        result = await run_triple(
+            session.systems[key],
+            task,
+            key[1],
+            max_attempts=max_attempts,
+            next_task=following[key][task.task_id],
+        )
+        session.wall[key] += session.clock.now() - t0
+        live = info_of(session.systems[key].summary())
+        live.wall_clock_s = session.wall[key]
+        ledger.commit(key, result, live)
+        if reporter is not None:
+            reporter.advance(key, result)
 
 
 async def run_bench(
@@ -145,6 +191,10 @@ async def run_bench(
     reporter: Reporter | None = None,
 ) -> dict[Key, RunSummary]:
     """Run every task in every mode x arm, interleaved; write results after every task.
+
+    The steps: read what ``out`` already holds (:class:`~swapos.bench.ledger.Ledger`), open
+    one system per mode/arm with work left, then for each task run every mode/arm that has
+    not finished it, in an order rotated by the task's index, committing each result.
 
     Args:
         tasks: the suite, in order (its index rotates the mode/arm order).
@@ -168,51 +218,35 @@ async def run_bench(
             stay on disk. Cancellation stops after the task runs in flight; nothing
             finished is lost.
     """
-    clock = clock or MonotonicClock()
     keys = ordered([(m, a) for m in modes for a in arms])
-    previous = _previous(out, keys, resume)
-    base = {k: info_of(previous[k]) if k in previous else RunInfo() for k in keys}
-    results = {k: list(previous[k].results) if k in previous else [] for k in keys}
-    done = {k: {r.task_id for r in results[k]} for k in keys}
-    todo = {k: [t for t in tasks if t.task_id not in done[k]] for k in keys}
+    ledger = Ledger.open(out, keys, tasks, resume)
+    todo = ledger.todo(tasks)
     # The task each system runs after each one: announced so overlap prefetches its model.
     following = {k: _following(v) for k, v in todo.items()}
-    summaries = {k: previous[k] for k in previous}
     if reporter is not None:
-        reporter.start(sum(len(v) for v in todo.values()), keys)
+        reporter.start(ledger.remaining(tasks), keys)
+    session = _Session(clock or MonotonicClock())
     async with AsyncExitStack() as stack:
-        systems: dict[Key, System] = {}
-        wall: dict[Key, float] = {}
-        for key in (k for k in keys if todo[k]):
-            t0 = clock.now()
-            folder = out / label(key)
-            folder.mkdir(parents=True, exist_ok=True)
-            cm = factory(arm_profile(profile, key[1]), cast(Mode, key[0]), events_path(folder))
-            systems[key] = await stack.enter_async_context(cm)
-            wall[key] = clock.now() - t0
-            log.info("bench.system_opened", key=label(key), open_s=wall[key])
+        await _open_systems(
+            stack,
+            session,
+            keys=[k for k in keys if todo[k]],
+            profile=profile,
+            out=out,
+            factory=factory,
+        )
         for i, task in enumerate(tasks):
-            rot = i % len(keys)
-            for key in [*keys[rot:], *keys[:rot]]:
-                if task.task_id in done[key]:
-                    continue
-                if cold is not None:
-                    await cold.drop()
-                t0 = clock.now()
-                attempts = 1 if key[1] == "single" else max_attempts
-                outcome = await systems[key].run_task(
-                    task, max_attempts=attempts, next_task=following[key][task.task_id]
-                )
-                wall[key] += clock.now() - t0
-                results[key].append(outcome.result)
-                done[key].add(task.task_id)
-                live = info_of(systems[key].summary())
-                live.wall_clock_s = wall[key]
-                summaries[key] = summarize(results[key], add_counters(base[key], live))
-                write_summary(out / label(key) / "results.json", summaries[key])
-                if reporter is not None:
-                    reporter.advance(key, outcome.result)
-    return summaries
+            await _run_task_everywhere(
+                session,
+                ledger,
+                task,
+                rotated(keys, i),
+                following,
+                max_attempts=max_attempts,
+                cold=cold,
+                reporter=reporter,
+            )
+    return ledger.summaries
 
 
 def write_comparison(out: Path, summaries: dict[Key, RunSummary]) -> Path:
@@ -237,10 +271,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("out/bench"), help="output folder")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out")
     parser.add_argument("--cold", action="store_true", help="drop the page cache before runs")
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="run on Ray (needs swapos[ray]): at ADDRESS, else RAY_ADDRESS, else a local Ray",
+    )
+    parser.add_argument(
+        "--workers", type=positive_int, help="with --ray: this many workers (default: one per node)"
+    )
+    parser.add_argument(
+        "--shared-out",
+        action="store_true",
+        help="with --ray: --out is mounted on every node; workers write their logs there",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
     """Run a suite in every mode x arm, interleaved; write results and comparison.json."""
+    if args.ray is None and (args.workers is not None or args.shared_out):
+        raise SwapOSError("--workers and --shared-out go with --ray")
+    if args.ray is not None and args.cold:
+        raise SwapOSError("--cold is not supported with --ray (it drops one machine's cache)")
     modes = parse_choices(args.modes, MODES, "mode")
     arms = parse_choices(args.arms, ARMS, "arm")
     tasks = load_suite(
@@ -252,9 +305,20 @@ def main(args: argparse.Namespace) -> int:
     profile = _profile(args.profile)
     out: Path = args.out
     cold = ColdCache(print) if args.cold else None
+    cluster: dict[str, object] = {}
 
     async def go() -> dict[Key, RunSummary]:
         with RichReporter() as reporter:
+            if args.ray is not None:
+                return await _go_ray(
+                    args,
+                    tasks=tasks,
+                    profile=profile,
+                    modes=modes,
+                    arms=arms,
+                    reporter=reporter,
+                    cluster=cluster,
+                )
             return await run_bench(
                 tasks,
                 profile,
@@ -272,10 +336,11 @@ def main(args: argparse.Namespace) -> int:
     try:
         summaries = anyio.run(go)
     except KeyboardInterrupt:
-        _write_manifest(out, args, task_ids, cold)
+        _write_manifest(out, args, task_ids, cold, cluster)
         print(f"interrupted; finished tasks are in {out}: rerun with --resume to continue")
         return 130
-    _write_manifest(out, args, task_ids, cold)
+    _write_manifest(out, args, task_ids, cold, cluster)
+    _print_cluster(cluster)
     path = write_comparison(out, summaries)
     for key, s in summaries.items():
         print(
@@ -284,6 +349,44 @@ def main(args: argparse.Namespace) -> int:
         )
     print(f"wrote {path}; report: python -m swapos.bench report {out}")
     return 0
+
+
+async def _go_ray(
+    args: argparse.Namespace,
+    *,
+    tasks: Sequence[Task],
+    profile: Profile,
+    modes: Sequence[str],
+    arms: Sequence[str],
+    reporter: Reporter,
+    cluster: dict[str, object],
+) -> dict[Key, RunSummary]:
+    """``main`` on Ray; the session's cluster report goes into ``cluster`` (for bench.json)."""
+    from swapos.cluster.session import run_on_ray
+
+    summaries, report = await run_on_ray(
+        tasks,
+        profile,
+        address=args.ray or None,
+        workers=args.workers,
+        out=args.out,
+        modes=modes,
+        arms=arms,
+        max_attempts=args.max_attempts,
+        resume=args.resume,
+        shared_logs=args.shared_out,
+        reporter=reporter,
+    )
+    cluster.update(msgspec.to_builtins(report))
+    return summaries
+
+
+def _print_cluster(cluster: dict[str, object]) -> None:
+    workers = cluster.get("workers")
+    for w in workers if isinstance(workers, list) else []:
+        print(f"worker {w['name']} ({w['node']}): {w['state']}, {w['tasks']} task(s) {w['reason']}")
+    if cluster:
+        print(f"re-runs: {cluster.get('reruns')}; given up: {cluster.get('given_up')}")
 
 
 def _following(tasks: Sequence[Task]) -> dict[str, Task | None]:
@@ -302,7 +405,11 @@ def _profile(name_or_path: str | None) -> Profile:
 
 
 def _write_manifest(
-    out: Path, args: argparse.Namespace, task_ids: list[str], cold: ColdCache | None
+    out: Path,
+    args: argparse.Namespace,
+    task_ids: list[str],
+    cold: ColdCache | None,
+    cluster: dict[str, object] | None = None,
 ) -> None:
     """``bench.json``: the invocation, appended to the sessions already recorded."""
     path = out / "bench.json"
@@ -321,6 +428,7 @@ def _write_manifest(
             },
             "task_ids": task_ids,
             "cold": cold.status() if cold is not None else {"requested": False},
+            **({"cluster": cluster} if cluster else {}),
         }
     )
     write_atomic(path, msgspec.json.format(msgspec.json.encode({"sessions": sessions})) + b"\n")

@@ -9,7 +9,8 @@ generation before it. :func:`chrome_trace` writes them as Trace Event JSON for P
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import datetime as dt
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -42,6 +43,7 @@ from swapos.messages.events import (
     ReservationMade,
     ReservationRefused,
     RouterDecided,
+    RunStarted,
     SchedulePublished,
 )
 
@@ -329,9 +331,59 @@ def chrome_trace(events: Sequence[AnyEvent]) -> dict[str, Any]:
         _meta(_ACTORS_PID, 0, "process_name", "actors"),
         _meta(_MODELS_PID, 0, "process_name", "models"),
     ]
+    trace += _lanes(all_spans, lambda lane: _MODELS_PID if lane.startswith("model ") else 1)
+    return {"traceEvents": trace, "displayTimeUnit": "ms"}
+
+
+def node_of(events: Sequence[AnyEvent], default: str) -> str:
+    """The ``node`` a log's header names (a cluster worker's log), else ``default``."""
+    header = events[0] if events else None
+    if isinstance(header, RunStarted):
+        return header.host.get("node", default)
+    return default
+
+
+def start_offsets(logs: Sequence[Sequence[AnyEvent]]) -> list[float]:
+    """Seconds from the earliest log's start to each log's, from the headers' ``run_at``
+    (whole seconds: the logs of different machines share no finer clock)."""
+    starts = []
+    for events in logs:
+        header = events[0] if events else None
+        at = header.run_at if isinstance(header, RunStarted) else ""
+        try:
+            starts.append(dt.datetime.fromisoformat(at).timestamp())
+        except ValueError:
+            starts.append(0.0)
+    first = min(starts, default=0.0)
+    return [s - first for s in starts]
+
+
+def cluster_trace(logs: Sequence[tuple[str, Sequence[AnyEvent]]]) -> dict[str, Any]:
+    """One trace for a set of event logs (``(node, events)``), each node its own process
+    (its actor lanes, then its model lanes), placed on a common time axis by
+    :func:`start_offsets`."""
+    trace: list[dict[str, Any]] = []
+    offsets = start_offsets([events for _, events in logs])
+    for pid, ((node, events), offset) in enumerate(zip(logs, offsets, strict=True), start=1):
+        shifted = [msgspec.structs.replace(s, start=s.start + offset,
+                                           end=None if s.end is None else s.end + offset)
+                   for s in spans(events)]  # fmt: skip
+        trace.append(_meta(pid, 0, "process_name", node))
+        trace.append(_meta(pid, 0, "process_sort_index", pid))
+        trace += _lanes(shifted, _always(pid))
+    return {"traceEvents": trace, "displayTimeUnit": "ms"}
+
+
+def _always(pid: int) -> Callable[[str], int]:
+    return lambda _lane: pid
+
+
+def _lanes(all_spans: Sequence[Span], pid_of: Callable[[str], int]) -> list[dict[str, Any]]:
+    """Thread metadata and events of every lane, rows split where spans overlap."""
+    trace: list[dict[str, Any]] = []
     tid = 0
     for lane in lane_order(all_spans):
-        pid = _MODELS_PID if lane.startswith("model ") else _ACTORS_PID
+        pid = pid_of(lane)
         placed = _rows(s for s in all_spans if s.lane == lane)
         nrows = max((row for _, row in placed), default=0) + 1
         for row in range(nrows):
@@ -341,7 +393,7 @@ def chrome_trace(events: Sequence[AnyEvent]) -> dict[str, Any]:
         for span, row in placed:
             trace.append(_event(span, pid, tid + 1 + row))
         tid += nrows
-    return {"traceEvents": trace, "displayTimeUnit": "ms"}
+    return trace
 
 
 def _meta(pid: int, tid: int, name: str, value: str | int) -> dict[str, Any]:
