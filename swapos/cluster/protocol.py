@@ -10,8 +10,7 @@ import msgspec
 
 from swapos.models.profile import Profile
 from swapos.pipeline.task import Task
-from swapos.records.schema import TaskResult
-from swapos.records.summary import RunInfo
+from swapos.records.schema import RunInfo, TaskResult
 
 Key = tuple[str, str]
 """(mode, arm)."""
