@@ -3,8 +3,6 @@
 The public API is exactly what this module re-exports (a test keeps it so).
 """
 
-__version__ = "0.1.0"
-
 from swapos.actors.system import PhasesOutcome as PhasesOutcome
 from swapos.actors.system import System as System
 from swapos.actors.system import TaskOutcome as TaskOutcome
@@ -38,3 +36,4 @@ from swapos.pipeline.tasks import load_task as load_task
 from swapos.records.schema import PhaseRecord as PhaseRecord
 from swapos.records.schema import RunSummary as RunSummary
 from swapos.records.schema import TaskResult as TaskResult
+from swapos.version import __version__ as __version__

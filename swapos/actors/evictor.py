@@ -83,10 +83,6 @@ class Evictor:
             victims=self._victims,
         )
 
-    def ledger(self) -> list[LedgerEntry]:
-        """A snapshot of the ledger (for tests and reports)."""
-        return list(self._ledger.values())
-
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:

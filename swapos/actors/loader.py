@@ -132,10 +132,6 @@ class Loader:
             failures=self._failures,
         )
 
-    def open_models(self) -> list[str]:
-        """Models currently holding memory (loaded, loading or being evicted)."""
-        return [n for n, s in self._table.items() if s.model is not None]
-
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:

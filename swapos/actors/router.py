@@ -207,7 +207,14 @@ class Router:
         try:
             with anyio.CancelScope() as scope:
                 self._tasks[req.request_id] = scope
-                done = await conduct(req, self)
+                ended = await conduct(req.task, self, max_attempts=req.max_attempts)
+                done = TaskDone(
+                    request_id=req.request_id,
+                    task_id=req.task.task_id,
+                    passed=ended.passed,
+                    error=ended.error,
+                    capsule_json=ended.capsule_json,
+                )
         finally:
             self._tasks.pop(req.request_id, None)
             with anyio.CancelScope(shield=True):

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from swapos import __version__
 from swapos.actors.base import Events, Outbox, Pending
 from swapos.actors.evictor import Evictor
 from swapos.actors.generator import Generator
@@ -44,6 +44,7 @@ from swapos.pipeline.task import Task
 from swapos.policies.eviction import EvictionRule
 from swapos.records.schema import PhaseRecord, RunSummary, TaskResult
 from swapos.sysinfo import host_info
+from swapos.version import __version__
 
 INBOX_SIZES: dict[Address, int] = {
     "client": 64,
@@ -253,7 +254,8 @@ async def open_system(
     mode = mode or profile.mode
     settings = MODE_SETTINGS[mode]
     clock = clock or MonotonicClock()
-    specs = specs if specs is not None else model_specs(profile)
+    if specs is None:  # may assemble or quantize model files: never on the event loop
+        specs = await anyio.to_thread.run_sync(model_specs, profile)
     if backend is None:
         from swapos.backends.llama import LlamaBackend
 

@@ -196,7 +196,6 @@ class ModelUse(msgspec.Struct, frozen=True, kw_only=True):
     order: int
     task_id: str = ""
     phase: str = ""
-    probability: float = 1.0
 
 
 class PhaseObserved(Message, frozen=True, kw_only=True):

@@ -43,7 +43,6 @@ from swapos.capsule.schema import (
     with_verdict,
 )
 from swapos.errors import SwapOSError
-from swapos.messages.commands import RunTask, TaskDone
 from swapos.models.profile import Profile
 from swapos.models.templates import ChatFormat, TemplateError
 from swapos.pipeline.chat_prompts import build_chat_prompt, replace_answer
@@ -140,16 +139,23 @@ class _Answer(msgspec.Struct, frozen=True, kw_only=True):
     chat: bool
 
 
-async def conduct(req: RunTask, runner: PhaseRunner) -> TaskDone:
-    """Run ``req.task`` to its end; every failure ends the task with a reason, never a crash
-    of the system. Cancellation propagates (the task is recorded as cancelled)."""
-    task, profile = req.task, runner.profile
+class Conducted(msgspec.Struct, frozen=True, kw_only=True):
+    """How a conducted task ended (its numbers are in the event log)."""
+
+    passed: bool
+    error: str | None
+    capsule_json: bytes
+
+
+async def conduct(task: Task, runner: PhaseRunner, *, max_attempts: int | None = None) -> Conducted:
+    """Run ``task`` to its end (``max_attempts`` code attempts, default the profile's); every
+    failure ends the task with a reason, never a crash of the system. Cancellation propagates
+    (the task is recorded as cancelled)."""
+    profile = runner.profile
     st = _State(task)
     await runner.task_started(task)
     try:
-        await _pipeline(
-            task, profile, runner, st, req.max_attempts or profile.pipeline.max_attempts
-        )
+        await _pipeline(task, profile, runner, st, max_attempts or profile.pipeline.max_attempts)
     finally:
         last = st.last
         passed = last is not None and last.passed and st.error is None
@@ -165,13 +171,7 @@ async def conduct(req: RunTask, runner: PhaseRunner) -> TaskDone:
                 passed_attempt=st.passed_attempt if passed else 0,
                 grades=st.grades,
             )
-    return TaskDone(
-        request_id=req.request_id,
-        task_id=task.task_id,
-        passed=passed,
-        error=st.error,
-        capsule_json=encode_capsule(st.capsule),
-    )
+    return Conducted(passed=passed, error=st.error, capsule_json=encode_capsule(st.capsule))
 
 
 async def _pipeline(

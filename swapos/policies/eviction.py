@@ -34,7 +34,6 @@ class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
         leases: leases held on it; a leased model is never a victim.
         speculative: a reservation made by a prefetch (may be cancelled for urgent work).
         last_used: clock time of its last lease (LRU tie-break).
-        reload_cost_s: what reloading it would cost (weights the next-use choice).
     """
 
     model: str
@@ -43,7 +42,6 @@ class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
     leases: int = 0
     speculative: bool = False
     last_used: float = 0.0
-    reload_cost_s: float = 0.0
 
 
 class RoomPlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -164,11 +162,10 @@ def _victim_order(
     """Idle models, best victim first."""
     if rule == "lru":
         return sorted(idle, key=lambda e: e.last_used)
-    # Farthest next use first; among models never used again, the cheapest to reload first;
-    # then least recently used.
+    # Farthest next use first, then least recently used.
     return sorted(
         idle,
-        key=lambda e: (-next_use_distance(e.model, schedule), e.reload_cost_s, e.last_used),
+        key=lambda e: (-next_use_distance(e.model, schedule), e.last_used),
     )
 
 
