@@ -10,9 +10,11 @@ from swapos.actors.system import open_system as open_system
 from swapos.backends.base import GenerationOutput as GenerationOutput
 from swapos.backends.base import LoadedModel as LoadedModel
 from swapos.backends.base import ModelBackend as ModelBackend
-from swapos.backends.base import SamplingParams as SamplingParams
 from swapos.clock import Clock as Clock
 from swapos.clock import MonotonicClock as MonotonicClock
+from swapos.data.generation import GenerationStats as GenerationStats
+from swapos.data.sampling import SamplingParams as SamplingParams
+from swapos.data.task import Task as Task
 from swapos.errors import EventLogError as EventLogError
 from swapos.errors import GenerationError as GenerationError
 from swapos.errors import ModelFileError as ModelFileError
@@ -23,14 +25,12 @@ from swapos.errors import TaskError as TaskError
 from swapos.messages.commands import PhaseSpec as PhaseSpec
 from swapos.messages.events import EVENT_DECODER as EVENT_DECODER
 from swapos.messages.events import AnyEvent as AnyEvent
-from swapos.messages.generation import GenerationStats as GenerationStats
 from swapos.models.bundled import default_profile as default_profile
 from swapos.models.profile import MODES as MODES
 from swapos.models.profile import Profile as Profile
 from swapos.models.profile import decode_profile as decode_profile
 from swapos.models.profile import load_profile as load_profile
 from swapos.models.spec import ModelSpec as ModelSpec
-from swapos.pipeline.task import Task as Task
 from swapos.pipeline.tasks import load_suite as load_suite
 from swapos.pipeline.tasks import load_task as load_task
 from swapos.records.schema import PhaseRecord as PhaseRecord

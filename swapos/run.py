@@ -26,12 +26,12 @@ from rich.markup import escape
 from swapos.actors.system import open_system
 from swapos.cliargs import positive_int
 from swapos.console import LiveStatus, interrupt_on_sigterm, print_task_summary
+from swapos.data.task import Task
 from swapos.errors import SwapOSError
 from swapos.kvstore import default_kv_dir
 from swapos.logconfig import configure_logging
 from swapos.models.profile import MODES, Mode, Profile, checked_model_specs
 from swapos.models.spec import ModelSpec
-from swapos.pipeline.task import Task
 from swapos.pipeline.tasks import DEFAULT_TASK_ID, builtin_suite_path, load_task
 from swapos.records.schema import TaskResult
 

@@ -16,9 +16,9 @@ from typing import Any, cast
 
 from swapos.actors.system import System, TaskOutcome
 from swapos.backends.fake import FakeModelScript
+from swapos.data.task import Task, TaskMeta
 from swapos.errors import ModelFileError
 from swapos.models.profile import Mode, ModelConfig, PipelineConfig, Profile
-from swapos.pipeline.task import Task, TaskMeta
 from swapos.records.schema import RunSummary
 from swapos.sysinfo import NODE_ENV
 from swapos.testing import FakeClock

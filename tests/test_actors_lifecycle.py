@@ -8,8 +8,8 @@ import anyio
 import msgspec
 import pytest
 
-from swapos.backends.base import SamplingParams
 from swapos.backends.fake import FakeModelScript
+from swapos.data.sampling import SamplingParams
 from swapos.errors import SystemClosedError
 from swapos.messages.commands import PhaseSpec
 from swapos.messages.events import EVENT_DECODER, RunFinished, RunStarted

@@ -5,8 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from swapos.backends.base import SamplingParams
 from swapos.backends.fake import FakeModelScript
+from swapos.data.sampling import SamplingParams
 from swapos.messages.commands import PhaseSpec
 from swapos.testing import FakeClock
 from tests.fakes import fake_system

@@ -6,9 +6,9 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from swapos.backends.base import SamplingParams
 from swapos.backends.errors import LIBRARY_ERRORS, ExceptionTypes, map_exceptions
 from swapos.backends.fake import FakeModelScript
+from swapos.data.sampling import SamplingParams
 from swapos.errors import GenerationError, ModelFileError, SwapOSError
 from swapos.messages.commands import PhaseSpec
 from swapos.messages.events import AnyEvent, GenerationFailed, GenerationFinished

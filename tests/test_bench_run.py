@@ -18,10 +18,10 @@ from swapos.bench.cli import main as bench_main
 from swapos.bench.coldcache import ColdCache
 from swapos.bench.results import info_of, read_summary, summarize
 from swapos.bench.run import arm_profile, parse_choices, run_bench, write_comparison
+from swapos.data.task import Task, TaskMeta
 from swapos.errors import EventLogError, SwapOSError
 from swapos.models.profile import MODES as ALL_MODES
 from swapos.models.profile import Mode, ModelConfig, PipelineConfig, Profile
-from swapos.pipeline.task import Task, TaskMeta
 from swapos.records.schema import RunSummary, TaskResult
 from swapos.testing import FakeClock
 from tests.fakes import fake_system

@@ -9,9 +9,9 @@ import msgspec
 import pytest
 
 from swapos.backends.fake import FakeModelScript
+from swapos.data.task import Task, TaskMeta
 from swapos.messages.events import AnyEvent, FirstToken
 from swapos.models.profile import ModelConfig, PipelineConfig, Profile
-from swapos.pipeline.task import Task, TaskMeta
 from swapos.testing import FakeClock
 from tests.fakes import fake_system
 

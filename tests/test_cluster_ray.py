@@ -24,9 +24,9 @@ from swapos.bench.results import read_summary
 from swapos.bench.run import run_bench
 from swapos.cluster.driver import ClusterReport
 from swapos.cluster.session import run_on_ray
+from swapos.data.task import Task, TaskMeta
 from swapos.messages.events import RunStarted
 from swapos.models.bundled import default_profile
-from swapos.pipeline.task import Task, TaskMeta
 from swapos.records.schema import RunSummary, TaskResult
 from tests import cluster_fakes
 from tests.cluster_fakes import RAY_OPTIONS, FakeFactory, profile, task

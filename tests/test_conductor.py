@@ -10,8 +10,8 @@ import pytest
 
 from swapos.backends.fake import FakeModelScript
 from swapos.capsule.schema import CAPSULE_VERSION, decode_capsule
+from swapos.data.task import Task, TaskMeta
 from swapos.models.profile import ModelConfig, PipelineConfig, Profile
-from swapos.pipeline.task import Task, TaskMeta
 from swapos.testing import FakeClock
 from tests.fakes import fake_system
 

@@ -12,11 +12,11 @@ import pytest
 
 from swapos.actors.prefetcher import upcoming_models
 from swapos.backends.fake import FakeModelScript
+from swapos.data.task import Task, TaskMeta
 from swapos.messages.commands import ModelUse
 from swapos.messages.events import AnyEvent, PrefetchStarted, TaskStarted
 from swapos.models.profile import Mode, ModelConfig, PipelineConfig, Profile
 from swapos.pipeline.routing import first_use
-from swapos.pipeline.task import Task, TaskMeta
 from swapos.records.schema import PhaseRecord
 from swapos.testing import FakeClock
 from tests.fakes import fake_system

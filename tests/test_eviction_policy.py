@@ -7,8 +7,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from swapos.backends.base import SamplingParams
 from swapos.backends.fake import FakeModelScript
+from swapos.data.sampling import SamplingParams
 from swapos.messages.commands import PhaseSpec
 from swapos.policies.eviction import LedgerEntry, count_loads, plan_room
 from swapos.testing import FakeClock

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from swapos.data.task import Task, TaskMeta
 from swapos.pipeline.extract import (
     MAX_FEEDBACK_CHARS,
     MAX_PLAN_STEPS,
@@ -16,7 +17,6 @@ from swapos.pipeline.extract import (
     extract_feedback,
     extract_plan,
 )
-from swapos.pipeline.task import Task, TaskMeta
 
 STARTER = "def mean(xs):\n    return sum(xs) / len(xs)\n"
 GOOD = "def mean(xs):\n    if not xs:\n        return 0.0\n    return sum(xs) / len(xs)\n"

@@ -128,7 +128,7 @@ ID = "sha256=aaa;size=1;mtime_ns=2;n_ctx=2048;kv=f16/f16;llama_cpp=0.3.36"
 @FUZZ
 @given(st.binary(max_size=300), st.integers(0, 64))
 def test_any_kv_file_on_disk_is_a_hit_or_a_miss(garbage: bytes, keep: int) -> None:
-    from swapos.backends.base import PrefixState
+    from swapos.data.prefix import PrefixState
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -9,8 +9,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from swapos.backends.base import SamplingParams
 from swapos.backends.llama import LlamaBackend, load_model
+from swapos.data.sampling import SamplingParams
 from swapos.errors import ModelFileError
 from swapos.models.bundled import BUNDLED_NAMES, bundled_model_path
 from swapos.models.gguf import read_gguf

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from swapos.data.task import Task, TaskMeta
 from swapos.pipeline.grader import GradeResult, count_tests, grade
-from swapos.pipeline.task import Task, TaskMeta
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -224,8 +224,8 @@ def test_missing_pytest_is_a_clear_error_not_a_crash(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "pytest" else real(name, *a)
     )
+    from swapos.data.task import Task, TaskMeta
     from swapos.pipeline.grader import grade
-    from swapos.pipeline.task import Task, TaskMeta
 
     task = Task(
         meta=TaskMeta(task_id="t", category="bugfix"),

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from swapos.data.task import Task, TaskMeta
 from swapos.pipeline.grader import GradeResult, SandboxLimits, grade, remove_tree
-from swapos.pipeline.task import Task, TaskMeta
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -10,9 +10,10 @@ import anyio
 import pytest
 
 from swapos.actors.system import open_system
-from swapos.backends.base import PrefixState, SamplingParams
 from swapos.backends.llama import LlamaModel, load_model
 from swapos.backends.llama.loading import kv_identity
+from swapos.data.prefix import PrefixState
+from swapos.data.sampling import SamplingParams
 from swapos.kvstore import DiskStore
 from swapos.messages.commands import PhaseSpec
 from swapos.messages.events import AnyEvent, KVHit, ModelEvicted

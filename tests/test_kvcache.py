@@ -15,8 +15,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from swapos.actors.base import Events, Outbox
 from swapos.actors.kvcache import KVCache
 from swapos.actors.system import open_system
-from swapos.backends.base import PrefixState, SamplingParams
 from swapos.backends.fake import FakeBackend, FakeModelScript
+from swapos.data.prefix import PrefixState
+from swapos.data.sampling import SamplingParams
 from swapos.messages.base import new_id
 from swapos.messages.commands import LookupPrefix, PhaseSpec, PrefixFound, SavePrefix
 from swapos.messages.events import AnyEvent, KVDropped, KVHit, KVMiss, KVRestoreFailed, KVSaved

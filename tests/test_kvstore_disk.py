@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swapos.backends.base import PrefixState
+from swapos.data.prefix import PrefixState
 from swapos.kvstore import DiskStore, RamStore
 
 ID = "sha256=aaa;size=1;mtime_ns=2;n_ctx=2048;kv=f16/f16;llama_cpp=0.3.36"

@@ -10,8 +10,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from swapos.backends.base import SamplingParams
 from swapos.backends.llama import LlamaBackend, LlamaModel, load_model
+from swapos.data.sampling import SamplingParams
 from swapos.errors import ModelFileError
 from swapos.models.bundled import bundled_model_path
 from swapos.models.spec import ModelSpec

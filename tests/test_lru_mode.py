@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swapos.actors.system import MODE_SETTINGS
-from swapos.backends.base import SamplingParams
 from swapos.backends.fake import FakeModelScript
+from swapos.data.sampling import SamplingParams
 from swapos.messages.commands import PhaseSpec
 from swapos.models.profile import MODES
 from swapos.policies.eviction import LedgerEntry, count_loads, lru_victims, plan_room

@@ -8,7 +8,9 @@ import typing
 import msgspec
 import pytest
 
-from swapos.backends.base import PrefixState, SamplingParams
+from swapos.data.prefix import PrefixState
+from swapos.data.sampling import SamplingParams
+from swapos.data.task import Task, TaskMeta
 from swapos.messages import commands, events
 from swapos.messages.base import Message
 from swapos.messages.inboxes import (
@@ -21,7 +23,6 @@ from swapos.messages.inboxes import (
     RecorderInbox,
     RouterInbox,
 )
-from swapos.pipeline.task import Task, TaskMeta
 
 
 def _all_message_types() -> list[type[Message]]:

@@ -18,6 +18,7 @@ from swapos.capsule.schema import (
     with_plan,
     with_verdict,
 )
+from swapos.data.task import Task, TaskMeta
 from swapos.pipeline.prompts import (
     CODE_STOP,
     COMPLETION_STOP,
@@ -27,7 +28,6 @@ from swapos.pipeline.prompts import (
     build_prompt,
     capsule_for_task,
 )
-from swapos.pipeline.task import Task, TaskMeta
 
 STARTER = "def mean(xs):\n    return sum(xs) / len(xs)\n"
 HUMANEVAL_PROMPT = (

@@ -6,13 +6,13 @@ import anyio
 import pytest
 
 from swapos.actors.system import open_system
-from swapos.backends.base import SamplingParams
 from swapos.backends.llama import LlamaBackend
+from swapos.data.sampling import SamplingParams
+from swapos.data.task import Task, TaskMeta
 from swapos.models.bundled import bundled_model_path
 from swapos.models.profile import ModelConfig, PhaseConfig, PipelineConfig, Profile
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatMessage, render_chat
-from swapos.pipeline.task import Task, TaskMeta
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_model]
 

@@ -9,8 +9,9 @@ import msgspec
 import pytest
 
 from swapos.actors.system import open_system
-from swapos.backends.base import SamplingParams
 from swapos.capsule.schema import decode_capsule
+from swapos.data.sampling import SamplingParams
+from swapos.data.task import Task, TaskMeta
 from swapos.messages.commands import PhaseSpec
 from swapos.messages.events import (
     EVENT_DECODER,
@@ -22,7 +23,6 @@ from swapos.messages.events import (
 )
 from swapos.models.bundled import builtin_profile
 from swapos.models.profile import PhaseConfig, PipelineConfig, Profile
-from swapos.pipeline.task import Task, TaskMeta
 from swapos.sysinfo import peak_rss_bytes, rss_bytes
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_model]

@@ -11,11 +11,11 @@ import anyio
 import msgspec
 import pytest
 
-from swapos.backends.base import SamplingParams
 from swapos.backends.fake import FakeModelScript
 from swapos.bench import cli
 from swapos.bench.replay import load_events, replay
 from swapos.bench.trace import chrome_trace, swaps
+from swapos.data.sampling import SamplingParams
 from swapos.errors import EventLogError, SwapOSError
 from swapos.messages.commands import PhaseSpec
 from swapos.messages.events import EVENT_DECODER, SCHEMA_VERSION, RunStarted

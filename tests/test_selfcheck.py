@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from swapos.data.task import Task, TaskMeta
 from swapos.pipeline.grader import grade
 from swapos.pipeline.selfcheck import Example, docstring_examples, selfcheck_task
-from swapos.pipeline.task import Task, TaskMeta
 
 
 def task(starter: str, entry: str = "f") -> Task:

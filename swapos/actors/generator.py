@@ -12,7 +12,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from swapos.actors.base import Events, Outbox, Pending, serving
 from swapos.actors.residency import Residency
-from swapos.backends.base import LoadedModel, PrefixState
+from swapos.backends.base import LoadedModel
+from swapos.data.prefix import PrefixState
 from swapos.errors import GenerationError, SwapOSError
 from swapos.messages.base import new_id
 from swapos.messages.commands import (

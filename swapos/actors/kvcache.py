@@ -14,7 +14,7 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from swapos.actors.base import Events, Outbox, serving
-from swapos.backends.base import PrefixState
+from swapos.data.prefix import PrefixState
 from swapos.kvstore.disk import DiskLookup, DiskPut, DiskStore
 from swapos.kvstore.ram import Dropped, RamStore
 from swapos.messages.commands import LookupPrefix, PrefixFound, PrefixMissing, SavePrefix

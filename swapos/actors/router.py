@@ -14,8 +14,10 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from swapos.actors.base import Events, Outbox, Pending, serving
-from swapos.backends.base import ModelBackend, SamplingParams
+from swapos.backends.base import ModelBackend
 from swapos.backends.threads import run_in_worker
+from swapos.data.sampling import SamplingParams
+from swapos.data.task import Task
 from swapos.errors import SwapOSError
 from swapos.messages.base import new_id
 from swapos.messages.commands import (
@@ -54,7 +56,6 @@ from swapos.models.spec import ModelSpec
 from swapos.models.templates import CHATML, ChatFormat
 from swapos.pipeline.conductor import PhaseOutput, conduct
 from swapos.pipeline.routing import first_use
-from swapos.pipeline.task import Task
 from swapos.sysinfo import peak_rss_bytes, reset_peak_rss
 
 if TYPE_CHECKING:

@@ -24,6 +24,7 @@ from swapos.actors.residency import Residency
 from swapos.actors.router import Router
 from swapos.backends.base import ModelBackend
 from swapos.clock import Clock, MonotonicClock
+from swapos.data.task import Task
 from swapos.errors import SwapOSError, SystemClosedError
 from swapos.messages.base import Address, new_id
 from swapos.messages.commands import (
@@ -40,7 +41,6 @@ from swapos.messages.events import AnyEvent, RunFinished, RunStarted
 from swapos.messages.inboxes import ClientInbox
 from swapos.models.profile import Mode, Profile, model_specs, parse_size
 from swapos.models.spec import ModelSpec
-from swapos.pipeline.task import Task
 from swapos.policies.eviction import EvictionRule
 from swapos.records.schema import PhaseRecord, RunSummary, TaskResult
 from swapos.sysinfo import host_info

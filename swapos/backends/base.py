@@ -14,36 +14,11 @@ from typing import Protocol
 
 import msgspec
 
-from swapos.messages.generation import GenerationStats
+from swapos.data.generation import GenerationStats
+from swapos.data.prefix import PrefixState
+from swapos.data.sampling import SamplingParams
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatFormat
-
-
-class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
-    """How to sample one generation.
-
-    Attributes:
-        max_tokens: hard cap on generated tokens (``hit_cap`` when reached).
-        stop: stop sequences; the text ends *before* the first one found.
-        temperature: 0 means greedy.
-        seed: sampling seed (used when ``temperature > 0``).
-        top_k: top-k filter; 0 disables it.
-        top_p: nucleus filter; 1.0 disables it.
-    """
-
-    max_tokens: int = 256
-    stop: tuple[str, ...] = ()
-    temperature: float = 0.0
-    seed: int = 0
-    top_k: int = 40
-    top_p: float = 0.95
-
-
-class PrefixState(msgspec.Struct, frozen=True, kw_only=True):
-    """A saved KV state: the model's state after prefilling exactly ``tokens``."""
-
-    tokens: tuple[int, ...]
-    state: bytes
 
 
 class GenerationOutput(msgspec.Struct, frozen=True, kw_only=True):

@@ -11,11 +11,13 @@ from collections.abc import Callable
 
 import msgspec
 
-from swapos.backends.base import GenerationOutput, PrefixState, SamplingParams
+from swapos.backends.base import GenerationOutput
 from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
 from swapos.clock import Clock
+from swapos.data.generation import GenerationStats, StopReason
+from swapos.data.prefix import PrefixState
+from swapos.data.sampling import SamplingParams
 from swapos.errors import GenerationError, ModelFileError
-from swapos.messages.generation import GenerationStats, StopReason
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatFormat
 from swapos.policies.tokens import common_prefix_len

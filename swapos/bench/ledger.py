@@ -27,8 +27,8 @@ from swapos.bench.results import (
     summarize,
     write_summary,
 )
+from swapos.data.task import Task
 from swapos.errors import SwapOSError
-from swapos.pipeline.task import Task
 from swapos.records.schema import RunSummary, TaskResult
 
 

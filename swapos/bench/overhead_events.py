@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from swapos.data.generation import GenerationStats
 from swapos.messages.events import (
     AnyEvent,
     FirstToken,
@@ -24,7 +25,6 @@ from swapos.messages.events import (
     TaskFinished,
     TaskStarted,
 )
-from swapos.messages.generation import GenerationStats
 
 PROGRESS_PER_PHASE = 32
 """A 256-token generation, reported every 8 tokens."""

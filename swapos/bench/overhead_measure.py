@@ -28,10 +28,10 @@ from swapos.actors.base import Events, Outbox, Pending
 from swapos.actors.kvcache import KVCache
 from swapos.actors.recorder import Recorder
 from swapos.actors.system import INBOX_SIZES, open_system
-from swapos.backends.base import SamplingParams
 from swapos.backends.fake import FakeBackend, FakeModelScript
 from swapos.bench.overhead_events import phase_events
 from swapos.clock import MonotonicClock
+from swapos.data.sampling import SamplingParams
 from swapos.messages.base import Reply, new_id
 from swapos.messages.commands import LookupPrefix, PhaseSpec, PrefixMissing
 from swapos.messages.events import AnyEvent

@@ -35,9 +35,9 @@ from swapos.bench.results import info_of, write_atomic
 from swapos.cliargs import positive_int
 from swapos.clock import Clock, MonotonicClock
 from swapos.console import interrupt_on_sigterm
+from swapos.data.task import Task
 from swapos.errors import SwapOSError
 from swapos.models.profile import MODES, Mode, Profile
-from swapos.pipeline.task import Task
 from swapos.pipeline.tasks import load_suite
 from swapos.records.schema import RunSummary, TaskResult
 

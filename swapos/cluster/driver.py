@@ -41,9 +41,9 @@ from swapos.cluster.protocol import (
 )
 from swapos.cluster.queue import DEFAULT_MAX_LOSSES, Item, WorkQueue
 from swapos.cluster.worker import log_name
+from swapos.data.task import Task
 from swapos.errors import SwapOSError
 from swapos.models.profile import Profile
-from swapos.pipeline.task import Task
 from swapos.records.schema import RunSummary
 
 log = structlog.get_logger(__name__)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import msgspec
 
+from swapos.data.task import Task
 from swapos.models.profile import Profile
-from swapos.pipeline.task import Task
 from swapos.records.schema import RunInfo, TaskResult
 
 Key = tuple[str, str]

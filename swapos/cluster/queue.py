@@ -18,7 +18,7 @@ import anyio
 import msgspec
 
 from swapos.cluster.protocol import Key
-from swapos.pipeline.task import Task
+from swapos.data.task import Task
 
 DEFAULT_MAX_LOSSES = 2
 """Workers an item may take down with it before it is given up."""

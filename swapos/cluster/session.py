@@ -12,8 +12,8 @@ from swapos.bench.compare import Key
 from swapos.bench.run import Reporter, SystemFactory
 from swapos.cluster.driver import ClusterReport, run_cluster
 from swapos.cluster.ray_pool import RayPool, connect, import_ray
+from swapos.data.task import Task
 from swapos.models.profile import Profile
-from swapos.pipeline.task import Task
 from swapos.records.schema import RunSummary
 
 

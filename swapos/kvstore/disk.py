@@ -30,7 +30,7 @@ import msgspec
 import platformdirs
 import structlog
 
-from swapos.backends.base import PrefixState
+from swapos.data.prefix import PrefixState
 from swapos.kvstore.ram import Dropped, common_prefix, usable
 
 log = structlog.get_logger(__name__)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from swapos.backends.base import PrefixState
+from swapos.data.prefix import PrefixState
 
 Key = tuple[str, tuple[int, ...]]
 

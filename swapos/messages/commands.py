@@ -10,10 +10,11 @@ from typing import Literal
 
 import msgspec
 
-from swapos.backends.base import PrefixState, SamplingParams
+from swapos.data.generation import GenerationStats
+from swapos.data.prefix import PrefixState
+from swapos.data.sampling import SamplingParams
+from swapos.data.task import Task
 from swapos.messages.base import Message, Reply, Request
-from swapos.messages.generation import GenerationStats
-from swapos.pipeline.task import Task
 
 # --- client -> Router ---------------------------------------------------------------------
 

@@ -8,8 +8,8 @@ from typing import Literal
 
 import msgspec
 
+from swapos.data.generation import GenerationStats
 from swapos.messages.base import Message
-from swapos.messages.generation import GenerationStats
 
 SCHEMA_VERSION = 2
 """Version of the event log's line format (written in the ``RunStarted`` header).

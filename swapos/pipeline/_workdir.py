@@ -11,7 +11,7 @@ import stat
 import threading
 from pathlib import Path
 
-from swapos.pipeline.task import Task
+from swapos.data.task import Task
 
 _UID_BASE = 2_000_000_000
 _uid_lock = threading.Lock()

@@ -28,9 +28,9 @@ import msgspec
 
 from swapos.capsule.compress import AttemptView, CapsuleView, CountTokens
 from swapos.capsule.schema import Artifact, Capsule, Feedback
+from swapos.data.task import Task
 from swapos.models.templates import ChatFormat, ChatMessage, render_chat
 from swapos.pipeline.prompts import PLAN_CUE, Assembler, Phase, Prompt, compose
-from swapos.pipeline.task import Task
 
 CODE_CUE: Final = "```python\n"
 CODE_STOP: Final[tuple[str, ...]] = ("\n```",)

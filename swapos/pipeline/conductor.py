@@ -25,7 +25,6 @@ from typing import Protocol
 import anyio.to_thread
 import msgspec
 
-from swapos.backends.base import SamplingParams
 from swapos.capsule.schema import (
     Artifact,
     Capsule,
@@ -42,6 +41,8 @@ from swapos.capsule.schema import (
     with_plan,
     with_verdict,
 )
+from swapos.data.sampling import SamplingParams
+from swapos.data.task import Task
 from swapos.errors import SwapOSError
 from swapos.models.profile import Profile
 from swapos.models.templates import ChatFormat, TemplateError
@@ -51,7 +52,6 @@ from swapos.pipeline.grader import GradeResult, count_tests, grade
 from swapos.pipeline.prompts import Phase, Prompt, build_prompt, capsule_for_task
 from swapos.pipeline.routing import RoutePlan, route
 from swapos.pipeline.selfcheck import selfcheck_task
-from swapos.pipeline.task import Task
 
 _TIMINGS = re.compile(r" in \d+(?:\.\d+)?s\b")
 """Wall times in pytest's output; kept out of prompts so runs (and KV prefixes) repeat."""

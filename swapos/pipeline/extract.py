@@ -15,7 +15,7 @@ from typing import Final, Literal
 
 import msgspec
 
-from swapos.pipeline.task import Task
+from swapos.data.task import Task
 
 How = Literal[
     "fenced",  # a complete fenced block

@@ -35,9 +35,9 @@ from typing import IO
 
 import msgspec
 
+from swapos.data.task import Task
 from swapos.pipeline._teardown import Ended, wait_until_ended
 from swapos.pipeline._workdir import prepare_workdir, remove_tree
-from swapos.pipeline.task import Task
 from swapos.pipeline.verdict import (
     Outcome,
     Tampered,

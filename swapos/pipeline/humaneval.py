@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from swapos.data.task import Task, TaskMeta
 from swapos.errors import TaskError
-from swapos.pipeline.task import Task, TaskMeta
 
 _TEST_TEMPLATE = '''"""HumanEval {dataset_id}: the dataset's check() on solution.{entry_point}."""
 

@@ -41,7 +41,7 @@ from swapos.capsule.render import (
     plan_section,
 )
 from swapos.capsule.schema import Capsule, new_capsule
-from swapos.pipeline.task import Task
+from swapos.data.task import Task
 
 Phase = Literal["reason", "code", "critic"]
 

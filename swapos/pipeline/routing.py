@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import msgspec
 
+from swapos.data.task import Task
 from swapos.models.profile import Profile
 from swapos.pipeline.selfcheck import Example, docstring_examples
-from swapos.pipeline.task import Task
 
 PHASES = ("reason", "code", "critic", "fix")
 """The model roles a plan assigns; ``fix`` is the coder of attempts after the first."""

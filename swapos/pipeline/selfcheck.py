@@ -18,7 +18,7 @@ from typing import Final
 
 import msgspec
 
-from swapos.pipeline.task import Task, TaskMeta
+from swapos.data.task import Task, TaskMeta
 
 MAX_EXAMPLES: Final = 12
 _ARROW: Final = re.compile(

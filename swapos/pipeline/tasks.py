@@ -14,9 +14,9 @@ from pathlib import Path
 
 import msgspec
 
+from swapos.data.task import Task, TaskMeta
 from swapos.errors import TaskError
 from swapos.pipeline.humaneval import load_humaneval
-from swapos.pipeline.task import Task, TaskMeta
 
 DEFAULT_TASK_ID = "bugfix_sum_range"
 """The builtin task ``python -m swapos.run`` uses when none is named (an easy bugfix)."""

@@ -16,9 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import msgspec
 
+from swapos.data.task import Task
 from swapos.errors import TaskError
 from swapos.pipeline.grader import GradeResult, grade
-from swapos.pipeline.task import Task
 from swapos.pipeline.tasks import load_suite
 
 

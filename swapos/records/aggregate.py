@@ -6,6 +6,7 @@ to the last bit (msgspec writes floats in shortest round-trip form).
 
 from __future__ import annotations
 
+from swapos.data.generation import GenerationStats
 from swapos.messages.events import (
     AnyEvent,
     GenerationFinished,
@@ -24,7 +25,6 @@ from swapos.messages.events import (
     TaskFinished,
     TaskStarted,
 )
-from swapos.messages.generation import GenerationStats
 from swapos.records.schema import PhaseRecord, RunInfo, RunSummary, TaskResult
 from swapos.records.summary import summarize
 

@@ -18,12 +18,14 @@ import llama_cpp
 import msgspec
 import numpy as np
 
-from swapos.backends.base import GenerationOutput, PrefixState, SamplingParams
+from swapos.backends.base import GenerationOutput
 from swapos.backends.llama import kv_state
 from swapos.backends.llama.runtime import Aborted
 from swapos.backends.llama.stops import find_stop, held_back
 from swapos.backends.llama.vocab import piece
-from swapos.messages.generation import GenerationStats, StopReason
+from swapos.data.generation import GenerationStats, StopReason
+from swapos.data.prefix import PrefixState
+from swapos.data.sampling import SamplingParams
 
 
 @dataclasses.dataclass(frozen=True)

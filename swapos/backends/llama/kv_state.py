@@ -12,7 +12,7 @@ from typing import Any
 import llama_cpp
 import structlog
 
-from swapos.backends.base import PrefixState
+from swapos.data.prefix import PrefixState
 from swapos.policies.tokens import common_prefix_len
 
 log = structlog.get_logger(__name__)

@@ -14,12 +14,14 @@ import anyio.to_thread
 import llama_cpp
 import structlog
 
-from swapos.backends.base import GenerationOutput, PrefixState, SamplingParams
+from swapos.backends.base import GenerationOutput
 from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
 from swapos.backends.llama.decode import Decoder, Handles
 from swapos.backends.llama.runtime import Aborted, malloc_trim
 from swapos.backends.llama.vocab import tokenize
 from swapos.backends.threads import run_in_worker
+from swapos.data.prefix import PrefixState
+from swapos.data.sampling import SamplingParams
 from swapos.errors import GenerationError
 from swapos.models.spec import ModelSpec
 
