@@ -30,7 +30,8 @@ from swapos.data.task import Task
 from swapos.errors import SwapOSError
 from swapos.kvstore import default_kv_dir
 from swapos.logconfig import configure_logging
-from swapos.models.profile import MODES, Mode, Profile, checked_model_specs
+from swapos.models.profile import MODES, Mode, Profile
+from swapos.models.resolve import checked_model_specs
 from swapos.models.spec import ModelSpec
 from swapos.pipeline.tasks import DEFAULT_TASK_ID, builtin_suite_path, load_task
 from swapos.records.schema import TaskResult

@@ -19,7 +19,8 @@ from swapos.models.bundled import (
 )
 from swapos.models.digests import sha256_file
 from swapos.models.gguf import read_gguf
-from swapos.models.profile import Profile, decode_profile, model_specs, parse_size
+from swapos.models.profile import Profile, decode_profile, parse_size
+from swapos.models.resolve import model_specs
 from swapos.policies.memory import estimate_footprint
 
 VALID = """

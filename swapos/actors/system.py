@@ -39,7 +39,8 @@ from swapos.messages.commands import (
 )
 from swapos.messages.events import AnyEvent, RunFinished, RunStarted
 from swapos.messages.inboxes import ClientInbox
-from swapos.models.profile import Mode, Profile, model_specs, parse_size
+from swapos.models.profile import Mode, Profile, parse_size
+from swapos.models.resolve import model_specs
 from swapos.models.spec import ModelSpec
 from swapos.policies.eviction import EvictionRule
 from swapos.records.schema import PhaseRecord, RunSummary, TaskResult

@@ -46,7 +46,8 @@ from swapos.bench.swap_measure import (
 from swapos.bench.swap_report import SwapReport, print_report
 from swapos.bench.swap_stats import mode_stats, model_stats, targets, wall_ratios
 from swapos.messages.commands import PhaseSpec
-from swapos.models.profile import MODES, Mode, model_specs, parse_size
+from swapos.models.profile import MODES, Mode, parse_size
+from swapos.models.resolve import model_specs
 from swapos.sysinfo import host_info
 
 CONDITIONS = ("warm", "cold")

@@ -45,7 +45,8 @@ from swapos.cluster.protocol import (
     encode,
 )
 from swapos.errors import SwapOSError
-from swapos.models.profile import Mode, Profile, checked_model_specs
+from swapos.models.profile import Mode, Profile
+from swapos.models.resolve import checked_model_specs
 from swapos.sysinfo import NODE_ENV
 
 log = structlog.get_logger(__name__)

@@ -15,7 +15,6 @@ from typing import Literal, get_args
 import msgspec
 
 from swapos.errors import ProfileError
-from swapos.models.spec import ModelSpec
 
 Mode = Literal["overlap", "lru", "sequential", "resident"]
 """A swap mode (docs/architecture.md, "Modes"): ``overlap`` is SwapOS (prefetch, next-use
@@ -258,47 +257,3 @@ def check_profile(profile: Profile, *, source: str = "<profile>") -> None:
     if p.resample_temperature <= 0:
         raise ProfileError(f"{source}: `pipeline.resample_temperature` must be > 0")
     parse_size(profile.budget)
-
-
-def model_specs(profile: Profile) -> dict[str, ModelSpec]:
-    """Resolve every model of ``profile`` to a :class:`ModelSpec` with a real file path.
-
-    Bundled models are assembled (and derived variants quantized) on first use.
-
-    Raises:
-        ProfileError: a bundled name that does not exist.
-        ModelFileError: a bundled model that cannot be assembled.
-    """
-    from swapos.models.bundled import bundled_model_path
-
-    specs: dict[str, ModelSpec] = {}
-    for name, cfg in profile.models.items():
-        path = cfg.path if cfg.path is not None else str(bundled_model_path(cfg.bundled or ""))
-        specs[name] = ModelSpec(
-            name=name,
-            path=path,
-            n_ctx=cfg.n_ctx,
-            n_batch=cfg.n_batch,
-            n_threads=cfg.threads,
-            use_mmap=cfg.use_mmap,
-            type_k=cfg.type_k,
-            type_v=cfg.type_v,
-            repack=cfg.repack,
-        )
-    return specs
-
-
-def checked_model_specs(profile: Profile) -> dict[str, ModelSpec]:
-    """:func:`model_specs`, then every file opened and its GGUF header checked, so a bad
-    model file is refused before any phase runs.
-
-    Raises:
-        ProfileError: a bundled name that does not exist.
-        ModelFileError: a file that is missing, truncated or not a GGUF model (named).
-    """
-    from swapos.models.gguf import read_gguf
-
-    specs = model_specs(profile)
-    for spec in specs.values():
-        read_gguf(spec.path)
-    return specs
