@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import anyio.to_thread
 import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from swapos.actors.base import Events, Outbox, Pending
+from swapos.actors.base import CLEANUP_TIMEOUT_S, Events, Outbox, Pending
 from swapos.actors.evictor import Evictor
 from swapos.actors.generator import Generator
 from swapos.actors.kvcache import DEFAULT_KV_DISK_BYTES, KVCache
@@ -250,8 +251,6 @@ async def open_system(
     closed (shielded, bounded), and the log is flushed and closed. An unexpected exception
     in an actor cancels the system and propagates.
     """
-    from swapos.actors.base import CLEANUP_TIMEOUT_S
-
     mode = mode or profile.mode
     settings = MODE_SETTINGS[mode]
     clock = clock or MonotonicClock()
@@ -264,6 +263,58 @@ async def open_system(
     budget = budget_bytes if budget_bytes is not None else parse_size(profile.budget)
     if settings.unlimited_budget:
         budget = UNLIMITED_BUDGET
+    assembly = _assemble(
+        profile,
+        backend=backend,
+        specs=specs,
+        mode=mode,
+        settings=settings,
+        clock=clock,
+        budget=budget,
+        event_log=event_log,
+        on_event=on_event,
+        kv_cache=kv_cache,
+        kv_cache_bytes=kv_cache_bytes,
+        kv_disk_dir=kv_disk_dir,
+        kv_disk_bytes=kv_disk_bytes,
+        prefetch=prefetch,
+        cold=cold,
+    )
+    async with _lifecycle(assembly, profile, preload=settings.preload) as system:
+        yield system
+
+
+@dataclass
+class _Assembly:
+    """The wired, not yet started actors of one system."""
+
+    system: System
+    recorder: Recorder
+    actors: dict[str, Any]
+    client: Outbox
+    client_inbox: MemoryObjectReceiveStream[ClientInbox]
+    client_events: Events
+
+
+def _assemble(
+    profile: Profile,
+    *,
+    backend: ModelBackend,
+    specs: dict[str, ModelSpec],
+    mode: Mode,
+    settings: ModeSettings,
+    clock: Clock,
+    budget: int,
+    event_log: str | Path | None,
+    on_event: Callable[[AnyEvent], None] | None,
+    kv_cache: bool,
+    kv_cache_bytes: int,
+    kv_disk_dir: Path | None,
+    kv_disk_bytes: int,
+    prefetch: PrefetchPolicy | None,
+    cold: bool,
+) -> _Assembly:
+    """Create the streams by :data:`WIRING` and the seven actors on them (nothing runs yet)."""
     t0 = clock.now()
 
     streams = {a: anyio.create_memory_object_stream[Any](INBOX_SIZES[a]) for a in INBOX_SIZES}
@@ -342,6 +393,22 @@ async def open_system(
     client_events = events(boxes["client"])
     for stream in sends.values():  # only the clones in the outboxes stay open
         stream.close()
+    return _Assembly(
+        system=system,
+        recorder=recorder,
+        actors=actors,
+        client=boxes["client"],
+        client_inbox=recvs["client"],
+        client_events=client_events,
+    )
+
+
+@asynccontextmanager
+async def _lifecycle(asm: _Assembly, profile: Profile, *, preload: bool) -> AsyncIterator[System]:
+    """Start the Recorder, log the run's header, start the other actors (and preload in
+    resident mode), yield; on exit cancel them, log ``RunFinished`` and close the client."""
+    system, recorder, actors = asm.system, asm.recorder, asm.actors
+    client_events = asm.client_events
 
     async with anyio.create_task_group() as outer:
         await outer.start(recorder.run)
@@ -353,17 +420,17 @@ async def open_system(
                     run_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                     host=host_info(),
                     profile=profile.name,
-                    mode=mode,
-                    budget_bytes=budget,
-                    models=sorted(specs),
+                    mode=system.mode,
+                    budget_bytes=system.budget_bytes,
+                    models=sorted(system.specs),
                 )
             )
             async with anyio.create_task_group() as tg:
                 for name in ("evictor", "kvcache", "loader", "generator", "prefetcher", "router"):
                     await tg.start(actors[name].run)
-                tg.start_soon(system._dispatch, recvs["client"])
+                tg.start_soon(system._dispatch, asm.client_inbox)
                 try:
-                    if settings.preload:
+                    if preload:
                         failed = await system.preload()
                         if failed:
                             raise SwapOSError(
@@ -377,7 +444,7 @@ async def open_system(
         finally:
             with anyio.move_on_after(CLEANUP_TIMEOUT_S, shield=True):
                 await client_events.emit(RunFinished(t=client_events.t()))
-                await boxes["client"].aclose()
+                await asm.client.aclose()
 
 
 __all__ = ["MODE_SETTINGS", "System", "TaskOutcome", "open_system"]
