@@ -18,7 +18,7 @@ from swapos.actors.system import System, TaskOutcome
 from swapos.backends.fake import FakeModelScript
 from swapos.data.task import Task, TaskMeta
 from swapos.errors import ModelFileError
-from swapos.models.profile import Mode, ModelConfig, PipelineConfig, Profile
+from swapos.models.profile import Mode, Profile
 from swapos.records.schema import RunSummary
 from swapos.sysinfo import NODE_ENV
 from swapos.testing import FakeClock
@@ -49,17 +49,6 @@ def task(i: int) -> Task:
             "test_add.py": "from solution import add\n\n\ndef test_add():\n"
             f"    assert add(2, 3) == {expected}\n"
         },
-    )
-
-
-def profile() -> Profile:
-    names = ["planner", "coder", "critic"]
-    return Profile(
-        name="fake",
-        budget=1000,
-        models={n: ModelConfig(path=f"/nonexistent/{n}.gguf", n_ctx=4096) for n in names},
-        roles={"reason": "planner", "code": "coder", "critic": "critic"},
-        pipeline=PipelineConfig(max_attempts=2),
     )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from swapos.actors.system import System, open_system
 from swapos.backends.fake import FakeBackend, FakeModelScript
-from swapos.models.profile import ModelConfig, Profile
+from swapos.models.profile import ModelConfig, PipelineConfig, Profile
 from swapos.models.spec import ModelSpec
 from swapos.testing import FakeClock
 
@@ -18,6 +18,18 @@ def fake_profile(names: list[str]) -> Profile:
         name="fake",
         budget=1000,
         models={n: ModelConfig(path=f"/nonexistent/{n}.gguf") for n in names},
+    )
+
+
+def pipeline_profile() -> Profile:
+    """Three fake models in the pipeline's roles (planner, coder, critic), two attempts."""
+    names = ["planner", "coder", "critic"]
+    return Profile(
+        name="fake",
+        budget=1000,
+        models={n: ModelConfig(path=f"/nonexistent/{n}.gguf", n_ctx=4096) for n in names},
+        roles={"reason": "planner", "code": "coder", "critic": "critic"},
+        pipeline=PipelineConfig(max_attempts=2),
     )
 
 

@@ -21,10 +21,11 @@ from swapos.bench.run import arm_profile, parse_choices, run_bench, write_compar
 from swapos.data.task import Task, TaskMeta
 from swapos.errors import EventLogError, SwapOSError
 from swapos.models.profile import MODES as ALL_MODES
-from swapos.models.profile import Mode, ModelConfig, PipelineConfig, Profile
+from swapos.models.profile import Mode, Profile
 from swapos.records.schema import RunSummary, TaskResult
 from swapos.testing import FakeClock
 from tests.fakes import fake_system
+from tests.fakes import pipeline_profile as profile
 
 pytestmark = pytest.mark.anyio
 
@@ -47,17 +48,6 @@ def task(i: int) -> Task:
 
 
 TASKS = [task(i) for i in range(3)]
-
-
-def profile() -> Profile:
-    names = ["planner", "coder", "critic"]
-    return Profile(
-        name="fake",
-        budget=1000,
-        models={n: ModelConfig(path=f"/nonexistent/{n}.gguf", n_ctx=4096) for n in names},
-        roles={"reason": "planner", "code": "coder", "critic": "critic"},
-        pipeline=PipelineConfig(max_attempts=2),
-    )
 
 
 def make_factory(clock: FakeClock, opened: list[tuple[str, str]]):  # type: ignore[no-untyped-def]

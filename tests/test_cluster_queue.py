@@ -18,8 +18,9 @@ from swapos.cluster.ray_pool import NodeInfo, Placement, plan_workers
 from swapos.errors import SwapOSError
 from swapos.sysinfo import NODE_ENV
 from swapos.testing import FakeClock
-from tests.cluster_fakes import SCRIPTS, profile, task
+from tests.cluster_fakes import SCRIPTS, task
 from tests.fakes import fake_system
+from tests.fakes import pipeline_profile as profile
 
 A: Key = ("overlap", "pipeline")
 B: Key = ("overlap", "single")

@@ -29,7 +29,8 @@ from swapos.messages.events import RunStarted
 from swapos.models.bundled import default_profile
 from swapos.records.schema import RunSummary, TaskResult
 from tests import cluster_fakes
-from tests.cluster_fakes import RAY_OPTIONS, FakeFactory, profile, task
+from tests.cluster_fakes import RAY_OPTIONS, FakeFactory, task
+from tests.fakes import pipeline_profile as profile
 
 ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'swapos[ray]'")
 
