@@ -7,6 +7,7 @@ waiting task by ``request_id``.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -35,6 +36,8 @@ class Outbox:
 
     def __init__(self, sends: Mapping[Address, MemoryObjectSendStream[Any]]) -> None:
         self._sends = dict(sends)
+        self.sent: Counter[str] = Counter()
+        """Messages sent (events to the Recorder excluded), by message type."""
 
     async def send(self, to: Address, message: Message) -> None:
         """Send ``message`` to ``to``, waiting while its inbox is full.
@@ -45,6 +48,8 @@ class Outbox:
                 cancellation, which is raised instead).
         """
         stream = self._sends[to]
+        if not isinstance(message, Event):
+            self.sent[type(message).__name__] += 1
         try:
             try:
                 # Fast path: no scheduling round-trip when the inbox has room (anyio's send()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -122,6 +123,7 @@ class System:
         mode: str,
         budget_bytes: int,
         specs: dict[str, ModelSpec],
+        outboxes: dict[Address, Outbox] | None = None,
     ) -> None:
         self._out = router
         self._pending = Pending()
@@ -130,6 +132,7 @@ class System:
         self.mode = mode
         self.budget_bytes = budget_bytes
         self.specs = specs
+        self.outboxes = outboxes or {}
         self._closed = False
 
     async def _ask(self, request: Any) -> Any:
@@ -196,6 +199,13 @@ class System:
 
     def summary(self) -> RunSummary:
         return self.recorder.summary()
+
+    def message_counts(self) -> dict[str, int]:
+        """Messages the actors and the client sent so far (events excluded), by type."""
+        total: Counter[str] = Counter()
+        for box in self.outboxes.values():
+            total.update(box.sent)
+        return dict(total)
 
     def statistics(self) -> dict[str, Any]:
         """Frozen snapshots of every actor's counters."""
@@ -389,6 +399,7 @@ def _assemble(
         mode=mode,
         budget_bytes=budget,
         specs=specs,
+        outboxes=boxes,
     )
     client_events = events(boxes["client"])
     for stream in sends.values():  # only the clones in the outboxes stay open
