@@ -12,7 +12,8 @@ from pathlib import Path
 import anyio
 
 from swapos.cluster.session import run_on_ray
-from tests.cluster_fakes import RAY_OPTIONS, FakeFactory, profile, task
+from tests.cluster_fakes import RAY_OPTIONS, FakeFactory, task
+from tests.fakes import pipeline_profile as profile
 
 
 async def main(address: str, out: Path, n: int) -> None:
