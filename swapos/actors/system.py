@@ -123,7 +123,7 @@ class System:
         mode: str,
         budget_bytes: int,
         specs: dict[str, ModelSpec],
-        outboxes: dict[Address, Outbox] | None = None,
+        outboxes: dict[Address, Outbox],
     ) -> None:
         self._out = router
         self._pending = Pending()
@@ -132,7 +132,7 @@ class System:
         self.mode = mode
         self.budget_bytes = budget_bytes
         self.specs = specs
-        self.outboxes = outboxes or {}
+        self.outboxes = outboxes
         self._closed = False
 
     async def _ask(self, request: Any) -> Any:
