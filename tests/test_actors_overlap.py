@@ -130,7 +130,7 @@ async def test_wrong_prediction_is_cancelled_without_delaying_urgent_load() -> N
     assert results["t1"].error is None
     assert fb.peak_resident_bytes <= 200
     stats = sys.statistics()
-    assert stats["evictor"].peak_used_bytes <= 200
+    assert stats["loader"].peak_used_bytes <= 200
 
 
 async def test_model_larger_than_budget_fails_the_phase_with_a_reason() -> None:

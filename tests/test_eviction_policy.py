@@ -161,7 +161,7 @@ def test_budget_is_never_exceeded_under_random_schedules(
                         tg.start_soon(run, i, delay, seq)
                 assert errors == [None] * len(tasks)
                 assert fb.peak_resident_bytes <= budget
-                assert sys.statistics()["evictor"].peak_used_bytes <= budget
+                assert sys.statistics()["loader"].peak_used_bytes <= budget
             assert fb.open_models == set()
 
     anyio.run(scenario, backend=backend)

@@ -110,7 +110,7 @@ async def test_three_models_swap_under_a_budget_that_holds_two() -> None:
             summary = system.summary()
     assert out.error is None
     assert summary.evictions >= 1  # all three cannot be resident at once
-    resident_peak = system.statistics()["evictor"].peak_used_bytes
+    resident_peak = system.statistics()["loader"].peak_used_bytes
     assert resident_peak <= system.budget_bytes
     # A prefetch (speculative load) ran while another model was generating.
     gens: list[tuple[float, float, str | None]] = []

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from typing import Literal, assert_never
 
 import anyio
-import anyio.lowlevel
 import msgspec
 import structlog
 from anyio.abc import TaskGroup
@@ -15,24 +14,19 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from swapos.actors.base import Events, Outbox, Pending, serving
 from swapos.actors.residency import Residency
 from swapos.backends.base import LoadedModel, ModelBackend
+from swapos.data.residency import RoomPlan
 from swapos.errors import SwapOSError
 from swapos.messages.base import new_id
 from swapos.messages.commands import (
     AcquireFailed,
     AcquireModel,
-    LeaseCountChanged,
-    LoadUpgraded,
-    ModelFreed,
     ModelLeased,
-    ModelResident,
+    PlanRoom,
     PrefetchDone,
     PrefetchModel,
     PrefetchOutcome,
     ReleaseLease,
-    ReservationDenied,
-    ReservationGranted,
-    Reserve,
-    ReturnReservation,
+    RoomPlanned,
 )
 from swapos.messages.events import (
     LeaseGranted,
@@ -43,9 +37,12 @@ from swapos.messages.events import (
     ModelLoaded,
     ModelLoadFailed,
     ModelLoadStarted,
+    ReservationMade,
+    ReservationRefused,
 )
 from swapos.messages.inboxes import LoaderInbox
 from swapos.models.spec import ModelSpec
+from swapos.policies.ledger import Ledger
 
 log = structlog.get_logger(__name__)
 
@@ -60,18 +57,32 @@ class LoaderStatistics(msgspec.Struct, frozen=True, kw_only=True):
     joined: int
     evictions: int
     failures: int
+    budget_bytes: int
+    used_bytes: int
+    peak_used_bytes: int
+    waiting_urgent: int
+    granted: int
+    denied: int
+    victims: int
+
+
+_STATES: dict[str | None, State] = {
+    None: "absent",
+    "waiting": "loading",
+    "reserved": "loading",
+    "resident": "ready",
+    "evicting": "evicting",
+}
+"""A model's lifecycle state, from its ledger status (the ledger is the one record)."""
 
 
 @dataclass
 class _Slot:
-    """One row of the model table."""
+    """One row of the model table: what a load holds besides its ledger entry."""
 
     spec: ModelSpec
-    state: State = "absent"
     model: LoadedModel | None = None
-    leases: int = 0
     done: anyio.Event = field(default_factory=anyio.Event)
-    speculative: bool = False
     started_speculative: bool = False
     scope: anyio.CancelScope | None = None
     outcome: Outcome = "none"
@@ -79,7 +90,6 @@ class _Slot:
     room: tuple[float, float] = (0.0, 0.0)
     load: tuple[float, float] = (0.0, 0.0)
     hidden_credit_s: float = 0.0
-    last_used: float = 0.0
 
 
 def _overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
@@ -87,16 +97,19 @@ def _overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
 
 
 class Loader:
-    """Owns ``absent -> loading -> ready -> evicting -> absent`` for every model.
+    """Owns ``absent -> loading -> ready -> evicting -> absent`` for every model, and the
+    memory ledger (:class:`~swapos.policies.ledger.Ledger`) that records it.
 
     With ``cold``, an evicted model's file is also dropped from the page cache, as on a
     machine whose RAM cannot hold every model (``--cold`` benchmarks).
 
     Loads run as tasks of the Loader's own task group, so a requester that is cancelled
-    does not cancel a load others have joined. Room is asked of the Evictor before each
-    load; victims it names are evicted first (closes run shielded). Speculative loads
-    (prefetches) may be cancelled by an urgent reservation; a load joined by an urgent
-    request is upgraded and never cancelled.
+    does not cancel a load others have joined. Before each load the Evictor is asked which
+    models must go (:class:`PlanRoom`, with the ledger); the plan is checked against the
+    ledger and carried out (victims evicted, closes shielded), or asked again when a lease
+    granted meanwhile made it stale. An urgent load that cannot fit waits until a lease is
+    released or memory freed; a speculative one (a prefetch) is refused, and may be cancelled
+    by an urgent plan; a load joined by an urgent request is upgraded and never cancelled.
     """
 
     def __init__(
@@ -108,6 +121,7 @@ class Loader:
         backend: ModelBackend,
         specs: dict[str, ModelSpec],
         residency: Residency,
+        budget_bytes: int,
         cold: bool = False,
     ) -> None:
         self._cold = cold
@@ -116,21 +130,35 @@ class Loader:
         self._events = events
         self._backend = backend
         self._table = {name: _Slot(spec=spec) for name, spec in specs.items()}
+        self._ledger = Ledger(budget_bytes)
+        self._room_changed = anyio.Event()
+        self._urgent_waiting = 0
         self._residency = residency
         self._lease_models: dict[str, str] = {}
         self._pending = Pending()
         self._tg: TaskGroup | None = None
         self._loads = self._joined = self._evictions = self._failures = 0
+        self._granted = self._denied = self._victims = 0
 
     def statistics(self) -> LoaderStatistics:
         return LoaderStatistics(
-            states={n: s.state for n, s in self._table.items()},
-            leases={n: s.leases for n, s in self._table.items()},
+            states={n: self._state(n) for n in self._table},
+            leases={n: self._ledger.leases(n) for n in self._table},
             loads=self._loads,
             joined=self._joined,
             evictions=self._evictions,
             failures=self._failures,
+            budget_bytes=self._ledger.budget_bytes,
+            used_bytes=self._ledger.used_bytes(),
+            peak_used_bytes=self._ledger.peak_used_bytes,
+            waiting_urgent=self._urgent_waiting,
+            granted=self._granted,
+            denied=self._denied,
+            victims=self._victims,
         )
+
+    def _state(self, name: str) -> State:
+        return _STATES[self._ledger.status(name)]
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -156,7 +184,7 @@ class Loader:
                 self._tg.start_soon(self._prefetch, msg)
             case ReleaseLease(lease_id=lease_id):
                 await self._release(lease_id)
-            case ReservationGranted() | ReservationDenied():
+            case RoomPlanned():
                 self._pending.resolve(msg)
             case _:
                 assert_never(msg)
@@ -170,18 +198,17 @@ class Loader:
             await self._reply_failed(req, f"unknown model {req.model!r} (known: {known})")
             return
         t_req = self._events.t()
-        was_ready = slot.state == "ready"
+        was_ready = self._state(req.model) == "ready"
         joined = False
-        while slot.state != "ready":
-            if slot.state == "absent":
+        while (state := self._state(req.model)) != "ready":
+            if state == "absent":
                 self._start_load(req.model, slot, urgent=True)
             else:
                 joined = True
-                if slot.state == "loading" and slot.speculative:
-                    slot.speculative = False
-                    await self._outbox.send("evictor", LoadUpgraded(model=req.model))
+                if state == "loading":
+                    self._ledger.upgrade(req.model)  # an urgent waiter: never cancel it
             await slot.done.wait()
-            if slot.state == "absent" and slot.outcome == "failed":
+            if self._state(req.model) == "absent" and slot.outcome == "failed":
                 await self._reply_failed(req, slot.failure)
                 return
         t_ready = self._events.t()
@@ -196,37 +223,23 @@ class Loader:
         self._joined += joined
         assert slot.model is not None
         lease_id = new_id("lease")
-        slot.leases += 1
-        slot.last_used = t_ready
+        self._ledger.lease(req.model, now=t_ready)
         self._lease_models[lease_id] = req.model
         self._residency.add(lease_id, slot.model)
-        await self._outbox.send("evictor", LeaseCountChanged(model=req.model, leases=slot.leases))
-        await self._events.emit(
-            LeaseGranted(
-                t=t_ready,
-                task_id=req.task_id,
-                phase_id=req.phase_id,
-                model=req.model,
-                request_id=req.request_id,
-                lease_id=lease_id,
-                load_s=load_s,
-                evict_s=evict_s,
-                load_hidden_s=hidden,
-                joined=joined,
-            )
+        grant = LeaseGranted(
+            t=t_ready,
+            task_id=req.task_id,
+            phase_id=req.phase_id,
+            model=req.model,
+            request_id=req.request_id,
+            lease_id=lease_id,
+            load_s=load_s,
+            evict_s=evict_s,
+            load_hidden_s=hidden,
+            joined=joined,
         )
-        await self._outbox.send(
-            req.reply_to,
-            ModelLeased(
-                request_id=req.request_id,
-                lease_id=lease_id,
-                model=req.model,
-                load_s=load_s,
-                evict_s=evict_s,
-                load_hidden_s=hidden,
-                joined=joined,
-            ),
-        )
+        await self._events.emit(grant)
+        await self._outbox.send(req.reply_to, ModelLeased(request_id=req.request_id, grant=grant))
 
     async def _reply_failed(self, req: AcquireModel, reason: str) -> None:
         await self._outbox.send(
@@ -238,9 +251,8 @@ class Loader:
         if name is None:
             return
         self._residency.remove(lease_id)
-        slot = self._table[name]
-        slot.leases -= 1
-        await self._outbox.send("evictor", LeaseCountChanged(model=name, leases=slot.leases))
+        self._ledger.release(name)
+        self._room_may_have_changed()
         await self._events.emit(LeaseReleased(t=self._events.t(), model=name, lease_id=lease_id))
 
     # --- prefetch -------------------------------------------------------------------------
@@ -249,11 +261,12 @@ class Loader:
         slot = self._table.get(req.model)
         outcome: PrefetchOutcome
         reason = ""
+        state = self._state(req.model)
         if slot is None:
             outcome, reason = "failed", f"unknown model {req.model!r}"
-        elif slot.state == "ready":
+        elif state == "ready":
             outcome = "resident"
-        elif slot.state in ("loading", "evicting"):
+        elif state in ("loading", "evicting"):
             outcome = "joined"
         elif req.warm_only:
             outcome, reason = "denied", "warm-up only"
@@ -279,16 +292,16 @@ class Loader:
 
     def _start_load(self, name: str, slot: _Slot, *, urgent: bool) -> None:
         assert self._tg is not None
-        slot.state = "loading"
+        self._ledger.want(name, speculative=not urgent, now=self._events.t())
         slot.done = anyio.Event()
-        slot.speculative = slot.started_speculative = not urgent
+        slot.started_speculative = not urgent
         slot.outcome = "none"
         slot.failure = ""
         slot.scope = anyio.CancelScope()
         self._tg.start_soon(self._load, name, slot, slot.scope)
 
     async def _load(self, name: str, slot: _Slot, scope: anyio.CancelScope) -> None:
-        """Reserve room, evict victims, load. Always ends with ``slot.done`` set."""
+        """Make room, evict victims, load. Always ends with ``slot.done`` set."""
         estimate = 0
         try:
             with scope:
@@ -297,30 +310,34 @@ class Loader:
                     ModelLoadStarted(
                         t=self._events.t(),
                         model=name,
-                        speculative=slot.speculative,
+                        speculative=slot.started_speculative,
                         estimate_bytes=estimate,
                     )
                 )
                 t_room = self._events.t()
-                grant = await self._reserve(name, slot, estimate)
-                if grant is None:
+                plan = await self._make_room(name, slot, estimate)
+                if plan is None:
                     return
-                for other in grant.cancel:
+                for other in plan.cancel:
                     await self._cancel_load(other)
-                for victim in grant.victims:
+                for victim in plan.victims:
                     await self._evict(victim, reason=f"room for {name}")
                 slot.room = (t_room, self._events.t())
                 t_load = self._events.t()
                 model = await self._backend.load(slot.spec)
+                if self._ledger.status(name) == "evicting":  # cancelled by an urgent plan
+                    with anyio.CancelScope(shield=True):  # just as the load finished
+                        await model.close()
+                    return
                 slot.model = model
                 slot.load = (t_load, self._events.t())
-                slot.state, slot.outcome = "ready", "loaded"
+                speculative = self._speculative(name)
+                self._ledger.loaded(name, model.footprint_bytes)
+                self._room_may_have_changed()  # the measured footprint may be smaller
+                slot.outcome = "loaded"
                 self._loads += 1
-                if slot.speculative:
+                if speculative:
                     slot.hidden_credit_s = slot.load[1] - slot.load[0]
-                await self._outbox.send(
-                    "evictor", ModelResident(model=name, nbytes=model.footprint_bytes)
-                )
                 await self._events.emit(
                     ModelLoaded(
                         t=self._events.t(),
@@ -340,75 +357,132 @@ class Loader:
                     ModelLoadFailed(t=self._events.t(), model=name, reason=str(exc))
                 )
         finally:
-            if slot.state != "ready":
-                slot.state = "absent"
+            if self._state(name) != "ready":
+                self._ledger.forget(name)
+                self._room_may_have_changed()
                 if slot.outcome == "none":
                     slot.outcome = "cancelled"
-                with anyio.CancelScope(shield=True):
-                    await self._tell_evictor(ModelFreed(model=name))
-                    if slot.outcome == "cancelled":
+                if slot.outcome == "cancelled":
+                    with anyio.CancelScope(shield=True):
                         await self._events.emit(
                             ModelLoadCancelled(t=self._events.t(), model=name, reason="cancelled")
                         )
             slot.done.set()
 
-    async def _reserve(self, name: str, slot: _Slot, nbytes: int) -> ReservationGranted | None:
-        """Ask the Evictor for room until a grant is usable; None (slot updated) if denied."""
+    def _speculative(self, name: str) -> bool:
+        entry = self._ledger.entry(name)
+        return entry is not None and entry.speculative
+
+    async def _make_room(self, name: str, slot: _Slot, nbytes: int) -> RoomPlan | None:
+        """Ask the Evictor until its plan fits the ledger, then claim the room; None (and
+        ``slot`` updated) when the load is refused."""
+        budget = self._ledger.budget_bytes
+        if nbytes > budget:
+            await self._refuse(
+                name,
+                slot,
+                f"model {name!r} needs ~{nbytes / 2**20:.0f} MiB but the whole budget is "
+                f"{budget / 2**20:.0f} MiB: raise `budget` in the profile or use a smaller "
+                "model/quantization",
+            )
+            return None
         while True:
-            rid = new_id("rsv")
+            urgent = not self._speculative(name)  # a waiting prefetch may be upgraded
+            if not urgent and self._urgent_waiting:
+                await self._refuse(name, slot, "urgent loads are waiting for room")
+                return None
+            changed = self._room_changed  # taken before asking: no change is missed
+            rid = new_id("room")
             reply = await self._pending.ask(
                 self._outbox,
                 "evictor",
-                Reserve(
+                PlanRoom(
                     request_id=rid,
                     reply_to="loader",
                     model=name,
                     nbytes=nbytes,
-                    urgent=not slot.speculative,
+                    urgent=urgent,
+                    claims=self._ledger.claims(excluding=name),
+                    budget_bytes=budget,
                 ),
             )
-            if isinstance(reply, ReservationDenied):
-                if not slot.speculative:  # an urgent load that can never fit
-                    slot.outcome, slot.failure = "failed", reply.reason
-                    self._failures += 1
-                else:
-                    slot.outcome, slot.failure = "denied", reply.reason
+            assert isinstance(reply, RoomPlanned)
+            plan = reply.plan
+            if plan is not None and self._ledger.admits(name, nbytes, plan):
+                await self._claim(name, rid, nbytes, plan, urgent=urgent)
+                return plan
+            if plan is None and not urgent:
+                await self._refuse(name, slot, "no room without evicting a model needed sooner")
                 return None
-            assert isinstance(reply, ReservationGranted)
-            busy = [
-                v for v in reply.victims if self._table[v].state != "ready" or self._table[v].leases
-            ]
-            busy += [
-                c
-                for c in reply.cancel
-                if self._table[c].state != "loading" or not self._table[c].speculative
-            ]
-            if not busy:
-                for victim in reply.victims:  # claimed now: no lease can be granted on them
-                    self._table[victim].state = "evicting"
-                    self._table[victim].done = anyio.Event()
-                return reply
-            await self._outbox.send("evictor", ReturnReservation(request_id=rid))
-            await anyio.lowlevel.checkpoint()
+            if plan is None:  # wait for a lease to end or memory to be freed
+                self._urgent_waiting += 1
+                try:
+                    await changed.wait()
+                finally:
+                    self._urgent_waiting -= 1
+            # else the plan went stale while it travelled (a victim was leased): ask again
 
-    async def _tell_evictor(self, msg: ModelFreed) -> None:
-        """One-way notice; at shutdown the Evictor may already be gone, which is fine."""
-        await self._outbox.send_if_open("evictor", msg)
+    async def _claim(
+        self, name: str, request_id: str, nbytes: int, plan: RoomPlan, *, urgent: bool
+    ) -> None:
+        """Record ``plan`` in the ledger: from now on no lease is granted on its victims."""
+        self._ledger.reserve(name, plan, nbytes)
+        for victim in plan.victims:
+            self._table[victim].done = anyio.Event()
+        self._granted += 1
+        self._victims += len(plan.victims)
+        await self._events.emit(
+            ReservationMade(
+                t=self._events.t(),
+                model=name,
+                request_id=request_id,
+                nbytes=nbytes,
+                urgent=urgent,
+                victims=plan.victims,
+                cancel=plan.cancel,
+                used_bytes=self._ledger.used_bytes(),
+                budget_bytes=self._ledger.budget_bytes,
+            )
+        )
+
+    async def _refuse(self, name: str, slot: _Slot, reason: str) -> None:
+        """Refuse a load: an urgent one fails (it can never fit), a prefetch is denied."""
+        urgent = not self._speculative(name)
+        if urgent:
+            slot.outcome, slot.failure = "failed", reason
+            self._failures += 1
+        else:
+            slot.outcome, slot.failure = "denied", reason
+        self._denied += 1
+        await self._events.emit(
+            ReservationRefused(
+                t=self._events.t(),
+                model=name,
+                request_id=new_id("room"),
+                urgent=urgent,
+                reason=reason,
+            )
+        )
+
+    def _room_may_have_changed(self) -> None:
+        """Wake the urgent loads waiting for room (they ask the Evictor again)."""
+        self._room_changed.set()
+        self._room_changed = anyio.Event()
 
     async def _cancel_load(self, name: str) -> None:
         slot = self._table[name]
-        if slot.state == "loading" and slot.scope is not None:
+        if slot.scope is not None:
             slot.scope.cancel()
-            await slot.done.wait()
+        await slot.done.wait()
 
     async def _evict(self, name: str, *, reason: str) -> None:
         slot = self._table[name]
-        slot.state = "evicting"
         with anyio.CancelScope(shield=True):
             await self._close(name, slot, reason=reason)
 
     async def _close(self, name: str, slot: _Slot, *, reason: str) -> None:
         model = slot.model
+        self._ledger.evicting(name)
         t0 = self._events.t()
         await self._events.emit(ModelEvictStarted(t=t0, model=name, reason=reason))
         if model is not None:
@@ -416,10 +490,11 @@ class Loader:
             if self._cold:  # model a machine whose RAM cannot also cache evicted models
                 await self._backend.drop_page_cache(slot.spec)
         slot.model = None
-        slot.state, slot.outcome = "absent", "evicted"
+        slot.outcome = "evicted"
         slot.hidden_credit_s = 0.0
         self._evictions += 1
-        await self._tell_evictor(ModelFreed(model=name))
+        self._ledger.forget(name)
+        self._room_may_have_changed()
         await self._events.emit(
             ModelEvicted(
                 t=self._events.t(), model=name, evict_s=self._events.t() - t0, reason=reason

@@ -146,7 +146,7 @@ class Router:
                 self._tg.start_soon(self._preload, msg)
             case ModelLeased():
                 if not self._pending.resolve(msg):  # its phase was cancelled meanwhile
-                    await self._outbox.send("loader", ReleaseLease(lease_id=msg.lease_id))
+                    await self._outbox.send("loader", ReleaseLease(lease_id=msg.grant.lease_id))
             case AcquireFailed() | Generated() | GenerateFailed():
                 self._pending.resolve(msg)
             case _:
@@ -236,7 +236,7 @@ class Router:
             if isinstance(reply, AcquireFailed):
                 failed[model] = reply.reason
             elif isinstance(reply, ModelLeased):
-                await self._outbox.send("loader", ReleaseLease(lease_id=reply.lease_id))
+                await self._outbox.send("loader", ReleaseLease(lease_id=reply.grant.lease_id))
         await self._outbox.send(req.reply_to, Preloaded(request_id=req.request_id, failed=failed))
 
     # --- the phase primitives conductors use ----------------------------------------------
@@ -352,7 +352,7 @@ class Router:
                 Generate(
                     request_id=gen_id,
                     reply_to="router",
-                    lease_id=lease.lease_id,
+                    lease_id=lease.grant.lease_id,
                     model=model,
                     prompt=prompt,
                     stable_prefix=stable_prefix,
@@ -368,7 +368,9 @@ class Router:
             raise
         finally:
             with anyio.CancelScope(shield=True):
-                await self._outbox.send_if_open("loader", ReleaseLease(lease_id=lease.lease_id))
+                await self._outbox.send_if_open(
+                    "loader", ReleaseLease(lease_id=lease.grant.lease_id)
+                )
         if isinstance(reply, GenerateFailed):
             return await self._end_phase(ids, PhaseOutput(error=reply.reason))
         assert isinstance(reply, Generated)
@@ -380,8 +382,8 @@ class Router:
                 gen_s=reply.stats.gen_s,
                 started_t=gen_started,
                 ended_t=self.events.t(),
-                load_s=lease.load_s,
-                load_hidden_s=lease.load_hidden_s,
+                load_s=lease.grant.load_s,
+                load_hidden_s=lease.grant.load_hidden_s,
             ),
         )
         out = PhaseOutput(text=reply.text, tokens=reply.stats.tokens, hit_cap=reply.stats.hit_cap)

@@ -69,7 +69,7 @@ WIRING: dict[Address, tuple[Address, ...]] = {
     "client": ("router", "recorder"),
     "router": ("client", "loader", "generator", "evictor", "prefetcher", "recorder"),
     "loader": ("router", "prefetcher", "evictor", "recorder"),
-    "evictor": ("loader", "recorder"),
+    "evictor": ("loader",),
     "prefetcher": ("loader", "recorder"),
     "generator": ("router", "kvcache", "recorder"),
     "kvcache": ("generator", "recorder"),
@@ -346,9 +346,6 @@ def _assemble(
         "evictor": Evictor(
             inbox=recvs["evictor"],
             outbox=boxes["evictor"],
-            events=events(boxes["evictor"]),
-            clock=clock,
-            budget_bytes=budget,
             rule=settings.rule,
         ),
         "kvcache": KVCache(
@@ -366,6 +363,7 @@ def _assemble(
             backend=backend,
             specs=specs,
             residency=residency,
+            budget_bytes=budget,
             cold=cold,
         ),
         "generator": Generator(

@@ -12,9 +12,11 @@ import msgspec
 
 from swapos.data.generation import GenerationStats
 from swapos.data.prefix import PrefixState
+from swapos.data.residency import LedgerEntry, RoomPlan
 from swapos.data.sampling import SamplingParams
 from swapos.data.task import Task
 from swapos.messages.base import Message, Reply, Request
+from swapos.messages.events import LeaseGranted
 
 # --- client -> Router ---------------------------------------------------------------------
 
@@ -94,14 +96,10 @@ class AcquireModel(Request, frozen=True, kw_only=True):
 
 
 class ModelLeased(Reply, frozen=True, kw_only=True):
-    """The model is ready and pinned; timings say what the requester waited for."""
+    """The model is ready and pinned. ``grant`` is the event the Loader logged: the lease id
+    and what the requester waited for (load, eviction, hidden load)."""
 
-    lease_id: str
-    model: str
-    load_s: float
-    evict_s: float
-    load_hidden_s: float
-    joined: bool
+    grant: LeaseGranted
 
 
 class AcquireFailed(Reply, frozen=True, kw_only=True):
@@ -135,56 +133,25 @@ class PrefetchDone(Reply, frozen=True, kw_only=True):
 # --- Loader -> Evictor --------------------------------------------------------------------
 
 
-class Reserve(Request, frozen=True, kw_only=True):
-    """Ask for ``nbytes`` of budget to load ``model``. Urgent requests wait for room;
-    speculative ones are granted only without evicting a model needed sooner."""
+class PlanRoom(Request, frozen=True, kw_only=True):
+    """Which models must go for ``nbytes`` of ``model`` to fit? ``claims`` is the Loader's
+    ledger (every other model holding budget) at the time of asking, under its budget; the
+    Evictor keeps no copy. Urgent: a phase waits for the model; else a prefetch, which may
+    only displace models needed later than itself."""
 
     model: str
     nbytes: int
     urgent: bool
+    claims: list[LedgerEntry]
+    budget_bytes: int
 
 
-class ReservationGranted(Reply, frozen=True, kw_only=True):
-    """Room is granted once the Loader evicts ``victims`` and cancels ``cancel`` loads."""
-
-    model: str
-    victims: list[str] = msgspec.field(default_factory=list)
-    cancel: list[str] = msgspec.field(default_factory=list)
-
-
-class ReservationDenied(Reply, frozen=True, kw_only=True):
-    model: str
-    reason: str
-
-
-class ReturnReservation(Message, frozen=True, kw_only=True):
-    """The Loader could not use a grant (a victim became leased); undo it."""
-
-    request_id: str
-
-
-class ModelResident(Message, frozen=True, kw_only=True):
-    """A load finished; ``nbytes`` is the measured footprint (corrects the estimate)."""
+class RoomPlanned(Reply, frozen=True, kw_only=True):
+    """The Evictor's decision: ``plan`` (possibly empty), or None when ``model`` cannot fit
+    now without evicting a leased model (or, for a prefetch, one needed sooner)."""
 
     model: str
-    nbytes: int
-
-
-class ModelFreed(Message, frozen=True, kw_only=True):
-    """``model`` holds no memory any more (evicted, failed or cancelled)."""
-
-    model: str
-
-
-class LoadUpgraded(Message, frozen=True, kw_only=True):
-    """A speculative load of ``model`` now has an urgent waiter: never cancel it."""
-
-    model: str
-
-
-class LeaseCountChanged(Message, frozen=True, kw_only=True):
-    model: str
-    leases: int
+    plan: RoomPlan | None
 
 
 # --- Router -> Prefetcher / Evictor -------------------------------------------------------

@@ -10,14 +10,11 @@ from swapos.messages.commands import (
     Generate,
     Generated,
     GenerateFailed,
-    LeaseCountChanged,
-    LoadUpgraded,
     LookupPrefix,
-    ModelFreed,
     ModelLeased,
-    ModelResident,
     PhaseObserved,
     PhasesDone,
+    PlanRoom,
     PrefetchDone,
     PrefetchModel,
     PrefixFound,
@@ -25,10 +22,7 @@ from swapos.messages.commands import (
     Preload,
     Preloaded,
     ReleaseLease,
-    ReservationDenied,
-    ReservationGranted,
-    Reserve,
-    ReturnReservation,
+    RoomPlanned,
     RunPhases,
     RunTask,
     SavePrefix,
@@ -47,16 +41,8 @@ RouterInbox = (
     | Generated
     | GenerateFailed
 )
-LoaderInbox = AcquireModel | ReleaseLease | PrefetchModel | ReservationGranted | ReservationDenied
-EvictorInbox = (
-    Reserve
-    | ReturnReservation
-    | ModelResident
-    | ModelFreed
-    | LeaseCountChanged
-    | LoadUpgraded
-    | ScheduleUpdated
-)
+LoaderInbox = AcquireModel | ReleaseLease | PrefetchModel | RoomPlanned
+EvictorInbox = PlanRoom | ScheduleUpdated
 PrefetcherInbox = ScheduleUpdated | PrefetchDone | PhaseObserved
 GeneratorInbox = Generate | CancelGeneration | PrefixFound | PrefixMissing
 KVCacheInbox = LookupPrefix | SavePrefix

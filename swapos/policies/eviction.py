@@ -15,45 +15,13 @@ from typing import Literal
 
 import msgspec
 
+from swapos.data.residency import LedgerEntry, RoomPlan
+from swapos.policies.ledger import free_bytes
+
 EvictionRule = Literal["next_use", "lru", "all_idle"]
 """``next_use``: Belady on the schedule (SwapOS). ``lru``: least recently used, only when
 room is needed (Ollama, the llama.cpp router; :func:`lru_victims`). ``all_idle``: evict
 every idle model on each load (llama-swap without groups)."""
-
-Status = Literal["reserved", "resident", "evicting"]
-
-
-class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """One model's claim on the budget.
-
-    Attributes:
-        model: its name.
-        nbytes: estimated (while reserved) or measured (once resident) footprint.
-        status: ``reserved`` while loading, ``resident`` once loaded, ``evicting`` once
-            chosen as a victim (its bytes count until the Loader reports it freed).
-        leases: leases held on it; a leased model is never a victim.
-        speculative: a reservation made by a prefetch (may be cancelled for urgent work).
-        last_used: clock time of its last lease (LRU tie-break).
-    """
-
-    model: str
-    nbytes: int
-    status: Status
-    leases: int = 0
-    speculative: bool = False
-    last_used: float = 0.0
-
-
-class RoomPlan(msgspec.Struct, frozen=True, kw_only=True):
-    """What must go for a request to fit: models to evict, speculative loads to cancel."""
-
-    victims: list[str]
-    cancel: list[str]
-
-
-def used_bytes(entries: Sequence[LedgerEntry]) -> int:
-    """Bytes counted against the budget (victims being evicted still count)."""
-    return sum(e.nbytes for e in entries)
 
 
 def next_use_distance(model: str, schedule: Sequence[str]) -> float:
@@ -94,8 +62,7 @@ def plan_room(
     if rule == "lru" and urgent:
         lru = lru_victims(entries, nbytes=nbytes, budget=budget)
         return None if lru is None else RoomPlan(victims=lru, cancel=[])
-    pending_free = sum(e.nbytes for e in entries if e.status == "evicting")
-    free = budget - used_bytes(entries) + pending_free
+    free = free_bytes(entries, budget)
     idle = [e for e in entries if e.status == "resident" and e.leases == 0]
     if rule == "all_idle" and urgent:
         free += sum(e.nbytes for e in idle)
@@ -144,8 +111,7 @@ def lru_victims(entries: Sequence[LedgerEntry], *, nbytes: int, budget: int) -> 
     """
     if nbytes > budget:
         return None
-    pending_free = sum(e.nbytes for e in entries if e.status == "evicting")
-    free = budget - used_bytes(entries) + pending_free
+    free = free_bytes(entries, budget)
     idle = [e for e in entries if e.status == "resident" and e.leases == 0]
     victims: list[str] = []
     for entry in sorted(idle, key=lambda e: e.last_used):
