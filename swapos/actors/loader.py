@@ -43,6 +43,7 @@ from swapos.messages.events import (
 from swapos.messages.inboxes import LoaderInbox
 from swapos.models.spec import ModelSpec
 from swapos.policies.ledger import Ledger
+from swapos.policies.waits import lease_wait
 
 log = structlog.get_logger(__name__)
 
@@ -90,10 +91,6 @@ class _Slot:
     room: tuple[float, float] = (0.0, 0.0)
     load: tuple[float, float] = (0.0, 0.0)
     hidden_credit_s: float = 0.0
-
-
-def _overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
-    return max(0.0, min(a[1], b[1]) - max(a[0], b[0]))
 
 
 class Loader:
@@ -212,13 +209,15 @@ class Loader:
                 await self._reply_failed(req, slot.failure)
                 return
         t_ready = self._events.t()
-        evict_s = load_s = 0.0
-        hidden = slot.hidden_credit_s  # a finished prefetch, credited to its first user only
-        if not was_ready:
-            evict_s = _overlap((t_req, t_ready), slot.room)
-            load_s = max(0.0, t_ready - t_req - evict_s)
-            if slot.started_speculative and slot.load[0] < t_req:  # joined a prefetch
-                hidden = max(hidden, min(t_req, slot.load[1]) - slot.load[0])
+        wait = lease_wait(
+            requested=t_req,
+            ready=t_ready,
+            was_ready=was_ready,
+            room=slot.room,
+            load=slot.load,
+            started_speculative=slot.started_speculative,
+            hidden_credit_s=slot.hidden_credit_s,
+        )
         slot.hidden_credit_s = 0.0
         self._joined += joined
         assert slot.model is not None
@@ -233,9 +232,9 @@ class Loader:
             model=req.model,
             request_id=req.request_id,
             lease_id=lease_id,
-            load_s=load_s,
-            evict_s=evict_s,
-            load_hidden_s=hidden,
+            load_s=wait.load_s,
+            evict_s=wait.evict_s,
+            load_hidden_s=wait.load_hidden_s,
             joined=joined,
         )
         await self._events.emit(grant)
