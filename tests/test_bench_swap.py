@@ -18,7 +18,9 @@ from swapos.bench.swap_measure import (
     alternating,
     measure_swap,
     pipeline_phases,
+    rotation,
     run_mode,
+    schedule_models,
 )
 from swapos.bench.swap_report import SwapReport
 from swapos.bench.swap_stats import ModeStats, Ratio, median, targets, wall_ratios
@@ -55,10 +57,35 @@ def fake_rig(tmp_path: Path, *, drop_caches: Path | None = None) -> Rig:
 def test_pipeline_alternates_after_the_first_model() -> None:
     assert alternating(list(NAMES), 7) == ["a", "b", "c", "b", "c", "b", "c"]
     assert alternating(list(NAMES), 0) == []
-    phases = pipeline_phases(list(NAMES), 4, tokens=5)
+    phases = pipeline_phases(alternating(list(NAMES), 4), tokens=5)
     assert [p.model for p in phases] == ["a", "b", "c", "b"]
     assert {p.params.max_tokens for p in phases} == {5}
     assert len({p.prompt for p in phases}) == 1
+
+
+def test_the_rotation_follows_the_profiles_roles_with_one_retry_per_task() -> None:
+    roles = {"reason": "a", "code": "b", "critic": "c"}
+    assert rotation(roles, list(NAMES), 11) == list("abcbcabcbca")  # fix: the coder
+    default = {"reason": "large", "code": "small", "critic": "large", "fix": "large"}
+    assert rotation(default, ["large", "small"], 6) == [
+        *("large", "small", "large", "large", "large"),
+        "large",
+    ]
+    assert rotation({}, list(NAMES), 6) == list("abcbca")  # no roles: first, second, third
+    assert rotation({}, ["m"], 3) == ["m", "m", "m"]
+    assert schedule_models("rotation", list(NAMES), roles, 5) == list("abcbc")
+    assert schedule_models("alternating", list(NAMES), roles, 4) == list("abcb")
+    with pytest.raises(ValueError, match="unknown schedule"):
+        schedule_models("zigzag", list(NAMES), roles, 4)
+
+
+def test_schedule_and_budget_flags_are_parsed_and_checked() -> None:
+    args = build_args(["--schedule", "rotation", "--budget", "600MiB"])
+    assert (args.schedule, args.budget) == ("rotation", "600MiB")
+    with pytest.raises(SystemExit):
+        build_args(["--budget", "lots"])
+    with pytest.raises(SystemExit):
+        build_args(["--schedule", "zigzag"])
 
 
 async def test_dropper_uses_drop_caches_then_per_file_then_gives_up(tmp_path: Path) -> None:
@@ -115,7 +142,7 @@ async def test_mode_run_counts_what_each_mode_loads(
     mode: str, loads: int, evictions: int, tmp_path: Path
 ) -> None:
     rig = fake_rig(tmp_path)
-    phases = pipeline_phases(list(NAMES), 5, tokens=2)
+    phases = pipeline_phases(alternating(list(NAMES), 5), tokens=2)
     with anyio.fail_after(20):
         run = await run_mode(rig, mode, phases, condition="cold")  # type: ignore[arg-type]
     assert run.error is None
@@ -223,6 +250,24 @@ async def test_bench_interleaves_modes_and_reports_ratios(tmp_path: Path) -> Non
     assert report.budget_holds_two and report.phases == ["a", "b", "c"]
     decoded = msgspec.json.decode(msgspec.json.encode(report), type=SwapReport)
     assert decoded == report
+
+
+async def test_rotation_under_a_budget_for_one_model(tmp_path: Path) -> None:
+    """With room for one model every phase change is a load in every budgeted mode; prefetch
+    cannot load ahead (it can only warm files), and overlap must not load more than lru."""
+    rig = fake_rig(tmp_path)
+    args = build_args(
+        ["--repeats", "1", "--rounds", "1", "--phases", "6", "--tokens", "2",
+         "--schedule", "rotation", "--budget", "100", "--conditions", "warm"]
+    )  # fmt: skip
+    with anyio.fail_after(60):
+        report = await run_bench(rig, args, say=lambda _: None)
+    assert report.schedule == "rotation" and report.phases == list("abcbca")
+    assert report.budget_bytes == 100 and not report.budget_holds_two
+    loads = {r.mode: r.loads for r in report.runs}
+    assert loads["lru"] == 6 and loads["sequential"] == 6
+    assert loads["overlap"] <= loads["lru"]
+    assert "--schedule rotation --budget 100" in report.command
 
 
 async def test_bench_skips_cold_with_a_reason(tmp_path: Path) -> None:

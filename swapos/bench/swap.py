@@ -1,13 +1,15 @@
 """The swap microbenchmark: what one model swap costs, and what SwapOS saves on a pipeline.
 
 ``python -m swapos.bench swap [--repeats 3] [--rounds 3] [--phases 9] [--tokens 48]
-[--conditions warm,cold] [--modes MODE,...] [--prefetch POLICY] [--out swap-bench.json]``
+[--schedule alternating|rotation] [--budget SIZE] [--conditions warm,cold] [--modes MODE,...]
+[--prefetch POLICY] [--out swap-bench.json]``
 
 1. **Per model**, cold (page cache dropped) and warm: load, time to first token right
    after the load (a 200-token prompt), close, peak RSS and RSS delta; ``--repeats`` times,
    medians reported.
-2. **The alternating pipeline** ``A, B, C, B, C, ...`` (``--phases`` greedy phases of
-   ``--tokens`` tokens) in every mode (default: all of
+2. **A pipeline schedule** (``--schedule``: ``A, B, C, B, C, ...`` or the role rotation
+   reason, code, critic, fix, critic, …; ``--phases`` greedy phases of ``--tokens`` tokens,
+   under the profile's budget or ``--budget``) in every mode (default: all of
    :data:`~swapos.models.profile.MODES`), interleaved: each round runs each mode once per
    condition, the order rotating between rounds; a fresh system per run, and only
    ``run_phases`` timed (resident's preload is reported apart).
@@ -21,6 +23,7 @@ statistics and targets in :mod:`~swapos.bench.swap_stats`, the report in
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -35,6 +38,7 @@ from rich.console import Console
 from swapos.actors.prefetcher import PrefetchPolicy
 from swapos.backends.base import ModelBackend
 from swapos.bench.swap_measure import (
+    SCHEDULES,
     CacheDropper,
     ModeRun,
     Rig,
@@ -42,9 +46,11 @@ from swapos.bench.swap_measure import (
     measure_swap,
     pipeline_phases,
     run_mode,
+    schedule_models,
 )
 from swapos.bench.swap_report import SwapReport, print_report
 from swapos.bench.swap_stats import mode_stats, model_stats, targets, wall_ratios
+from swapos.errors import ProfileError
 from swapos.messages.commands import PhaseSpec
 from swapos.models.profile import MODES, Mode, parse_size
 from swapos.models.resolve import model_specs
@@ -69,11 +75,24 @@ def _csv(choices: Sequence[str]) -> Callable[[str], list[str]]:
     return parse
 
 
+def _size(text: str) -> str:
+    try:
+        parse_size(text, field="--budget")
+    except ProfileError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--repeats", type=int, default=3, help="per-model swaps per condition (default: 3)")
     add("--rounds", type=int, default=3, help="pipeline rounds (default: 3)")
-    add("--phases", type=int, default=9, help="pipeline phases, A B C B C ... (default: 9)")
+    add("--phases", type=int, default=9, help="pipeline phases (default: 9)")
+    add("--schedule", choices=SCHEDULES, default="alternating",
+        help="alternating: A B C B C ...; rotation: reason code critic fix critic ... by the "
+        "profile's roles (default: alternating)")  # fmt: skip
+    add("--budget", type=_size, default=None,
+        help="byte budget, e.g. 600MiB (default: the profile's)")  # fmt: skip
     add("--tokens", type=int, default=48, help="tokens generated per phase (default: 48)")
     add("--conditions", type=_csv(CONDITIONS), default=list(CONDITIONS),
         help="page-cache conditions (default: warm,cold)")  # fmt: skip
@@ -137,6 +156,10 @@ async def run_bench(rig: Rig, args: argparse.Namespace, *, say: Say = print) -> 
         SwapOSError: a model failed to load (the message names it).
     """
     load_start = list(os.getloadavg())
+    if args.budget is not None:
+        rig = dataclasses.replace(
+            rig, profile=msgspec.structs.replace(rig.profile, budget=args.budget)
+        )
     if load_start[0] > BUSY_LOAD:
         say(f"warning: load average {load_start[0]:.2f} > {BUSY_LOAD}: timings will be noisy")
     backend = rig.new_backend()
@@ -147,7 +170,8 @@ async def run_bench(rig: Rig, args: argparse.Namespace, *, say: Say = print) -> 
         conditions.remove("cold")
     bench = _Bench(rig, backend, args, dropper, conditions, say)
     samples = await _measure_models(bench)
-    phases = pipeline_phases(list(rig.specs), args.phases, args.tokens)
+    order = schedule_models(args.schedule, list(rig.specs), rig.profile.roles, args.phases)
+    phases = pipeline_phases(order, args.tokens)
     runs = await _run_pipelines(bench, phases)
     return _report(bench, samples, phases, runs, load_start=load_start)
 
@@ -231,6 +255,7 @@ def _report(
         estimates_bytes=estimates,
         repeats=args.repeats,
         rounds=args.rounds,
+        schedule=args.schedule,
         phases=[p.model for p in phases],
         tokens=args.tokens,
         prefetch=args.prefetch or "(mode default)",
@@ -250,6 +275,7 @@ def _command(args: argparse.Namespace) -> str:
     parts = [
         "python -m swapos.bench swap",
         f"--repeats {args.repeats} --rounds {args.rounds} --phases {args.phases}",
+        f"--schedule {args.schedule}" + (f" --budget {args.budget}" if args.budget else ""),
         f"--tokens {args.tokens} --conditions {','.join(args.conditions)}",
         f"--modes {','.join(args.modes)}",
     ]

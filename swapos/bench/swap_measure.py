@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -211,6 +211,11 @@ async def measure_swap(
 # --- one pipeline run in one mode ---------------------------------------------------------
 
 
+SCHEDULES = ("alternating", "rotation")
+"""``alternating``: ``A B C B C …``. ``rotation``: a task loop with one retry per task, by the
+profile's roles: reason, code, critic, fix, critic, then the next task's reason, …"""
+
+
 def alternating(models: list[str], n: int) -> list[str]:
     """``A, B, C, B, C, ...`` (``n`` long) from the first three of ``models``."""
     if n <= 0:
@@ -219,12 +224,35 @@ def alternating(models: list[str], n: int) -> list[str]:
     return [first] + [(b, c)[i % 2] for i in range(n - 1)]
 
 
-def pipeline_phases(models: list[str], n: int, tokens: int) -> list[PhaseSpec]:
-    """The alternating pipeline: ``n`` greedy phases of ``tokens`` tokens, one fixed prompt."""
+def rotation(roles: Mapping[str, str], models: list[str], n: int) -> list[str]:
+    """``n`` uses of the task loop reason, code, critic, fix, critic (one retry per task), each
+    role on the model ``roles`` gives it. A role the profile leaves out falls to the first,
+    second and third model for reason, code and critic, and to the coder for fix: planner,
+    coder, critic, coder, critic, planner, … on three models."""
+    k = len(models)
+    code = roles.get("code", models[1 % k])
+    loop = [roles.get("reason", models[0]), code, roles.get("critic", models[2 % k])]
+    loop += [roles.get("fix", code), loop[2]]
+    return [loop[i % len(loop)] for i in range(max(n, 0))]
+
+
+def schedule_models(
+    schedule: str, models: list[str], roles: Mapping[str, str], n: int
+) -> list[str]:
+    """The model of each of ``n`` phases under ``schedule`` (one of :data:`SCHEDULES`)."""
+    if schedule == "rotation":
+        return rotation(roles, models, n)
+    if schedule == "alternating":
+        return alternating(models, n)
+    raise ValueError(f"unknown schedule {schedule!r} (choose from {', '.join(SCHEDULES)})")
+
+
+def pipeline_phases(models: Sequence[str], tokens: int) -> list[PhaseSpec]:
+    """One greedy phase of ``tokens`` tokens per entry of ``models``, one fixed prompt."""
     params = SamplingParams(max_tokens=tokens, temperature=0.0)
     return [
         PhaseSpec(phase=f"p{i}", model=m, prompt=PROMPT, params=params)
-        for i, m in enumerate(alternating(models, n))
+        for i, m in enumerate(models)
     ]
 
 

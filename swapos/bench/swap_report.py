@@ -24,6 +24,7 @@ class SwapReport(msgspec.Struct, frozen=True, kw_only=True):
     estimates_bytes: dict[str, int]
     repeats: int
     rounds: int
+    schedule: str
     phases: list[str]
     tokens: int
     prefetch: str
