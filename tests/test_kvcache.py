@@ -248,6 +248,36 @@ async def test_append_only_retry_reads_only_what_was_appended() -> None:
     assert retry.prefill_tokens == len("feedback; attempt 2:")
 
 
+@pytest.mark.parametrize("kv_cache", [True, False])
+async def test_servable_tokens_are_what_the_model_read_earlier_in_the_task(
+    kv_cache: bool,
+) -> None:
+    """``kv_servable_tokens``: the prompt's common prefix with what the same model read
+    earlier in the same task (prompt and answer); the run's served share is restored over
+    servable, 1.0 here with the cache on, 0.0 with it off. Another task's reading does not
+    count, nor does another model's."""
+    clock = FakeClock()
+    first_prompt = "attempt 1:"
+    retry_tail = first_prompt + "x y " + "feedback; attempt 2:"
+    with anyio.fail_after(10):
+        async with (
+            clock.autojump(),
+            fake_system(SCRIPTS, budget=100, clock=clock, kv_cache=kv_cache) as (sys, _),
+        ):
+            out = await sys.run_phases(
+                "t1", [phase("a", first_prompt), phase("b", "review"), phase("a", retry_tail)]
+            )
+            other = await sys.run_phases("t2", [phase("a", first_prompt)])
+            summary = sys.summary()
+    first, review, retry = out.records
+    assert (first.kv_servable_tokens, review.kv_servable_tokens) == (0, 0)
+    assert retry.kv_servable_tokens == len(STABLE + first_prompt + "x y ")
+    assert other.records[0].kv_servable_tokens == 0  # t1's reading is not t2's
+    assert summary.kv_servable_tokens == retry.kv_servable_tokens
+    served = retry.kv_servable_tokens if kv_cache else 0
+    assert (summary.kv_served_tokens, summary.kv_served_share) == (served, 1.0 if kv_cache else 0)
+
+
 async def test_diverging_state_needs_the_minimum_common_prefix() -> None:
     with anyio.fail_after(10):
         async with kvcache() as kv:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Sequence
 from typing import assert_never
 
 import anyio
@@ -42,6 +44,12 @@ log = structlog.get_logger(__name__)
 PROGRESS_EVERY = 8
 """Emit a :class:`GenerationProgress` event every this many tokens."""
 
+READ_KEYS = 256
+READ_PER_KEY = 8
+"""What the Generator remembers to measure ``kv_servable_tokens``: the token sequences the
+last :data:`READ_PER_KEY` phases of a (task, model) read, for the last :data:`READ_KEYS`
+pairs (a bound, not a cache: nothing is served from it)."""
+
 
 class GeneratorStatistics(msgspec.Struct, frozen=True, kw_only=True):
     running: int
@@ -80,6 +88,7 @@ class Generator:
         self._running: dict[str, anyio.CancelScope] = {}
         self._tg: TaskGroup | None = None
         self._finished = self._failed = self._cancelled = 0
+        self._read: OrderedDict[tuple[str | None, str], list[Sequence[int]]] = OrderedDict()
 
     def statistics(self) -> GeneratorStatistics:
         return GeneratorStatistics(
@@ -202,8 +211,22 @@ class Generator:
                     "kvcache", SavePrefix(identity=model.kv_identity, state=state, model=req.model)
                 )
         self._finished += 1
-        await self._events.emit(GenerationFinished(t=self._events.t(), stats=out.stats, **ids))
-        return Generated(request_id=req.request_id, text=out.text, stats=out.stats)
+        servable = self._servable(req, tokens, out.read or tokens)
+        stats = msgspec.structs.replace(out.stats, kv_servable_tokens=servable)
+        await self._events.emit(GenerationFinished(t=self._events.t(), stats=stats, **ids))
+        return Generated(request_id=req.request_id, text=out.text, stats=stats)
+
+    def _servable(self, req: Generate, prompt: list[int], read: Sequence[int]) -> int:
+        """Prompt tokens the same model read earlier in the task (all but the last prompt
+        token can come from a cache); remembers ``read`` (prompt, and answer when its state
+        was kept) for the phases after this one."""
+        key = (req.task_id, req.model)
+        earlier = self._read.pop(key, [])
+        best = max((common_prefix_len(seq, prompt) for seq in earlier), default=0)
+        self._read[key] = [*earlier[-(READ_PER_KEY - 1) :], read]
+        while len(self._read) > READ_KEYS:
+            self._read.popitem(last=False)
+        return min(best, len(prompt) - 1)
 
     async def _lookup(
         self, model: LoadedModel, tokens: list[int]

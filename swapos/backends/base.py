@@ -31,12 +31,14 @@ class GenerationOutput(msgspec.Struct, frozen=True, kw_only=True):
         final: with ``save_final``, the KV state after the generation: the prompt plus the
             generated tokens that were evaluated into the KV cache (the last sampled token,
             an end-of-generation or stop token, never is).
+        read: the tokens of ``final`` whether or not it was kept: what the model read.
     """
 
     text: str
     stats: GenerationStats
     saved: PrefixState | None = None
     final: PrefixState | None = None
+    read: tuple[int, ...] = ()
 
 
 class LoadedModel(Protocol):

@@ -157,12 +157,12 @@ class FakeModel:
                 break
         end = clock.now()
         final = None
+        # The KV holds every piece but the last sampled one (never decoded), unless the
+        # reply ran out (EOS: everything sampled was decoded).
+        kept = pieces[:n] if reason == "eos" else pieces[: max(n - 1, 0)]
+        read = (*prompt, *(ord(c) for c in "".join(kept)))
         if save_final and prompt:
-            # The KV holds every piece but the last sampled one (never decoded), unless the
-            # reply ran out (EOS: everything sampled was decoded).
-            kept = pieces[:n] if reason == "eos" else pieces[: max(n - 1, 0)]
-            generated = [ord(c) for c in "".join(kept)]
-            final = PrefixState(tokens=(*prompt, *generated), state=self.kv_identity.encode())
+            final = PrefixState(tokens=read, state=self.kv_identity.encode())
         stats = GenerationStats(
             prompt_tokens=len(prompt),
             kv_restored_tokens=restored,
@@ -174,7 +174,7 @@ class FakeModel:
             stop_reason=reason,
         )
         text = text.rstrip(" ") if reason != "stop" else text
-        return GenerationOutput(text=text, stats=stats, saved=saved, final=final)
+        return GenerationOutput(text=text, stats=stats, saved=saved, final=final, read=read)
 
     async def close(self) -> None:
         if not self.closed:

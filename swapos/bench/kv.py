@@ -54,6 +54,10 @@ class GroupStats(msgspec.Struct, frozen=True, kw_only=True):
     prefill_tokens: int
     prefill_s: float
     kv_restored_tokens: int
+    kv_servable_tokens: int
+    """Prompt tokens the same model had read earlier in the task (docs/timings.md)."""
+    kv_served_share: float
+    """Restored of those servable (each phase's restored tokens up to its servable ones)."""
     restore_hits: int
     mean_ttft_s: float
     reloaded: int
@@ -184,12 +188,16 @@ async def _run(args: argparse.Namespace) -> KVReport:
 
 
 def _group(phases: list[PhaseRecord]) -> GroupStats:
+    servable = sum(p.kv_servable_tokens for p in phases)
+    served = sum(min(p.kv_restored_tokens, p.kv_servable_tokens) for p in phases)
     return GroupStats(
         phases=len(phases),
         prompt_tokens=sum(p.prompt_tokens for p in phases),
         prefill_tokens=sum(p.prefill_tokens for p in phases),
         prefill_s=round(sum(p.prefill_s for p in phases), 3),
         kv_restored_tokens=sum(p.kv_restored_tokens for p in phases),
+        kv_servable_tokens=servable,
+        kv_served_share=round(served / servable, 4) if servable else 0.0,
         restore_hits=sum(1 for p in phases if p.kv_restored_tokens > 0),
         mean_ttft_s=round(sum(p.ttft_s for p in phases) / len(phases), 3) if phases else 0.0,
         reloaded=sum(1 for p in phases if p.load_s + p.load_hidden_s > RELOAD_MIN_S),
@@ -230,13 +238,14 @@ def _print(report: KVReport) -> None:
     console = Console(width=150)
     table = Table(title=f"KV prefix cache: {len(report.tasks)} tasks, {report.command}")
     for col in ("condition", "phases", "n", "prefill tok", "prefill s", "restored tok",
-                "hits", "ttft s", "reloaded"):  # fmt: skip
+                "servable tok", "served", "hits", "ttft s", "reloaded"):  # fmt: skip
         table.add_column(col, justify="left" if col in ("condition", "phases") else "right")
     for cond in report.conditions:
         for group, g in cond.groups.items():
             table.add_row(
                 cond.condition, group, str(g.phases), str(g.prefill_tokens), f"{g.prefill_s:.2f}",
-                str(g.kv_restored_tokens), str(g.restore_hits), f"{g.mean_ttft_s:.2f}",
+                str(g.kv_restored_tokens), str(g.kv_servable_tokens), f"{g.kv_served_share:.0%}",
+                str(g.restore_hits), f"{g.mean_ttft_s:.2f}",
                 str(g.reloaded),
             )  # fmt: skip
         table.add_section()

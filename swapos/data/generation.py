@@ -29,6 +29,10 @@ class GenerationStats(msgspec.Struct, frozen=True, kw_only=True):
         tokens: generated tokens.
         gen_s: decode time after the first token.
         stop_reason: why generation ended.
+        kv_servable_tokens: prompt tokens the same model had already read earlier in the
+            same task (the longest common prefix with an earlier phase's prompt and answer):
+            what a perfect prefix cache could have restored. Set by the Generator (0 from the
+            backend); the share of these that were restored is the KV cache's score.
     """
 
     prompt_tokens: int
@@ -39,6 +43,7 @@ class GenerationStats(msgspec.Struct, frozen=True, kw_only=True):
     tokens: int
     gen_s: float
     stop_reason: StopReason
+    kv_servable_tokens: int = 0
 
     @property
     def hit_cap(self) -> bool:

@@ -22,6 +22,7 @@ class PhaseRecord(msgspec.Struct, kw_only=True):
     prefill_tokens: int = 0
     prefill_s: float = 0.0
     kv_restored_tokens: int = 0
+    kv_servable_tokens: int = 0
     tokens: int = 0
     gen_s: float = 0.0
     tok_s: float = 0.0
@@ -95,5 +96,8 @@ class RunSummary(RunInfo, kw_only=True):
     prefill_tokens: int = 0
     prefill_s: float = 0.0
     kv_restored_tokens: int = 0
+    kv_servable_tokens: int = 0
+    kv_served_tokens: int = 0
+    kv_served_share: float = 0.0
     peak_rss_bytes: int = 0
     results: list[TaskResult] = msgspec.field(default_factory=list)

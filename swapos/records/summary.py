@@ -32,6 +32,8 @@ def summarize(results: Sequence[TaskResult], info: RunInfo) -> RunSummary:
     for c in per_cat.values():
         c.pass_rate = c.passed / c.tasks
     n = len(results)
+    servable = sum(p.kv_servable_tokens for p in generated)
+    served = sum(min(p.kv_restored_tokens, p.kv_servable_tokens) for p in generated)
     return RunSummary(
         **msgspec.structs.asdict(info_of(info)),
         tasks_total=n,
@@ -53,6 +55,9 @@ def summarize(results: Sequence[TaskResult], info: RunInfo) -> RunSummary:
         prefill_tokens=sum(p.prefill_tokens for p in generated),
         prefill_s=sum(p.prefill_s for p in generated),
         kv_restored_tokens=sum(p.kv_restored_tokens for p in generated),
+        kv_servable_tokens=servable,
+        kv_served_tokens=served,
+        kv_served_share=served / servable if servable else 0.0,
         peak_rss_bytes=max((p.peak_rss_bytes for p in phases), default=0),
         results=results,
     )

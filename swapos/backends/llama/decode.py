@@ -96,6 +96,7 @@ class Decoder:
             text, prompt, restored, prefilled=prefilled, first=first, count=count,
             reason=reason, saved=saved,
         )  # fmt: skip
+        out = msgspec.structs.replace(out, read=(*prompt, *self.generated))
         if not save_final:
             return out
         final = self._final_state(prompt)
