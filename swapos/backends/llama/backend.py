@@ -13,6 +13,7 @@ from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
 from swapos.backends.llama.loading import footprint_estimate, gguf_info, load_model
 from swapos.backends.llama.model import LlamaModel
 from swapos.backends.llama.vocab import shared_counter
+from swapos.backends.pagecache import cached_fraction
 from swapos.backends.threads import run_in_worker
 from swapos.errors import ModelFileError
 from swapos.models.gguf import GGUFInfo
@@ -20,6 +21,8 @@ from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatFormat
 
 _WARM_CHUNK = 8 << 20
+WARM_ENOUGH = 0.99
+"""A file with this share of its pages cached is not warmed again."""
 
 
 def _reading_vocabulary(spec: ModelSpec) -> contextlib.AbstractContextManager[None]:
@@ -117,11 +120,15 @@ class LlamaBackend:
 
     async def warm(self, spec: ModelSpec) -> None:
         """Bring ``spec``'s file into the page cache: ``posix_fadvise(WILLNEED)`` + read-ahead.
+        A file already (99%) cached is not read again (``mincore``, no CPU taken from the
+        generation the warm-up runs beside).
 
         Cancellation stops the read-ahead within one 8 MiB chunk.
         """
 
         def work(abort: threading.Event) -> None:
+            if (cached_fraction(spec.path) or 0.0) >= WARM_ENOUGH:
+                return
             try:
                 with open(spec.path, "rb", buffering=0) as f:
                     if hasattr(os, "posix_fadvise"):
