@@ -20,11 +20,15 @@ from swapos.messages.base import new_id
 from swapos.messages.commands import (
     AcquireFailed,
     AcquireModel,
+    DescribeModels,
     LeaseCountChanged,
     LoadUpgraded,
     ModelFreed,
     ModelLeased,
     ModelResident,
+    ModelsDescribed,
+    ModelState,
+    ModelsUnloaded,
     PrefetchDone,
     PrefetchModel,
     PrefetchOutcome,
@@ -33,6 +37,7 @@ from swapos.messages.commands import (
     ReservationGranted,
     Reserve,
     ReturnReservation,
+    UnloadModels,
 )
 from swapos.messages.events import (
     LeaseGranted,
@@ -158,6 +163,8 @@ class Loader:
                 await self._release(lease_id)
             case ReservationGranted() | ReservationDenied():
                 self._pending.resolve(msg)
+            case DescribeModels() | UnloadModels():
+                self._tg.start_soon(self._residency_request, msg)
             case _:
                 assert_never(msg)
 
@@ -426,3 +433,35 @@ class Loader:
             )
         )
         slot.done.set()
+
+    # --- residency queries and unloads (swapos serve; kept apart from the residency core) --
+
+    async def _residency_request(self, msg: DescribeModels | UnloadModels) -> None:
+        """Describe the model table, or evict idle models on request (``POST /unload``)."""
+        if isinstance(msg, UnloadModels):
+            unloaded: list[str] = []
+            skipped: dict[str, str] = {}
+            for name in msg.models if msg.models is not None else list(self._table):
+                slot = self._table.get(name)
+                if slot is None:
+                    skipped[name] = "unknown model"
+                elif slot.state == "ready" and slot.leases == 0:
+                    await self._evict(name, reason="unload requested")
+                    unloaded.append(name)
+                elif slot.state != "absent":
+                    skipped[name] = f"{slot.state} with {slot.leases} lease(s)"
+            reply: ModelsDescribed | ModelsUnloaded = ModelsUnloaded(
+                request_id=msg.request_id, unloaded=unloaded, skipped=skipped
+            )
+        else:
+            rows = [
+                ModelState(
+                    model=name,
+                    state=slot.state,
+                    leases=slot.leases,
+                    footprint_bytes=slot.model.footprint_bytes if slot.model else 0,
+                )
+                for name, slot in self._table.items()
+            ]
+            reply = ModelsDescribed(request_id=msg.request_id, models=rows)
+        await self._outbox.send(msg.reply_to, reply)

@@ -7,6 +7,7 @@ from swapos.messages.commands import (
     AcquireModel,
     CancelGeneration,
     CancelTask,
+    DescribeModels,
     Generate,
     Generated,
     GenerateFailed,
@@ -16,6 +17,8 @@ from swapos.messages.commands import (
     ModelFreed,
     ModelLeased,
     ModelResident,
+    ModelsDescribed,
+    ModelsUnloaded,
     PhaseObserved,
     PhasesDone,
     PrefetchDone,
@@ -34,6 +37,7 @@ from swapos.messages.commands import (
     SavePrefix,
     ScheduleUpdated,
     TaskDone,
+    UnloadModels,
 )
 from swapos.messages.events import AnyEvent
 
@@ -47,7 +51,15 @@ RouterInbox = (
     | Generated
     | GenerateFailed
 )
-LoaderInbox = AcquireModel | ReleaseLease | PrefetchModel | ReservationGranted | ReservationDenied
+LoaderInbox = (
+    AcquireModel
+    | ReleaseLease
+    | PrefetchModel
+    | ReservationGranted
+    | ReservationDenied
+    | DescribeModels
+    | UnloadModels
+)
 EvictorInbox = (
     Reserve
     | ReturnReservation
@@ -60,5 +72,5 @@ EvictorInbox = (
 PrefetcherInbox = ScheduleUpdated | PrefetchDone | PhaseObserved
 GeneratorInbox = Generate | CancelGeneration | PrefixFound | PrefixMissing
 KVCacheInbox = LookupPrefix | SavePrefix
-ClientInbox = PhasesDone | TaskDone | Preloaded
+ClientInbox = PhasesDone | TaskDone | Preloaded | ModelsDescribed | ModelsUnloaded
 RecorderInbox = AnyEvent
