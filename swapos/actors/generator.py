@@ -75,7 +75,7 @@ class Generator:
         use_kv_cache: bool = True,
         taps: TokenTaps | None = None,
     ) -> None:
-        self._taps = taps or TokenTaps()
+        self._taps = taps if taps is not None else TokenTaps()
         self._inbox = inbox
         self._outbox = outbox
         self._events = events

@@ -135,7 +135,9 @@ class Router:
         assert self._tg is not None
         match msg:
             case RunPhases():
-                self._tg.start_soon(self._run_phases, msg)
+                phases_scope = self._tasks[msg.request_id] = anyio.CancelScope()
+                self._tg.start_soon(self._run_phases, msg, phases_scope)  # (a CancelTask may
+                # come before the task starts: the scope is registered already)
             case RunTask():
                 self._tg.start_soon(self._run_task, msg)
             case CancelTask(request_id=rid):
@@ -154,16 +156,14 @@ class Router:
 
     # --- requests -------------------------------------------------------------------------
 
-    async def _run_phases(self, req: RunPhases) -> None:
+    async def _run_phases(self, req: RunPhases, scope: anyio.CancelScope) -> None:
         tid = req.task_id
         self._running += 1
-        await self.events.emit(TaskStarted(t=self.events.t(), task_id=tid, category="phases"))
         outputs: list[str] = []
         error: str | None = "cancelled"  # unless the phases end (CancelTask, shutdown)
-        scope = anyio.CancelScope()
         try:
+            await self.events.emit(TaskStarted(t=self.events.t(), task_id=tid, category="phases"))
             with scope:
-                self._tasks[req.request_id] = scope
                 error = None
                 for i, spec in enumerate(req.phases):
                     upcoming = [p.model for p in req.phases[i + 1 :]] + req.then

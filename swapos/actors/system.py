@@ -187,7 +187,8 @@ class System:
             on_token: called on the event loop with each decoded text piece.
 
         Cancelling the caller stops the phase within one token and releases its lease at
-        once; it is recorded as cancelled and the cancellation propagates.
+        once; it is recorded as cancelled, and once that is logged (bounded by
+        ``CLEANUP_TIMEOUT_S``) the cancellation propagates.
         """
         request = RunPhases(
             request_id=new_id("req"),
@@ -203,6 +204,10 @@ class System:
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await self._out.send_if_open("router", CancelTask(request_id=request.request_id))
+                # Its end is logged after its lease release was sent to the Loader, so a
+                # request the caller sends the Loader next (an unload) comes after it.
+                with anyio.move_on_after(CLEANUP_TIMEOUT_S):
+                    await self.recorder.task_result(task_id)
             raise
         finally:
             self._taps.remove(task_id)

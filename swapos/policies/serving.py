@@ -2,8 +2,9 @@
 
 ``swapos serve`` keeps one queue of requests per model. Serving the queue of the model that
 is already resident costs no swap, so it goes first, but not for ever: once another model's
-oldest request has waited ``max_wait`` seconds, the oldest such queue is served (the
-starvation bound). :func:`pick_queue` is that rule over a snapshot of the queue heads.
+oldest request has waited ``max_wait`` seconds, it is served before anything that arrived
+after it (the starvation bound). :func:`pick_queue` is that rule over a snapshot of the
+queue heads.
 
 Black-box clients (Aider's architect then editor, a chat UI's summariser after each answer)
 do not announce their next model, but they repeat themselves. :class:`Transitions` counts
@@ -37,14 +38,16 @@ def pick_queue(
     Args:
         heads: model -> arrival time of its oldest waiting request (non-empty queues only).
         now: the current time, on the arrivals' clock.
-        max_wait: the starvation bound in seconds: a queue whose oldest request has waited
-            this long is served before any swap-saving preference.
+        max_wait: the starvation bound in seconds.
         current: the model served last (it is resident; its queue goes first).
         resident: models that are loaded now (served before models that need a load).
 
-    Order: a starving queue (oldest first), else ``current``'s, else a resident model's
-    (oldest head first), else the oldest head. Ties go by model name, so the choice never
-    depends on dictionary order.
+    Order: ``current``'s queue, then a resident model's, then the oldest head, except that
+    a *starving* queue (its oldest request has waited ``max_wait``) goes first when its
+    head arrived before the head of the queue that would be served otherwise (the oldest
+    starving queue first). The bound this keeps: once a request has waited ``max_wait``,
+    no request that arrived after it is served before it. Ties go by model name, so the
+    choice never depends on dictionary order.
     """
     if not heads:
         return None
@@ -52,15 +55,17 @@ def pick_queue(
     def oldest(models: Collection[str]) -> str:
         return min(models, key=lambda m: (heads[m], m))
 
-    starving = [m for m in heads if m != current and now - heads[m] >= max_wait]
-    if starving:
-        return oldest(starving)
     if current in heads:
-        return current
-    warm = [m for m in heads if m in resident]
-    if warm:
-        return oldest(warm)
-    return oldest(list(heads))
+        preferred = current
+    else:
+        warm = [m for m in heads if m in resident]
+        preferred = oldest(warm or list(heads))
+    starving = [m for m in heads if m != preferred and now - heads[m] >= max_wait]
+    if starving:
+        first = oldest(starving)
+        if heads[first] < heads[preferred]:
+            return first
+    return preferred
 
 
 class Transitions:
