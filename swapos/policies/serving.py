@@ -55,7 +55,7 @@ def pick_queue(
     def oldest(models: Collection[str]) -> str:
         return min(models, key=lambda m: (heads[m], m))
 
-    if current in heads:
+    if current is not None and current in heads:
         preferred = current
     else:
         warm = [m for m in heads if m in resident]
