@@ -16,7 +16,7 @@ from fakes import fake_system
 from swapos.actors.system import System
 from swapos.backends.fake import FakeBackend, FakeModelScript
 from swapos.serve import ServeSettings, app
-from swapos.serve.hosting import loopback_socket, serve_http
+from swapos.serve.hosting import listening_socket, serve_http
 from swapos.serve.state import Server
 from swapos.testing import FakeClock
 
@@ -62,7 +62,7 @@ async def over_http(
     """Hypercorn on a free loopback port, on this event loop; ``base_url`` points at it."""
     async with fake_system(scripts, budget=budget, clock=clock, **kwargs) as (system, backend):
         asgi = app(system, settings)
-        bind, port = loopback_socket()
+        bind, port = listening_socket()
         stop = anyio.Event()
         async with anyio.create_task_group() as tg:
             tg.start_soon(partial(serve_http, asgi, bind=bind, shutdown_trigger=stop.wait))
@@ -78,6 +78,7 @@ async def in_thread(fn: Callable[[], Any]) -> Any:
 
 
 async def wait_until(check: Callable[[], bool]) -> None:
-    """Poll ``check`` until it holds (callers bound the wait with ``fail_after``)."""
-    while not check():
+    """Poll ``check`` until it holds (callers bound the wait with ``fail_after``). For
+    states a worker thread or a socket changes, which no event of ours announces."""
+    while not check():  # noqa: ASYNC110
         await anyio.sleep(0.01)

@@ -12,10 +12,10 @@ import msgspec
 import pytest
 from serve_fakes import chat, in_process
 
+from swapos.backends.fake import FakeModelScript
 from swapos.bench import cli
 from swapos.bench.replay import load_events, replay
 from swapos.bench.trace import chrome_trace
-from swapos.backends.fake import FakeModelScript
 from swapos.records.schema import RunSummary
 from swapos.testing import FakeClock
 
@@ -61,5 +61,7 @@ async def test_replay_and_trace_of_a_servers_log(tmp_path: Path) -> None:
     assert len(decodes) == 5
 
     out = tmp_path / "summary.json"
-    assert cli.main(["replay", str(log), "--json", str(out), "--trace", str(tmp_path / "t.json")]) == 0
+    assert (
+        cli.main(["replay", str(log), "--json", str(out), "--trace", str(tmp_path / "t.json")]) == 0
+    )
     assert msgspec.json.decode(out.read_bytes(), type=RunSummary) == replayed

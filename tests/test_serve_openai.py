@@ -97,7 +97,6 @@ async def test_a_client_disconnecting_mid_stream_frees_the_lease() -> None:
     scripts = {"a": FakeModelScript(reply=" ".join(["tok"] * 50), load_s=0.0, token_s=1.0)}
     with anyio.fail_after(60):
         async with over_http(scripts, budget=100, clock=clock) as s:
-
             got: list[str] = []
 
             async def reader() -> None:
@@ -194,9 +193,7 @@ async def test_bad_requests_get_clear_errors_and_the_server_keeps_serving() -> N
             assert "maximum context length is 2048 tokens" in err["message"]
             await still_serving()
 
-            huge = await s.client.post(
-                "/v1/chat/completions", json=chat("a", "x" * 100_000)
-            )
+            huge = await s.client.post("/v1/chat/completions", json=chat("a", "x" * 100_000))
             assert huge.status_code == 413
             assert "exceeds the limit of 65536 bytes" in huge.json()["error"]["message"]
             await still_serving()
@@ -224,6 +221,7 @@ async def test_models_running_and_metrics() -> None:
     clock = FakeClock()
     with anyio.fail_after(60):
         async with clock.autojump(), over_http(SCRIPTS, budget=100, clock=clock) as s:
+
             def list_models() -> Any:
                 with client(s) as c:
                     return c.models.list()
@@ -253,5 +251,10 @@ def test_the_openai_client_sees_the_error_shape() -> None:
 
     body = httpx.Response(404, content=RequestError(404, "gone", "model").body()).json()
     assert body == {
-        "error": {"message": "gone", "type": "invalid_request_error", "param": "model", "code": None}
+        "error": {
+            "message": "gone",
+            "type": "invalid_request_error",
+            "param": "model",
+            "code": None,
+        }
     }

@@ -24,7 +24,7 @@ from swapos.models.profile import MODES, Mode, Profile, parse_size
 from swapos.models.resolve import checked_model_specs
 from swapos.models.spec import ModelSpec
 from swapos.serve.app import app
-from swapos.serve.hosting import loopback_socket, serve_http
+from swapos.serve.hosting import listening_socket, serve_http
 from swapos.serve.state import ServeSettings
 
 EXIT_ERROR = 2
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             access_log=args.verbose > 0,
         )
         anyio.run(serve, backend=args.async_backend)
-    except SwapOSError as exc:
+    except (SwapOSError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
@@ -110,9 +110,7 @@ async def _serve(
     event_log: Path | None,
     access_log: bool,
 ) -> None:
-    bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    if port == 0:
-        bind, port = loopback_socket(host)
+    bind, port = listening_socket(host, port)  # bound before the banner names the port
     async with open_system(
         profile, specs=specs, mode=mode, budget_bytes=budget, event_log=event_log
     ) as system:

@@ -19,12 +19,17 @@ if TYPE_CHECKING:
     from hypercorn.typing import Framework
 
 
-def loopback_socket(host: str = "127.0.0.1") -> tuple[str, int]:
-    """A socket bound to a free port of ``host``, as a Hypercorn bind (``fd://N``, which
-    Hypercorn then owns) and the port. For tests and for ``--port 0``."""
+def listening_socket(host: str = "127.0.0.1", port: int = 0) -> tuple[str, int]:
+    """A socket listening on ``host:port`` (``port`` 0: a free one), as a Hypercorn bind
+    (``fd://N``; Hypercorn then owns the socket) and its port. Clients may connect as soon
+    as this returns; Hypercorn accepts them once it serves.
+
+    Raises:
+        OSError: the address cannot be bound (in use, not local).
+    """
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
+    sock.bind((host, port))
     sock.listen()  # clients may connect at once; Hypercorn accepts once it serves
     port = int(sock.getsockname()[1])
     return f"fd://{sock.detach()}", port
