@@ -54,16 +54,14 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
             assert time.monotonic() < deadline, "the server never became healthy"
             time.sleep(0.05)
         yield base, log
-    finally:
         proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            if proc.stderr is not None:
-                proc.stderr.close()
+        assert proc.wait(timeout=60) == 0  # Ctrl-C: a clean shutdown
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
 
 
 def test_the_real_05b_streams_a_short_chat_through_the_server(

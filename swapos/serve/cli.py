@@ -124,8 +124,14 @@ async def _serve(
                 file=sys.stderr,
                 flush=True,
             )
-            await serve_http(asgi, bind=bind, shutdown_trigger=stop.wait, access_log=access_log)
-            tg.cancel_scope.cancel()
+
+            async def http() -> None:
+                # In a child task: Hypercorn's asyncio TaskGroup cancels its parent task on
+                # shutdown, which must not be the task that owns the system.
+                await serve_http(asgi, bind=bind, shutdown_trigger=stop.wait, access_log=access_log)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(http)
 
 
 async def _stop_on_signal(stop: anyio.Event) -> None:
