@@ -11,6 +11,7 @@ from serve_fakes import Served, chat, in_process
 
 from swapos.backends.fake import FakeModelScript
 from swapos.serve import ServeSettings
+from swapos.serve.scheduler import Scheduler
 from swapos.testing import FakeClock
 
 THREE_TOKENS = FakeModelScript(reply="x y z", load_s=1.0, token_s=1.0, footprint_bytes=100)
@@ -101,3 +102,29 @@ async def test_a_learned_transition_hides_the_next_models_load() -> None:
             b = await ask("b")
             assert b["load_s"] == 0
             assert b["load_hidden_s"] > 0
+
+
+async def test_a_request_cancelled_while_queued_leaves_its_queue() -> None:
+    clock = FakeClock()
+    scheduler = Scheduler(clock, max_wait=10.0)
+    entered: list[str] = []
+
+    async def wait_for_b() -> None:
+        async with scheduler.turn("b"):
+            entered.append("b")
+
+    with anyio.fail_after(10):
+        async with scheduler.turn("a"), anyio.create_task_group() as tg:
+            tg.start_soon(wait_for_b)
+            await anyio.wait_all_tasks_blocked()
+            assert [(q.model, q.waiting) for q in scheduler.snapshot()] == [
+                ("a", 0),
+                ("b", 1),
+            ]
+            tg.cancel_scope.cancel()
+        snapshot = [(q.model, q.waiting, q.running) for q in scheduler.snapshot()]
+        assert snapshot == [("a", 0, 0), ("b", 0, 0)]
+        async with scheduler.turn("c"):  # the next request is admitted at once
+            pass
+    assert entered == []
+    assert [a.model for a in scheduler.admissions] == ["a", "c"]
