@@ -21,8 +21,8 @@ FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"backends", "kvstore", "pipeline", "records"}),
     # 3: the actor system and its test clock
     frozenset({"actors", "testing"}),
-    # 4: applications: CLIs, benchmarks, the cluster driver, the console, the public API
-    frozenset({"bench", "cluster", "run", "console", "__init__", "__main__"}),
+    # 4: applications: CLIs, benchmarks, the cluster driver, the server, the console, the API
+    frozenset({"bench", "cluster", "serve", "run", "console", "__init__", "__main__"}),
 )
 TOP = len(FLOORS) - 1
 ROOT = Path(swapos.__file__).parent

@@ -14,6 +14,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from swapos.actors.base import Events, Outbox, Pending, serving
 from swapos.actors.residency import Residency
+from swapos.actors.taps import TokenTaps
 from swapos.backends.base import LoadedModel
 from swapos.data.prefix import PrefixState
 from swapos.errors import GenerationError, SwapOSError
@@ -66,8 +67,10 @@ class Generator:
     common prefix with its prompt; when the request names a stable prefix it also snapshots
     the state after it (if longer than what was restored) and the state after the
     generation (prompt + answer: a retry whose prompt appends to it re-reads only what
-    changed), and sends both to the KVCache. A restore the backend could not use is a
-    ``KVRestoreFailed`` (the lookup itself is the KVCache's ``KVHit``).
+    changed), and sends both to the KVCache. Each decoded piece also goes to the token tap
+    registered for the request's task, if any (streaming to a server's client). A restore
+    the backend could not use is a ``KVRestoreFailed`` (the lookup itself is the KVCache's
+    ``KVHit``).
     """
 
     def __init__(
@@ -78,7 +81,9 @@ class Generator:
         events: Events,
         residency: Residency,
         use_kv_cache: bool = True,
+        taps: TokenTaps | None = None,
     ) -> None:
+        self._taps = taps if taps is not None else TokenTaps()
         self._inbox = inbox
         self._outbox = outbox
         self._events = events
@@ -174,10 +179,13 @@ class Generator:
                 save_at = n
         t0 = self._events.t()
         count = 0
+        tap = self._taps.get(req.task_id)
 
         def on_token(piece: str) -> None:
             nonlocal count
             count += 1
+            if tap is not None:
+                tap(piece)
             if count == 1:
                 self._events.emit_nowait(
                     FirstToken(t=self._events.t(), ttft_s=self._events.t() - t0, **ids)

@@ -20,13 +20,18 @@ from swapos.messages.base import new_id
 from swapos.messages.commands import (
     AcquireFailed,
     AcquireModel,
+    DescribeModels,
     ModelLeased,
+    ModelsDescribed,
+    ModelState,
+    ModelsUnloaded,
     PlanRoom,
     PrefetchDone,
     PrefetchModel,
     PrefetchOutcome,
     ReleaseLease,
     RoomPlanned,
+    UnloadModels,
 )
 from swapos.messages.events import (
     LeaseGranted,
@@ -183,6 +188,8 @@ class Loader:
                 await self._release(lease_id)
             case RoomPlanned():
                 self._pending.resolve(msg)
+            case DescribeModels() | UnloadModels():
+                self._tg.start_soon(self._residency_request, msg)
             case _:
                 assert_never(msg)
 
@@ -500,3 +507,37 @@ class Loader:
             )
         )
         slot.done.set()
+
+    # --- residency queries and unloads (swapos serve; kept apart from the residency core) --
+
+    async def _residency_request(self, msg: DescribeModels | UnloadModels) -> None:
+        """Describe the model table, or evict idle models on request (``POST /unload``)."""
+        if isinstance(msg, UnloadModels):
+            unloaded: list[str] = []
+            skipped: dict[str, str] = {}
+            for name in msg.models if msg.models is not None else list(self._table):
+                slot = self._table.get(name)
+                state, leases = self._state(name), self._ledger.leases(name)
+                if slot is None:
+                    skipped[name] = "unknown model"
+                elif state == "ready" and leases == 0:
+                    slot.done = anyio.Event()  # a request arriving meanwhile waits for the close
+                    await self._evict(name, reason="unload requested")
+                    unloaded.append(name)
+                elif state != "absent":
+                    skipped[name] = f"{state} with {leases} lease(s)"
+            reply: ModelsDescribed | ModelsUnloaded = ModelsUnloaded(
+                request_id=msg.request_id, unloaded=unloaded, skipped=skipped
+            )
+        else:
+            rows = [
+                ModelState(
+                    model=name,
+                    state=self._state(name),
+                    leases=self._ledger.leases(name),
+                    footprint_bytes=slot.model.footprint_bytes if slot.model else 0,
+                )
+                for name, slot in self._table.items()
+            ]
+            reply = ModelsDescribed(request_id=msg.request_id, models=rows)
+        await self._outbox.send(msg.reply_to, reply)

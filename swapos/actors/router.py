@@ -135,7 +135,9 @@ class Router:
         assert self._tg is not None
         match msg:
             case RunPhases():
-                self._tg.start_soon(self._run_phases, msg)
+                phases_scope = self._tasks[msg.request_id] = anyio.CancelScope()
+                self._tg.start_soon(self._run_phases, msg, phases_scope)  # (a CancelTask may
+                # come before the task starts: the scope is registered already)
             case RunTask():
                 self._tg.start_soon(self._run_task, msg)
             case CancelTask(request_id=rid):
@@ -154,30 +156,36 @@ class Router:
 
     # --- requests -------------------------------------------------------------------------
 
-    async def _run_phases(self, req: RunPhases) -> None:
+    async def _run_phases(self, req: RunPhases, scope: anyio.CancelScope) -> None:
         tid = req.task_id
         self._running += 1
-        await self.events.emit(TaskStarted(t=self.events.t(), task_id=tid, category="phases"))
         outputs: list[str] = []
-        error: str | None = None
+        error: str | None = "cancelled"  # unless the phases end (CancelTask, shutdown)
         try:
-            for i, spec in enumerate(req.phases):
-                upcoming = [p.model for p in req.phases[i + 1 :]]
-                out = await self.generate_phase(
-                    task_id=tid,
-                    phase=spec.phase,
-                    model=spec.model,
-                    prompt=spec.prompt,
-                    stable_prefix=spec.stable_prefix,
-                    params=spec.params,
-                    attempt=0,
-                    upcoming=upcoming,
-                )
-                if out.error is not None:
-                    error = out.error
-                    break
-                outputs.append(out.text)
+            await self.events.emit(TaskStarted(t=self.events.t(), task_id=tid, category="phases"))
+            with scope:
+                error = None
+                for i, spec in enumerate(req.phases):
+                    upcoming = [p.model for p in req.phases[i + 1 :]] + req.then
+                    out = await self.generate_phase(
+                        task_id=tid,
+                        phase=spec.phase,
+                        model=spec.model,
+                        prompt=spec.prompt,
+                        stable_prefix=spec.stable_prefix,
+                        params=spec.params,
+                        attempt=0,
+                        upcoming=upcoming,
+                        special=spec.special,
+                    )
+                    if out.error is not None:
+                        error = out.error
+                        break
+                    outputs.append(out.text)
+            if scope.cancelled_caught:
+                error = "cancelled"
         finally:
+            self._tasks.pop(req.request_id, None)
             with anyio.CancelScope(shield=True):
                 await self._forget_schedule(tid)
                 await self.events.emit(
@@ -192,10 +200,11 @@ class Router:
                 )
                 self._running -= 1
                 self._done += 1
-        await self._outbox.send(
-            req.reply_to,
-            PhasesDone(request_id=req.request_id, task_id=tid, outputs=outputs, error=error),
-        )
+        if not scope.cancelled_caught:  # cancelled by CancelTask: its sender is not waiting
+            await self._outbox.send(
+                req.reply_to,
+                PhasesDone(request_id=req.request_id, task_id=tid, outputs=outputs, error=error),
+            )
 
     async def _run_task(self, req: RunTask) -> None:
         self._running += 1
@@ -319,11 +328,49 @@ class Router:
     ) -> PhaseOutput:
         """Run one generate phase end to end; failures come back in ``error``.
 
-        ``special``: the prompt is a rendered chat (its special-token text is tokens)."""
+        ``special``: the prompt is a rendered chat (its special-token text is tokens).
+        Cancelled, it stops its generation within one token, releases its lease, records
+        the phase as finished with outcome ``cancelled`` and re-raises."""
         pid = new_id("ph")
         ids = {"task_id": task_id, "phase_id": pid, "model": model}
         reset_peak_rss()
         await self.events.emit(PhaseStarted(t=self.events.t(), phase=phase, attempt=attempt, **ids))
+        try:
+            return await self._generate(
+                ids,
+                phase=phase,
+                prompt=prompt,
+                stable_prefix=stable_prefix,
+                params=params,
+                upcoming=upcoming,
+                special=special,
+            )
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                self._phases += 1
+                await self.events.emit(
+                    PhaseFinished(
+                        t=self.events.t(),
+                        outcome="cancelled",
+                        error="cancelled",
+                        peak_rss_bytes=peak_rss_bytes(),
+                        **ids,
+                    )
+                )
+            raise
+
+    async def _generate(
+        self,
+        ids: dict[str, str],
+        *,
+        phase: str,
+        prompt: str,
+        stable_prefix: str,
+        params: SamplingParams,
+        upcoming: Sequence[str],
+        special: bool,
+    ) -> PhaseOutput:
+        task_id, pid, model = ids["task_id"], ids["phase_id"], ids["model"]
         schedule = [ModelUse(model=model, order=0, task_id=task_id, phase=phase)] + [
             ModelUse(model=m, order=i + 1, task_id=task_id) for i, m in enumerate(upcoming)
         ]

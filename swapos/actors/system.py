@@ -24,6 +24,7 @@ from swapos.actors.prefetcher import Prefetcher, PrefetchPolicy
 from swapos.actors.recorder import Recorder
 from swapos.actors.residency import Residency
 from swapos.actors.router import Router
+from swapos.actors.taps import Tap, TokenTaps
 from swapos.backends.base import ModelBackend
 from swapos.clock import Clock, MonotonicClock
 from swapos.data.task import Task
@@ -31,6 +32,10 @@ from swapos.errors import SwapOSError, SystemClosedError
 from swapos.messages.base import Address, new_id
 from swapos.messages.commands import (
     CancelTask,
+    DescribeModels,
+    ModelsDescribed,
+    ModelState,
+    ModelsUnloaded,
     PhasesDone,
     PhaseSpec,
     Preload,
@@ -38,12 +43,14 @@ from swapos.messages.commands import (
     RunPhases,
     RunTask,
     TaskDone,
+    UnloadModels,
 )
 from swapos.messages.events import AnyEvent, RunFinished, RunStarted
 from swapos.messages.inboxes import ClientInbox
 from swapos.models.profile import Mode, Profile, parse_size
 from swapos.models.resolve import model_specs
 from swapos.models.spec import ModelSpec
+from swapos.models.templates import ChatFormat
 from swapos.policies.eviction import EvictionRule
 from swapos.records.schema import PhaseRecord, RunSummary, TaskResult
 from swapos.sysinfo import host_info
@@ -66,9 +73,9 @@ DEFAULT_KV_CACHE_BYTES = 512 * 2**20
 
 # Who sends to whom: the wiring of the system (requests and their replies, notifications).
 WIRING: dict[Address, tuple[Address, ...]] = {
-    "client": ("router", "recorder"),
+    "client": ("router", "loader", "recorder"),
     "router": ("client", "loader", "generator", "evictor", "prefetcher", "recorder"),
-    "loader": ("router", "prefetcher", "evictor", "recorder"),
+    "loader": ("client", "router", "prefetcher", "evictor", "recorder"),
     "evictor": ("loader",),
     "prefetcher": ("loader", "recorder"),
     "generator": ("router", "kvcache", "recorder"),
@@ -124,7 +131,13 @@ class System:
         budget_bytes: int,
         specs: dict[str, ModelSpec],
         outboxes: dict[Address, Outbox],
+        clock: Clock,
+        taps: TokenTaps,
+        profile: Profile,
     ) -> None:
+        self.clock = clock
+        self.profile = profile
+        self._taps = taps
         self._out = router
         self._pending = Pending()
         self.recorder = recorder
@@ -153,6 +166,87 @@ class System:
         assert isinstance(done, PhasesDone)
         result = await self.recorder.task_result(task_id)
         return PhasesOutcome(records=list(result.phases), outputs=done.outputs, error=done.error)
+
+    async def generate(
+        self,
+        task_id: str,
+        phase: PhaseSpec,
+        *,
+        then: Sequence[str] = (),
+        on_token: Tap | None = None,
+    ) -> PhasesOutcome:
+        """Run one generate phase as task ``task_id`` (unique per call): a request of
+        ``swapos serve``.
+
+        Args:
+            task_id: the task (and event-log) id of this request.
+            phase: the model, prompt and sampling parameters.
+            then: models expected after this phase, soonest first: they follow it in the
+                published schedule, so the Evictor keeps them and the Prefetcher may bring
+                the first one in while this phase generates (the cost model decides).
+            on_token: called on the event loop with each decoded text piece.
+
+        Cancelling the caller stops the phase within one token and releases its lease at
+        once; it is recorded as cancelled, and once that is logged (bounded by
+        ``CLEANUP_TIMEOUT_S``) the cancellation propagates.
+        """
+        request = RunPhases(
+            request_id=new_id("req"),
+            reply_to="client",
+            task_id=task_id,
+            phases=[phase],
+            then=list(then),
+        )
+        if on_token is not None:
+            self._taps.add(task_id, on_token)
+        try:
+            done = await self._ask(request)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._out.send_if_open("router", CancelTask(request_id=request.request_id))
+                # Its end is logged after its lease release was sent to the Loader, so a
+                # request the caller sends the Loader next (an unload) comes after it.
+                with anyio.move_on_after(CLEANUP_TIMEOUT_S):
+                    await self.recorder.task_result(task_id)
+            raise
+        finally:
+            self._taps.remove(task_id)
+        assert isinstance(done, PhasesDone)
+        result = await self.recorder.task_result(task_id)
+        return PhasesOutcome(records=list(result.phases), outputs=done.outputs, error=done.error)
+
+    async def chat_format(self, model: str) -> ChatFormat | None:
+        """``model``'s chat template, or None when the profile prompts it as a base model."""
+        router: Router = self.actors["router"]
+        return await router.chat_format(model)
+
+    async def token_counter(self, model: str) -> Callable[[str], int]:
+        """A function counting tokens of text as ``model``'s tokenizer does (blocking for
+        real models: call it in a worker thread for long texts)."""
+        router: Router = self.actors["router"]
+        return await router.token_counter(model)
+
+    async def models(self) -> list[ModelState]:
+        """Every model's state, leases and measured footprint, as the Loader has them."""
+        done = await self._ask_loader(DescribeModels(request_id=new_id("req"), reply_to="client"))
+        assert isinstance(done, ModelsDescribed)
+        return done.models
+
+    async def unload(self, models: Sequence[str] | None = None) -> ModelsUnloaded:
+        """Evict ``models`` (all when None) that are loaded and not leased; the others are
+        named in ``skipped`` with their state. It does not wait for leases: callers that
+        hold them (the server's requests) drain them first."""
+        names = list(models) if models is not None else None
+        done = await self._ask_loader(
+            UnloadModels(request_id=new_id("req"), reply_to="client", models=names)
+        )
+        assert isinstance(done, ModelsUnloaded)
+        return done
+
+    async def _ask_loader(self, request: DescribeModels | UnloadModels) -> Any:
+        if self._closed:
+            raise SystemClosedError("the system has shut down; open a new one")
+        return await self._pending.ask(self._out, "loader", request)
 
     async def run_task(
         self, task: Task, *, max_attempts: int | None = None, next_task: Task | None = None
@@ -338,6 +432,7 @@ def _assemble(
         return Events(box, clock, t0)
 
     residency = Residency()
+    taps = TokenTaps()
     boxes = {a: outbox(a) for a in WIRING}
     recorder = Recorder(
         inbox=recvs["recorder"], path=Path(event_log) if event_log else None, on_event=on_event
@@ -372,6 +467,7 @@ def _assemble(
             events=events(boxes["generator"]),
             residency=residency,
             use_kv_cache=kv_cache,
+            taps=taps,
         ),
         "prefetcher": Prefetcher(
             inbox=recvs["prefetcher"],
@@ -398,6 +494,9 @@ def _assemble(
         budget_bytes=budget,
         specs=specs,
         outboxes=boxes,
+        clock=clock,
+        taps=taps,
+        profile=profile,
     )
     client_events = events(boxes["client"])
     for stream in sends.values():  # only the clones in the outboxes stay open

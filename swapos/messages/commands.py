@@ -29,13 +29,20 @@ class PhaseSpec(msgspec.Struct, frozen=True, kw_only=True):
     prompt: str
     stable_prefix: str = ""
     params: SamplingParams = SamplingParams()
+    special: bool = False  # the prompt is a rendered chat: its special-token text is tokens
 
 
 class RunPhases(Request, frozen=True, kw_only=True):
-    """Run ``phases`` one after the other for ``task_id``, prefetching along the way."""
+    """Run ``phases`` one after the other for ``task_id``, prefetching along the way.
+
+    ``then``: models expected after the last phase, soonest first (``swapos serve``'s queued
+    and predicted models); they follow the phases' own models in the published schedule.
+    ``CancelTask`` with this ``request_id`` stops the phases (the running one within a token).
+    """
 
     task_id: str
     phases: list[PhaseSpec]
+    then: list[str] = msgspec.field(default_factory=list)
 
 
 class PhasesDone(Reply, frozen=True, kw_only=True):
@@ -59,8 +66,9 @@ class RunTask(Request, frozen=True, kw_only=True):
 
 
 class CancelTask(Message, frozen=True, kw_only=True):
-    """Stop the task that ``RunTask`` ``request_id`` started: its phase aborts within one
-    token, its lease is released, its grading sandbox killed; it is recorded as cancelled."""
+    """Stop the task that ``RunTask`` (or ``RunPhases``) ``request_id`` started: its phase
+    aborts within one token, its lease is released, its grading sandbox killed; it is
+    recorded as cancelled."""
 
     request_id: str
 
@@ -82,6 +90,39 @@ class Preload(Request, frozen=True, kw_only=True):
 
 class Preloaded(Reply, frozen=True, kw_only=True):
     failed: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+# --- client -> Loader: residency queries and unloads (swapos serve) ---------------------
+
+
+class DescribeModels(Request, frozen=True, kw_only=True):
+    """Ask the Loader for every model's state; replies :class:`ModelsDescribed`."""
+
+
+class ModelState(msgspec.Struct, frozen=True, kw_only=True):
+    """One row of the Loader's model table, as data."""
+
+    model: str
+    state: Literal["absent", "loading", "ready", "evicting"]
+    leases: int
+    footprint_bytes: int  # measured once loaded, 0 otherwise
+
+
+class ModelsDescribed(Reply, frozen=True, kw_only=True):
+    models: list[ModelState]
+
+
+class UnloadModels(Request, frozen=True, kw_only=True):
+    """Evict ``models`` (every model when None) that are loaded and leased by nobody;
+    replies :class:`ModelsUnloaded`. The caller waits for its own leases first: a model
+    still leased, loading or evicting is left alone and named in ``skipped``."""
+
+    models: list[str] | None = None
+
+
+class ModelsUnloaded(Reply, frozen=True, kw_only=True):
+    unloaded: list[str]
+    skipped: dict[str, str] = msgspec.field(default_factory=dict)  # model -> why
 
 
 # --- Router/Prefetcher -> Loader ---------------------------------------------------------

@@ -7,11 +7,14 @@ from swapos.messages.commands import (
     AcquireModel,
     CancelGeneration,
     CancelTask,
+    DescribeModels,
     Generate,
     Generated,
     GenerateFailed,
     LookupPrefix,
     ModelLeased,
+    ModelsDescribed,
+    ModelsUnloaded,
     PhaseObserved,
     PhasesDone,
     PlanRoom,
@@ -28,6 +31,7 @@ from swapos.messages.commands import (
     SavePrefix,
     ScheduleUpdated,
     TaskDone,
+    UnloadModels,
 )
 from swapos.messages.events import AnyEvent
 
@@ -41,10 +45,12 @@ RouterInbox = (
     | Generated
     | GenerateFailed
 )
-LoaderInbox = AcquireModel | ReleaseLease | PrefetchModel | RoomPlanned
+LoaderInbox = (
+    AcquireModel | ReleaseLease | PrefetchModel | RoomPlanned | DescribeModels | UnloadModels
+)
 EvictorInbox = PlanRoom | ScheduleUpdated
 PrefetcherInbox = ScheduleUpdated | PrefetchDone | PhaseObserved
 GeneratorInbox = Generate | CancelGeneration | PrefixFound | PrefixMissing
 KVCacheInbox = LookupPrefix | SavePrefix
-ClientInbox = PhasesDone | TaskDone | Preloaded
+ClientInbox = PhasesDone | TaskDone | Preloaded | ModelsDescribed | ModelsUnloaded
 RecorderInbox = AnyEvent

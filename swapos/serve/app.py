@@ -1,0 +1,141 @@
+"""``app(system)``: the OpenAI-compatible ASGI app over an open SwapOS system.
+
+Starlette routes, Hypercorn (or any ASGI server) to serve them; both run on anyio, so the
+app serves on asyncio and on trio. The system is opened by the caller (``python -m
+swapos.serve`` does it, or another async app that mounts this one), which keeps the models
+resident across requests and owns their lifetime.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from swapos.actors.system import System
+from swapos.serve import admin
+from swapos.serve.bodies import decode, read_body
+from swapos.serve.completions import (
+    Prepared,
+    failure,
+    new_response_id,
+    prepare_chat,
+    prepare_text,
+    run,
+    streamer,
+    whole_response,
+)
+from swapos.serve.errors import RequestError
+from swapos.serve.metrics import Metrics
+from swapos.serve.scheduler import Scheduler
+from swapos.serve.schemas import ChatCompletionRequest, CompletionRequest
+from swapos.serve.sse import EventStream
+from swapos.serve.state import Server, ServeSettings
+from swapos.serve.transitions import NextModels
+
+Handler = Callable[[Server, Request], Awaitable[Any]]
+OPEN_PATHS = frozenset({"/health"})
+
+
+def app(system: System, settings: ServeSettings | None = None) -> Starlette:
+    """The ASGI app serving ``system`` (which must stay open while the app serves).
+
+    Args:
+        system: an open system (:func:`~swapos.actors.system.open_system`).
+        settings: queueing bound, parallelism, bearer key, body limit (defaults: see
+            :class:`ServeSettings`).
+
+    The app is also reachable as ``app.state.server`` (its scheduler and counters).
+    """
+    settings = settings or ServeSettings()
+    loader = system.actors["loader"]
+
+    def resident() -> set[str]:
+        return {m for m, s in loader.statistics().states.items() if s == "ready"}
+
+    server = Server(
+        system=system,
+        settings=settings,
+        scheduler=Scheduler(
+            system.clock, max_wait=settings.max_wait, parallel=settings.parallel, resident=resident
+        ),
+        metrics=Metrics(),
+        next_models=NextModels(),
+    )
+
+    def route(path: str, handler: Handler, methods: list[str]) -> Route:
+        async def endpoint(request: Request) -> Any:
+            try:
+                if path not in OPEN_PATHS:
+                    _authorize(request, settings.api_key)
+                return await handler(server, request)
+            except RequestError as exc:
+                return exc.response()
+
+        return Route(path, endpoint, methods=methods)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        return RequestError(
+            exc.status_code, f"{request.method} {request.url.path}: {exc.detail}"
+        ).response()
+
+    starlette = Starlette(
+        routes=[
+            route("/v1/chat/completions", chat_completions, ["POST"]),
+            route("/v1/completions", completions, ["POST"]),
+            route("/v1/models", admin.models, ["GET"]),
+            route("/running", admin.running, ["GET"]),
+            route("/unload", admin.unload, ["POST"]),
+            route("/health", admin.health, ["GET"]),
+            route("/metrics", admin.metrics, ["GET"]),
+        ],
+        exception_handlers={HTTPException: http_error},
+    )
+    starlette.state.server = server
+    return starlette
+
+
+def _authorize(request: Request, api_key: str | None) -> None:
+    if api_key is None:
+        return
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip(), api_key):
+        raise RequestError(
+            401,
+            "Incorrect or missing API key: send the header 'Authorization: Bearer <key>'",
+            code="invalid_api_key",
+        )
+
+
+def client_key(request: Request) -> str | None:
+    """The bearer token, if any: the client whose model transitions are learned (a
+    request's ``user`` field takes precedence)."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+async def chat_completions(server: Server, request: Request) -> Any:
+    body = decode(await read_body(request, server.settings.max_body_bytes), ChatCompletionRequest)
+    return await _complete(server, await prepare_chat(server, body, client_key(request)))
+
+
+async def completions(server: Server, request: Request) -> Any:
+    body = decode(await read_body(request, server.settings.max_body_bytes), CompletionRequest)
+    return await _complete(server, await prepare_text(server, body, client_key(request)))
+
+
+async def _complete(server: Server, prep: Prepared) -> Any:
+    response_id = new_response_id(prep.kind)
+    if prep.stream:
+        return EventStream(streamer(server, prep, response_id))
+    ran = await run(server, prep, response_id)
+    if ran.error is not None:
+        raise failure(ran)
+    return Response(whole_response(prep, ran, response_id), media_type="application/json")

@@ -1,0 +1,144 @@
+"""``python -m swapos.serve``: open the system for a profile and serve it over HTTP.
+
+Hypercorn serves the app on the event loop the system runs on (asyncio by default, trio
+with ``--async-backend trio``). Ctrl-C or SIGTERM stops accepting requests, lets running
+ones finish within Hypercorn's graceful timeout, then closes the system (models closed,
+event log flushed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from functools import partial
+from pathlib import Path
+
+import anyio
+
+from swapos.actors.system import open_system
+from swapos.errors import SwapOSError
+from swapos.logconfig import configure_logging
+from swapos.models.bundled import resolve_profile
+from swapos.models.profile import MODES, Mode, Profile, parse_size
+from swapos.models.resolve import checked_model_specs
+from swapos.models.spec import ModelSpec
+from swapos.serve.app import app
+from swapos.serve.hosting import listening_socket, serve_http
+from swapos.serve.state import ServeSettings
+
+EXIT_ERROR = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m swapos.serve",
+        description="An OpenAI-compatible server over SwapOS: swap-aware queues, prefetch "
+        "of the likely next model, KV prefix reuse, timings in every response (docs/serve.md).",
+    )
+    p.add_argument(
+        "--profile",
+        help="profile TOML, or a builtin profile: default (Qwen2.5-Coder 1.5B + 0.5B), tiny",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
+    p.add_argument("--port", type=int, default=8080, help="port (0: a free one, printed)")
+    p.add_argument("--mode", choices=MODES, help="swap mode (default: the profile's)")
+    p.add_argument("--budget", help='memory budget: bytes or a size such as "1.5GiB"')
+    p.add_argument("--api-key", help="require 'Authorization: Bearer KEY' (not on /health)")
+    p.add_argument("--event-log", type=Path, help="JSONL event log (bench replay/trace read it)")
+    p.add_argument(
+        "--max-wait",
+        type=float,
+        default=ServeSettings().max_wait,
+        help="starvation bound in seconds: a queue waiting this long goes next (default 30)",
+    )
+    p.add_argument(
+        "--parallel", type=int, default=1, help="requests of one model run at once (default 1)"
+    )
+    p.add_argument(
+        "--max-body", default="1MiB", help="largest request body (default 1MiB; larger: 413)"
+    )
+    p.add_argument("--async-backend", choices=["asyncio", "trio"], default="asyncio")
+    p.add_argument("-v", "--verbose", action="count", default=0)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_logging(args.verbose)
+    try:
+        profile = resolve_profile(args.profile)
+        specs = checked_model_specs(profile)  # a bad model file: exit 2 before serving
+        budget = parse_size(args.budget, field="--budget") if args.budget else None
+        max_body = parse_size(args.max_body, field="--max-body")
+        settings = ServeSettings(
+            max_wait=args.max_wait,
+            parallel=args.parallel,
+            api_key=args.api_key,
+            max_body_bytes=max_body,
+        )
+        serve = partial(
+            _serve,
+            profile,
+            specs,
+            settings,
+            host=args.host,
+            port=args.port,
+            mode=args.mode,
+            budget=budget,
+            event_log=args.event_log,
+            access_log=args.verbose > 0,
+        )
+        anyio.run(serve, backend=args.async_backend)
+    except (SwapOSError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+async def _serve(
+    profile: Profile,
+    specs: dict[str, ModelSpec],
+    settings: ServeSettings,
+    *,
+    host: str,
+    port: int,
+    mode: Mode | None,
+    budget: int | None,
+    event_log: Path | None,
+    access_log: bool,
+) -> None:
+    bind, port = listening_socket(host, port)  # bound before the banner names the port
+    async with open_system(
+        profile, specs=specs, mode=mode, budget_bytes=budget, event_log=event_log
+    ) as system:
+        asgi = app(system, settings)
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_stop_on_signal, stop)
+            print(
+                f"swapos serve: {profile.name} ({', '.join(sorted(specs))}), mode "
+                f"{system.mode}, on http://{host}:{port}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+            async def http() -> None:
+                # In a child task: Hypercorn's asyncio TaskGroup cancels its parent task on
+                # shutdown, which must not be the task that owns the system.
+                await serve_http(asgi, bind=bind, shutdown_trigger=stop.wait, access_log=access_log)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(http)
+
+
+async def _stop_on_signal(stop: anyio.Event) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            stop.set()
+            return
+
+
+__all__ = ["build_parser", "main"]

@@ -1,0 +1,213 @@
+"""The OpenAI request and response shapes ``swapos serve`` speaks, as msgspec Structs.
+
+Requests are decoded with msgspec, so a body of the wrong shape is refused with the field
+it got wrong (a 400 in the OpenAI error shape). Fields SwapOS does not use are ignored, as
+OpenAI-compatible servers do; fields it cannot honour (``n > 1``, tool calls) are refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+# --- requests -----------------------------------------------------------------------------
+
+
+class ContentPart(msgspec.Struct, frozen=True, kw_only=True):
+    """One part of a message's content (only text parts are accepted)."""
+
+    type: str
+    text: str = ""
+
+
+class ChatMessageIn(msgspec.Struct, frozen=True, kw_only=True):
+    role: str
+    content: str | list[ContentPart] | None = None
+
+
+class StreamOptions(msgspec.Struct, frozen=True, kw_only=True):
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """``POST /v1/chat/completions``."""
+
+    model: str
+    messages: list[ChatMessageIn]
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: int = 1
+    user: str | None = None
+
+
+class CompletionRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """``POST /v1/completions`` (one prompt; the model continues it as a base model)."""
+
+    model: str
+    prompt: str | list[str]
+    max_tokens: int | None = 16  # OpenAI's default for this endpoint
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: int = 1
+    user: str | None = None
+
+
+class UnloadRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """``POST /unload``: one model, or every model when ``model`` is absent."""
+
+    model: str | None = None
+
+
+# --- responses ----------------------------------------------------------------------------
+
+
+class Timings(msgspec.Struct, frozen=True, kw_only=True):
+    """The ``swapos`` object of every response (seconds; docs/serve.md defines each)."""
+
+    queue_wait_s: float
+    load_s: float
+    load_hidden_s: float
+    evict_s: float
+    prefill_tokens: int
+    kv_restored_tokens: int
+    ttft_s: float
+    decode_tok_s: float
+    predicted_next: str | None = None
+    task_id: str = ""
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class ChatMessageOut(msgspec.Struct, frozen=True, kw_only=True):
+    role: Literal["assistant"] = "assistant"
+    content: str = ""
+
+
+FinishReason = Literal["stop", "length"]
+
+
+class ChatChoice(msgspec.Struct, frozen=True, kw_only=True):
+    index: int
+    message: ChatMessageOut
+    finish_reason: FinishReason
+    logprobs: None = None
+
+
+class TextChoice(msgspec.Struct, frozen=True, kw_only=True):
+    index: int
+    text: str
+    finish_reason: FinishReason | None
+    logprobs: None = None
+
+
+class ChatCompletion(msgspec.Struct, frozen=True, kw_only=True):
+    """A whole chat completion: OpenAI's shape plus ``swapos`` and Ollama's counters
+    (``load_duration`` in nanoseconds, as Ollama reports it)."""
+
+    id: str
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+    swapos: Timings
+    load_duration: int
+    prompt_eval_count: int
+    eval_count: int
+    object: Literal["chat.completion"] = "chat.completion"
+
+
+class TextCompletion(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    created: int
+    model: str
+    choices: list[TextChoice]
+    usage: Usage
+    swapos: Timings
+    load_duration: int
+    prompt_eval_count: int
+    eval_count: int
+    object: Literal["text_completion"] = "text_completion"
+
+
+class Delta(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    role: str | None = None
+    content: str | None = None
+
+
+class ChunkChoice(msgspec.Struct, frozen=True, kw_only=True):
+    index: int
+    delta: Delta
+    finish_reason: FinishReason | None = None
+    logprobs: None = None
+
+
+class ChatCompletionChunk(msgspec.Struct, frozen=True, kw_only=True):
+    """One SSE event of a streamed chat completion; the last carries ``usage`` and
+    ``swapos`` (and Ollama's counters)."""
+
+    id: str
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    usage: Usage | None = None
+    swapos: Timings | None = None
+    load_duration: int | None = None
+    prompt_eval_count: int | None = None
+    eval_count: int | None = None
+
+
+class TextCompletionChunk(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    created: int
+    model: str
+    choices: list[TextChoice]
+    object: Literal["text_completion"] = "text_completion"
+    usage: Usage | None = None
+    swapos: Timings | None = None
+    load_duration: int | None = None
+    prompt_eval_count: int | None = None
+    eval_count: int | None = None
+
+
+class ModelCard(msgspec.Struct, frozen=True, kw_only=True):
+    """One entry of ``GET /v1/models``; ``swapos`` tells its residency."""
+
+    id: str
+    created: int
+    owned_by: str
+    swapos: dict[str, Any]
+    object: Literal["model"] = "model"
+
+
+class ModelList(msgspec.Struct, frozen=True, kw_only=True):
+    data: list[ModelCard]
+    object: Literal["list"] = "list"
+
+
+class ErrorBody(msgspec.Struct, frozen=True, kw_only=True):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(msgspec.Struct, frozen=True, kw_only=True):
+    """The OpenAI error shape: ``{"error": {"message", "type", "param", "code"}}``."""
+
+    error: ErrorBody

@@ -1,0 +1,46 @@
+"""What the routes share: the system, the settings, the queues, the counters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import msgspec
+
+from swapos.actors.system import System
+from swapos.serve.metrics import Metrics
+from swapos.serve.scheduler import Scheduler
+from swapos.serve.transitions import NextModels
+
+MiB = 2**20
+
+
+class ServeSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """How the server behaves (the command line's flags).
+
+    Attributes:
+        max_wait: the starvation bound: seconds a request may wait while another model's
+            queue is served before its own queue goes next.
+        parallel: requests of one model that may run at the same time.
+        api_key: when set, every request but ``GET /health`` needs
+            ``Authorization: Bearer <api_key>``.
+        max_body_bytes: larger request bodies are refused with 413.
+        default_max_tokens: ``max_tokens`` of a request that names none (always also
+            bounded by the room left in the model's context).
+    """
+
+    max_wait: float = 30.0
+    parallel: int = 1
+    api_key: str | None = None
+    max_body_bytes: int = MiB
+    default_max_tokens: int = 1024
+
+
+@dataclass
+class Server:
+    """The state of one served app."""
+
+    system: System
+    settings: ServeSettings
+    scheduler: Scheduler
+    metrics: Metrics
+    next_models: NextModels
