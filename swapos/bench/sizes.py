@@ -7,9 +7,11 @@ For each size (GiB, or with a unit), two synthetic F16 ``llama`` models of that 
 (:mod:`swapos.models.synthetic`, seeds 0 and 1, written on first use) and:
 
 1. **Per model**, warm and cold, ``--repeats`` times, interleaved (repeat, condition, size,
-   touch): load, then a *touch* (:data:`~swapos.bench.sizes_stats.TOUCHES`: nothing, a
-   one-token warm-up decode, or a read-through of the file), then the time to first token on
-   a 16-token probe, then the same again (the steady time to first token), close, peak RSS.
+   touch; the touches' order rotating from repeat to repeat, since on a virtual machine the
+   first cold read of a file after a while can be slower than the next ones): load, then a
+   *touch* (:data:`~swapos.bench.sizes_stats.TOUCHES`: nothing, a one-token warm-up decode,
+   or a read-through of the file), then the time to first token on a 16-token probe, then
+   the same again (the steady time to first token), close, peak RSS.
    The ``none`` samples give the fitted bytes/s of the load; the touches answer whether
    anything left after the load can be moved off the first phase's path (time to ready).
 2. **A two-model pipeline** A then B (``--size-tokens`` tokens each) under a budget that
@@ -172,7 +174,7 @@ async def _measure(bench: _Sizes) -> list[SizeSample]:
     for rep in range(bench.args.repeats):
         for cond in bench.conditions:
             for size, (spec, _) in bench.pairs.items():
-                for touch in TOUCHES:
+                for touch in round_order(TOUCHES, rep):  # no touch always comes first
                     sample = await measure_size(
                         bench.backend, spec, size, condition=cond, touch=touch,
                         dropper=bench.dropper,
