@@ -2,7 +2,8 @@
 
 ``python -m swapos.bench swap [--repeats 3] [--rounds 3] [--phases 9] [--tokens 48]
 [--schedule alternating|rotation] [--budget SIZE] [--conditions warm,cold] [--modes MODE,...]
-[--prefetch POLICY] [--out swap-bench.json]``
+[--prefetch POLICY] [--out swap-bench.json]``; with ``--sizes 0.25,0.5,1,2,4``, the size
+scaling bench of :mod:`~swapos.bench.sizes` instead.
 
 1. **Per model**, cold (page cache dropped) and warm: load, time to first token right
    after the load (a 200-token prompt), close, peak RSS and RSS delta; ``--repeats`` times,
@@ -37,6 +38,7 @@ from rich.console import Console
 
 from swapos.actors.prefetcher import PrefetchPolicy
 from swapos.backends.base import ModelBackend
+from swapos.bench.sizes_stats import parse_sizes
 from swapos.bench.swap_measure import (
     SCHEDULES,
     CacheDropper,
@@ -83,6 +85,13 @@ def _size(text: str) -> str:
     return text
 
 
+def _sizes(text: str) -> list[int]:
+    try:
+        return parse_sizes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--repeats", type=int, default=3, help="per-model swaps per condition (default: 3)")
@@ -102,6 +111,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--prefetch", choices=get_args(PrefetchPolicy), default=None,
         help="overlap mode's prefetch policy (default: the mode's)")  # fmt: skip
     add("--out", type=Path, default=Path("swap-bench.json"), help="JSON report")
+    sizes = parser.add_argument_group(
+        "size scaling", "with --sizes, synthetic models of each size replace the profile's "
+        "(docs/benchmarks.md, \"Size scaling\"); --repeats, --rounds, --conditions apply"
+    )  # fmt: skip
+    sizes.add_argument("--sizes", type=_sizes, default=None, metavar="LIST",
+        help="model sizes in GiB (0.25,0.5,1,2,4) or with units (256MiB)")  # fmt: skip
+    sizes.add_argument("--size-tokens", type=int, default=8,
+        help="tokens per phase of the two-model pipeline (default: 8)")  # fmt: skip
 
 
 def build_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -113,6 +130,10 @@ def build_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def main(args: argparse.Namespace) -> int:
     """Swap microbench: per-model cold/warm load, TTFT, close, RSS; pipeline by mode."""
+    if args.sizes:
+        from swapos.bench.sizes import main_sizes  # it imports this module
+
+        return main_sizes(args)
     rig = real_rig(args.profile)
     console = Console(width=None if sys.stdout.isatty() else 150)  # logs keep whole tables
     report = anyio.run(lambda: run_bench(rig, args, say=console.print))

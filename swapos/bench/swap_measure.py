@@ -319,19 +319,24 @@ async def run_mode(
     """Open a fresh system in ``mode``, time one ``run_phases`` of ``phases``, close it.
 
     In the ``cold`` condition the page cache is dropped first and the system drops each
-    evicted model's file (``open_system(cold=True)``). ``prefetch`` applies to ``overlap``
-    only. Errors of the phases are recorded in :attr:`ModeRun.error`; cancellation closes
-    the system and propagates.
+    evicted model's file (``open_system(cold=True)``); in the ``warm`` condition every model
+    file is read into the page cache first (a cold run before it may have dropped them).
+    ``prefetch`` applies to ``overlap`` only. Errors of the phases are recorded in
+    :attr:`ModeRun.error`; cancellation closes the system and propagates.
     """
     cold = condition == "cold"
+    backend = rig.new_backend()
     if cold and dropper is not None:
         await dropper.drop()
+    elif not cold:  # an earlier cold run (or cold swap) may have dropped these files
+        for spec in rig.specs.values():
+            await backend.warm(spec)
     rss0 = rss_bytes()
     reset_peak_rss()
     t0 = time.perf_counter()
     async with open_system(
         rig.profile,
-        backend=rig.new_backend(),
+        backend=backend,
         specs=rig.specs,
         mode=mode,
         cold=cold,
