@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import assert_never
 
 import anyio
@@ -12,7 +13,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from swapos.actors.base import Events, Outbox, Pending, serving
 from swapos.actors.residency import Residency
-from swapos.backends.base import LoadedModel
+from swapos.backends.base import GenerationOutput, LoadedModel, TextPromptModel
 from swapos.data.prefix import PrefixState
 from swapos.errors import GenerationError, SwapOSError
 from swapos.messages.base import new_id
@@ -60,6 +61,9 @@ class Generator:
     generation (prompt + answer: a retry whose prompt appends to it re-reads only what
     changed), and sends both to the KVCache. A restore the backend could not use is a
     ``KVRestoreFailed`` (the lookup itself is the KVCache's ``KVHit``).
+
+    A model that takes text (``TextPromptModel``: a remote endpoint) gets the prompt as it
+    is: no tokenizing, no context check (the server checks its own) and no KV state.
     """
 
     def __init__(
@@ -149,6 +153,12 @@ class Generator:
     async def _run(
         self, req: Generate, model: LoadedModel, ids: dict[str, str | None]
     ) -> Generated:
+        if isinstance(model, TextPromptModel):  # a remote model: no tokens, no KV state
+            t0 = self._events.t()
+            out = await model.generate_text(
+                req.prompt, req.params, chat=req.special, on_token=self._progress(ids, t0)
+            )
+            return await self._finished_with(req, out, ids)
         tokens = await model.tokenize(req.prompt, special=req.special)
         if len(tokens) >= model.spec.n_ctx:
             raise GenerationError(
@@ -164,20 +174,6 @@ class Generator:
             if n > common:
                 save_at = n
         t0 = self._events.t()
-        count = 0
-
-        def on_token(piece: str) -> None:
-            nonlocal count
-            count += 1
-            if count == 1:
-                self._events.emit_nowait(
-                    FirstToken(t=self._events.t(), ttft_s=self._events.t() - t0, **ids)
-                )
-            elif count % PROGRESS_EVERY == 0:
-                self._events.emit_nowait(
-                    GenerationProgress(t=self._events.t(), tokens=count, text_tail=piece, **ids)
-                )
-
         out = await model.generate(
             tokens,
             req.params,
@@ -185,7 +181,7 @@ class Generator:
             save_at=save_at,
             # Only a prompt with a stable prefix is part of a retry loop that appends to it.
             save_final=self._use_kv and bool(req.stable_prefix),
-            on_token=on_token,
+            on_token=self._progress(ids, t0),
         )
         if restore is not None and out.stats.kv_restored_tokens == 0:
             await self._events.emit(
@@ -201,6 +197,30 @@ class Generator:
                 await self._outbox.send(
                     "kvcache", SavePrefix(identity=model.kv_identity, state=state, model=req.model)
                 )
+        return await self._finished_with(req, out, ids)
+
+    def _progress(self, ids: dict[str, str | None], t0: float) -> Callable[[str], None]:
+        """The ``on_token`` callback: ``FirstToken`` on the first piece, then
+        ``GenerationProgress`` every :data:`PROGRESS_EVERY` pieces."""
+        count = 0
+
+        def on_token(piece: str) -> None:
+            nonlocal count
+            count += 1
+            if count == 1:
+                self._events.emit_nowait(
+                    FirstToken(t=self._events.t(), ttft_s=self._events.t() - t0, **ids)
+                )
+            elif count % PROGRESS_EVERY == 0:
+                self._events.emit_nowait(
+                    GenerationProgress(t=self._events.t(), tokens=count, text_tail=piece, **ids)
+                )
+
+        return on_token
+
+    async def _finished_with(
+        self, req: Generate, out: GenerationOutput, ids: dict[str, str | None]
+    ) -> Generated:
         self._finished += 1
         await self._events.emit(GenerationFinished(t=self._events.t(), stats=out.stats, **ids))
         return Generated(request_id=req.request_id, text=out.text, stats=out.stats)
