@@ -4,7 +4,8 @@
 the test) on a free loopback port and yields its state and base URL (``.../v1``). Replies
 stream over SSE one word per chunk, as a llama.cpp server streams one token per chunk, with
 ``max_tokens`` (words) and ``stop`` applied server-side and the ``usage`` chunk at the end
-when ``stream_options.include_usage`` asks for it. Every request body is recorded.
+when ``stream_options.include_usage`` asks for it; with ``stream: false`` the reply is one
+JSON object with its ``usage``. Every request body is recorded.
 """
 
 from __future__ import annotations
@@ -75,6 +76,13 @@ def stub_app(state: StubState) -> Starlette:
         chat = "messages" in body
         usage = {"prompt_tokens": len(json.dumps(body.get("messages", body.get("prompt")))),
                  "completion_tokens": len(_WORD.findall(text))}  # fmt: skip
+        if not body.get("stream"):
+            choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
+            if chat:
+                choice["message"] = {"role": "assistant", "content": text}
+            else:
+                choice["text"] = text
+            return JSONResponse({"choices": [choice], "usage": usage})
         return StreamingResponse(
             _stream(state, text, finish, usage if _wants_usage(body) else None, chat=chat),
             media_type="text/event-stream",
