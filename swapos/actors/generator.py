@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import assert_never
 
 import anyio
@@ -15,7 +15,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from swapos.actors.base import Events, Outbox, Pending, serving
 from swapos.actors.residency import Residency
 from swapos.actors.taps import TokenTaps
-from swapos.backends.base import LoadedModel
+from swapos.backends.base import GenerationOutput, LoadedModel, TextPromptModel
 from swapos.data.prefix import PrefixState
 from swapos.errors import GenerationError, SwapOSError
 from swapos.messages.base import new_id
@@ -71,6 +71,9 @@ class Generator:
     registered for the request's task, if any (streaming to a server's client). A restore
     the backend could not use is a ``KVRestoreFailed`` (the lookup itself is the KVCache's
     ``KVHit``).
+
+    A model that takes text (``TextPromptModel``: a remote endpoint) gets the prompt as it
+    is: no tokenizing, no context check (the server checks its own) and no KV state.
     """
 
     def __init__(
@@ -163,6 +166,12 @@ class Generator:
     async def _run(
         self, req: Generate, model: LoadedModel, ids: dict[str, str | None]
     ) -> Generated:
+        if isinstance(model, TextPromptModel):  # a remote model: no tokens, no KV state
+            t0 = self._events.t()
+            out = await model.generate_text(
+                req.prompt, req.params, chat=req.special, on_token=self._progress(req, ids, t0)
+            )
+            return await self._finished_with(req, out, ids, prompt=None)
         tokens = await model.tokenize(req.prompt, special=req.special)
         if len(tokens) >= model.spec.n_ctx:
             raise GenerationError(
@@ -178,6 +187,37 @@ class Generator:
             if n > common:
                 save_at = n
         t0 = self._events.t()
+        out = await model.generate(
+            tokens,
+            req.params,
+            restore=restore,
+            save_at=save_at,
+            # Only a prompt with a stable prefix is part of a retry loop that appends to it.
+            save_final=self._use_kv and bool(req.stable_prefix),
+            on_token=self._progress(req, ids, t0),
+        )
+        if restore is not None and out.stats.kv_restored_tokens == 0:
+            await self._events.emit(
+                KVRestoreFailed(
+                    t=self._events.t(),
+                    tokens=common,
+                    reason="the backend could not restore the state; full prefill",
+                    **ids,
+                )
+            )
+        for state in (out.saved, out.final):
+            if state is not None:
+                await self._outbox.send(
+                    "kvcache", SavePrefix(identity=model.kv_identity, state=state, model=req.model)
+                )
+        return await self._finished_with(req, out, ids, prompt=tokens)
+
+    def _progress(
+        self, req: Generate, ids: dict[str, str | None], t0: float
+    ) -> Callable[[str], None]:
+        """The ``on_token`` callback: the piece to the task's token tap (if any),
+        ``FirstToken`` on the first piece, then ``GenerationProgress`` every
+        :data:`PROGRESS_EVERY` pieces."""
         count = 0
         tap = self._taps.get(req.task_id)
 
@@ -195,31 +235,20 @@ class Generator:
                     GenerationProgress(t=self._events.t(), tokens=count, text_tail=piece, **ids)
                 )
 
-        out = await model.generate(
-            tokens,
-            req.params,
-            restore=restore,
-            save_at=save_at,
-            # Only a prompt with a stable prefix is part of a retry loop that appends to it.
-            save_final=self._use_kv and bool(req.stable_prefix),
-            on_token=on_token,
-        )
-        if restore is not None and out.stats.kv_restored_tokens == 0:
-            await self._events.emit(
-                KVRestoreFailed(
-                    t=self._events.t(),
-                    tokens=common,
-                    reason="the backend could not restore the state; full prefill",
-                    **ids,
-                )
-            )
-        for state in (out.saved, out.final):
-            if state is not None:
-                await self._outbox.send(
-                    "kvcache", SavePrefix(identity=model.kv_identity, state=state, model=req.model)
-                )
+        return on_token
+
+    async def _finished_with(
+        self,
+        req: Generate,
+        out: GenerationOutput,
+        ids: dict[str, str | None],
+        *,
+        prompt: list[int] | None,
+    ) -> Generated:
+        """Count, log and reply; ``prompt``: its tokens (None for a remote model: nothing
+        of it can be served from a local cache)."""
         self._finished += 1
-        servable = self._servable(req, tokens, out.read or tokens)
+        servable = 0 if prompt is None else self._servable(req, prompt, out.read or prompt)
         stats = msgspec.structs.replace(out.stats, kv_servable_tokens=servable)
         await self._events.emit(GenerationFinished(t=self._events.t(), stats=stats, **ids))
         return Generated(request_id=req.request_id, text=out.text, stats=stats)

@@ -334,7 +334,8 @@ async def open_system(
 
     Args:
         profile: models, roles, budget and phase settings.
-        backend: the model backend (default: llama-cpp-python).
+        backend: the model backend (default: llama-cpp-python for model files, the API
+            backend for remote models: a ``RoutingBackend``).
         specs: resolved models (default: resolved from the profile, assembling bundled ones).
         mode: one of :data:`~swapos.models.profile.MODES` (default: the profile's).
         budget_bytes: overrides the profile's budget.
@@ -362,8 +363,10 @@ async def open_system(
         specs = await anyio.to_thread.run_sync(model_specs, profile)
     if backend is None:
         from swapos.backends.llama import LlamaBackend
+        from swapos.backends.routing import RoutingBackend
 
-        backend = LlamaBackend(load_limiter=anyio.CapacityLimiter(load_threads))
+        local = LlamaBackend(load_limiter=anyio.CapacityLimiter(load_threads))
+        backend = RoutingBackend(local)  # remote specs (api_base) go to the API backend
     budget = budget_bytes if budget_bytes is not None else parse_size(profile.budget)
     if settings.unlimited_budget:
         budget = UNLIMITED_BUDGET

@@ -10,7 +10,7 @@ Generator looks them up by lease.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import msgspec
 
@@ -95,6 +95,37 @@ class LoadedModel(Protocol):
 
     async def close(self) -> None:
         """Free the model's memory. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class TextPromptModel(Protocol):
+    """A loaded model that takes its prompt as text, not tokens: a remote model behind an
+    API (``backends/api``). The Generator sends it the prompt as it is, with no tokenizing,
+    no context check and no KV state (a remote server's cache is its own business); its
+    ``tokenize`` and token ``generate`` are not available.
+    """
+
+    async def generate_text(
+        self,
+        prompt: str,
+        params: SamplingParams,
+        *,
+        chat: bool,
+        on_token: Callable[[str], None] | None = None,
+    ) -> GenerationOutput:
+        """Generate a continuation of ``prompt``: with ``chat``, the conversation that
+        :func:`~swapos.models.templates.render_chat` encoded for a ``messages`` format,
+        answered as the next assistant turn; otherwise plain text to continue.
+
+        ``on_token`` is called on the event loop thread with each text piece. On
+        cancellation the request is abandoned within one piece and the cancellation is
+        re-raised.
+
+        Raises:
+            GenerationError: the endpoint failed, refused the request or timed out (the
+                message names its URL and what it said).
+        """
         ...
 
 

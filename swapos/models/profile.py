@@ -32,7 +32,11 @@ PromptStyle = Literal["auto", "chat", "completion"]
 
 
 class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One model as a profile declares it: a file (``path``) or a bundled name.
+    """One model as a profile declares it: a file (``path``), a bundled name, or a remote
+    model on an OpenAI-compatible endpoint (``api_base`` + ``api_model``, the bearer key read
+    from the environment variable ``api_key_env``; ``api_timeout_s`` bounds each wait for the
+    server). A remote model's ``n_ctx`` is what prompts are budgeted to; its load settings
+    (``n_batch``, ``threads``...) do not apply.
 
     ``prompt`` chooses how phases talk to it: ``"chat"`` (its chat template; ChatML when the
     file has none), ``"completion"`` (a markdown document the model continues: base models),
@@ -51,6 +55,10 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     type_v: str = "f16"
     prompt: PromptStyle = "auto"
     repack: bool = False
+    api_base: str | None = None
+    api_model: str | None = None
+    api_key_env: str | None = None
+    api_timeout_s: float = 600.0
 
 
 class PhaseConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -230,17 +238,46 @@ def load_profile(path: str | os.PathLike[str]) -> Profile:
     return msgspec.structs.replace(profile, models=models)
 
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _check_remote(name: str, cfg: ModelConfig, source: str) -> None:
+    """The ``api_*`` fields of ``models.NAME``: all or nothing, a URL, a variable's name."""
+    where = f"{source}: `models.{name}`"
+    if cfg.api_base is None:
+        if cfg.api_model is not None or cfg.api_key_env is not None:
+            raise ProfileError(f"{where}: `api_model` and `api_key_env` need `api_base`")
+        return
+    if not re.match(r"^https?://[^/\s]+", cfg.api_base):
+        raise ProfileError(
+            f"{where}.api_base` = {cfg.api_base!r} is not an http(s) URL; write e.g. "
+            f'"http://127.0.0.1:8080/v1"'
+        )
+    if not cfg.api_model:
+        raise ProfileError(
+            f"{where}: a remote model needs `api_model`, the name its endpoint serves it under"
+        )
+    if cfg.api_key_env is not None and not _ENV_NAME.match(cfg.api_key_env):
+        raise ProfileError(
+            f"{where}.api_key_env` = {cfg.api_key_env!r} is not an environment variable's "
+            "name; write the variable's name (e.g. OPENAI_API_KEY), never the key itself"
+        )
+    if cfg.api_timeout_s <= 0:
+        raise ProfileError(f"{where}.api_timeout_s` must be > 0")
+
+
 def check_profile(profile: Profile, *, source: str = "<profile>") -> None:
     """Cross-field checks that types alone cannot express."""
     if not profile.models:
         raise ProfileError(f"{source}: `models` is empty; declare at least one [models.NAME]")
     for name, cfg in profile.models.items():
-        if (cfg.path is None) == (cfg.bundled is None):
+        if sum(x is not None for x in (cfg.path, cfg.bundled, cfg.api_base)) != 1:
             raise ProfileError(
-                f"{source}: `models.{name}` needs exactly one of `path` or `bundled`"
+                f"{source}: `models.{name}` needs exactly one of `path`, `bundled` or `api_base`"
             )
         if cfg.n_ctx < 64 or cfg.n_batch < 1:
             raise ProfileError(f"{source}: `models.{name}`: n_ctx must be >= 64, n_batch >= 1")
+        _check_remote(name, cfg, source)
     for role, model in profile.roles.items():
         if model not in profile.models:
             raise ProfileError(

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from swapos.models.bundled import bundled_model_path
 from swapos.models.gguf import read_gguf
-from swapos.models.profile import Profile
-from swapos.models.spec import ModelSpec
+from swapos.models.profile import ModelConfig, Profile
+from swapos.models.spec import ModelSpec, RemoteEndpoint
 
 
 def model_specs(profile: Profile) -> dict[str, ModelSpec]:
     """Resolve every model of ``profile`` to a :class:`ModelSpec` with a real file path.
 
-    Bundled models are assembled (and derived variants quantized) on first use.
+    Bundled models are assembled (and derived variants quantized) on first use. A remote
+    model (``api_base``) gets a spec with its endpoint and its URL as the path.
 
     Raises:
         ProfileError: a bundled name that does not exist.
@@ -23,6 +24,9 @@ def model_specs(profile: Profile) -> dict[str, ModelSpec]:
     """
     specs: dict[str, ModelSpec] = {}
     for name, cfg in profile.models.items():
+        if cfg.api_base is not None:
+            specs[name] = remote_spec(name, cfg)
+            continue
         path = cfg.path if cfg.path is not None else str(bundled_model_path(cfg.bundled or ""))
         specs[name] = ModelSpec(
             name=name,
@@ -48,5 +52,21 @@ def checked_model_specs(profile: Profile) -> dict[str, ModelSpec]:
     """
     specs = model_specs(profile)
     for spec in specs.values():
-        read_gguf(spec.path)
+        if not spec.remote:  # a remote model is checked when it is "loaded" (GET /models)
+            read_gguf(spec.path)
     return specs
+
+
+def remote_spec(name: str, cfg: ModelConfig) -> ModelSpec:
+    """The spec of a remote model (``cfg.api_base`` set, as :func:`check_profile` checked)."""
+    assert cfg.api_base is not None and cfg.api_model is not None
+    base = cfg.api_base.rstrip("/")
+    return ModelSpec(
+        name=name,
+        path=base,
+        n_ctx=cfg.n_ctx,
+        footprint_bytes=0,
+        api=RemoteEndpoint(
+            base=base, model=cfg.api_model, key_env=cfg.api_key_env, timeout_s=cfg.api_timeout_s
+        ),
+    )

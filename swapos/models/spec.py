@@ -5,6 +5,24 @@ from __future__ import annotations
 import msgspec
 
 
+class RemoteEndpoint(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a remote model is served: an OpenAI-compatible API (see ``backends/api``).
+
+    Attributes:
+        base: the API's base URL, up to and including ``/v1`` (``http://127.0.0.1:8080/v1``).
+        model: the model name the endpoint knows it by (the request's ``model``).
+        key_env: the environment variable holding the bearer key, read when the model is
+            "loaded" (never the key itself: profiles and logs hold no secrets); None: no key.
+        timeout_s: how long one request may wait for the server to connect, answer or stream
+            the next piece.
+    """
+
+    base: str
+    model: str
+    key_env: str | None = None
+    timeout_s: float = 600.0
+
+
 class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
     """One model, resolved from a profile: a real file path and its load settings.
 
@@ -21,6 +39,9 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
         footprint_bytes: a measured or declared footprint; ``None`` means estimate it.
         repack: let llama.cpp repack weights into its CPU-optimised layouts (an anonymous
             copy of the repackable tensors, next to the mapped file).
+        api: set for a remote model, served by an OpenAI-compatible endpoint: ``path`` is
+            then the endpoint's URL (for messages and logs; there is no file), and the model
+            holds no local memory.
     """
 
     name: str
@@ -33,3 +54,9 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
     type_v: str = "f16"
     footprint_bytes: int | None = None
     repack: bool = False
+    api: RemoteEndpoint | None = None
+
+    @property
+    def remote(self) -> bool:
+        """True for a model served by an API endpoint, not loaded from a file."""
+        return self.api is not None

@@ -54,12 +54,22 @@ class ChatFormat(msgspec.Struct, frozen=True, kw_only=True):
         eos_token: the text of its EOS token.
         adds_bos: the tokenizer adds BOS by itself, so a BOS written by the template is
             dropped from the rendered text (it would be there twice).
+        messages: the model takes the conversation as messages, not text: a remote model
+            behind an OpenAI-compatible chat API, which applies its template itself.
+            :func:`render_chat` then writes the messages as JSON (:func:`encode_messages`),
+            which the backend decodes back and sends as they are; such a model cannot be
+            made to continue a turn the prompt opened (no cue, no answer prefix).
     """
 
     template: str
     bos_token: str = ""
     eos_token: str = ""
     adds_bos: bool = False
+    messages: bool = False
+
+
+MESSAGES: Final = ChatFormat(template="", messages=True)
+"""The format of a model that takes messages (a remote chat API)."""
 
 
 class TemplateError(ValueError):
@@ -79,9 +89,14 @@ def render_chat(
         messages: the turns, oldest first.
         add_generation_prompt: end with the header of the assistant's next turn.
 
+    With ``fmt.messages`` the result is the messages as JSON (:func:`encode_messages`), and
+    ``add_generation_prompt`` is the API's business.
+
     Raises:
         TemplateError: the template is not valid Jinja2 or raised while rendering.
     """
+    if fmt.messages:
+        return encode_messages(messages)
     try:
         text = _compiled(fmt.template).render(
             messages=[{"role": m.role, "content": m.content} for m in messages],
@@ -98,6 +113,24 @@ def render_chat(
     if fmt.adds_bos and fmt.bos_token and text.startswith(fmt.bos_token):
         text = text[len(fmt.bos_token) :]
     return text
+
+
+def encode_messages(messages: Sequence[ChatMessage]) -> str:
+    """The conversation as a JSON array of ``{"role", "content"}`` objects (what an
+    OpenAI-compatible chat API takes as ``messages``)."""
+    return msgspec.json.encode(list(messages)).decode()
+
+
+def decode_messages(text: str) -> list[ChatMessage]:
+    """The conversation :func:`encode_messages` wrote.
+
+    Raises:
+        TemplateError: ``text`` is not such a conversation.
+    """
+    try:
+        return msgspec.json.decode(text, type=list[ChatMessage])
+    except msgspec.DecodeError as exc:
+        raise TemplateError(f"not a JSON list of chat messages: {exc}") from exc
 
 
 _CACHE: dict[str, jinja2.Template] = {}

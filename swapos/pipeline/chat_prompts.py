@@ -17,6 +17,11 @@ previous conversation, its previous review, then the next attempt. So the render
 a retry begins with exactly what the model read and wrote before, and the KV prefix cache
 re-reads only the new turn. The stable part (the brief, starter and plan, in the first user
 turn) is the same for every attempt of a task.
+
+A remote model behind a chat API (``ChatFormat.messages``) gets the same conversation as
+messages, but nothing of its answer can be written for it: no cue, no opened code fence or
+function, no stop at the closing fence (it opens its own fence; the extractor finds the block),
+and no stable prefix (there is no KV cache to reuse it).
 """
 
 from __future__ import annotations
@@ -133,6 +138,12 @@ def _answer(artifact: Artifact) -> str:
     return f"{CODE_CUE}{code}\n```"
 
 
+def _own_answer(artifact: Artifact) -> str:
+    """The coder's turn as a model that takes messages wrote it: its whole reply (prose and
+    fences included), or the fenced code when its reply was the code."""
+    return artifact.answer.strip("\n") if artifact.answer else _answer(artifact)
+
+
 def _attempts(view: CapsuleView) -> list[AttemptView]:
     """Whole earlier attempts and the newest one, oldest first."""
     attempts = list(view.whole)
@@ -146,8 +157,11 @@ def _attempts(view: CapsuleView) -> list[AttemptView]:
 def _render(
     fmt: ChatFormat, phase: Phase, messages: list[ChatMessage], stable: str, cue: str
 ) -> tuple[str, str]:
-    """The rendered conversation split into (stable prefix, the rest + cue)."""
+    """The rendered conversation split into (stable prefix, the rest + cue); for a model
+    that takes messages, ("", the messages) and the cue is left out."""
     system = ChatMessage(role="system", content=_SYSTEM[phase])
+    if fmt.messages:
+        return "", render_chat(fmt, [system, *messages])
     text = render_chat(fmt, [system, *messages]) + cue
     at = text.find(stable) if stable else -1
     cut = at + len(stable) if at >= 0 else 0
@@ -161,8 +175,9 @@ def _reason(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
         "Do not write code."
     )
     head, rest = _render(fmt, "reason", [_user(f"{stable}\n\n{ask}")], stable, PLAN_CUE)
+    prefix = "" if fmt.messages else PLAN_CUE
     return Prompt(
-        stable=head, variable=rest, stop=(), answer_prefix=PLAN_CUE, dropped=view.dropped, chat=True
+        stable=head, variable=rest, stop=(), answer_prefix=prefix, dropped=view.dropped, chat=True
     )
 
 
@@ -170,14 +185,15 @@ def _code(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
     stable = stable_text(task, view)
     messages = [_user(f"{stable}\n\n{_request(task, retry=False)}")]
     for attempt in _attempts(view):
-        messages.append(ChatMessage(role="assistant", content=_answer(attempt.artifact)))
+        turn = _own_answer(attempt.artifact) if fmt.messages else _answer(attempt.artifact)
+        messages.append(ChatMessage(role="assistant", content=turn))
         outcome = _outcome(attempt.status, attempt.feedback, with_review=True)
         messages.append(_user(f"{outcome}\n\n{_request(task, retry=True)}"))
-    opening = code_opening(task) if len(messages) == 1 else ""
-    prefix = "" if opening else CODE_CUE
+    opening = code_opening(task) if len(messages) == 1 and not fmt.messages else ""
+    prefix = "" if opening or fmt.messages else CODE_CUE
     head, rest = _render(fmt, "code", messages, stable, CODE_CUE + opening)
     return Prompt(
-        stable=head, variable=rest, stop=CODE_STOP, answer_prefix=prefix,
+        stable=head, variable=rest, stop=() if fmt.messages else CODE_STOP, answer_prefix=prefix,
         dropped=view.dropped, chat=True, opening=opening,
     )  # fmt: skip
 

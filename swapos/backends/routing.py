@@ -1,0 +1,54 @@
+"""``RoutingBackend``: one backend per kind of spec, behind the one ``ModelBackend``.
+
+A system has one backend; a profile may mix local files and remote endpoints. This backend
+sends each call to the local backend (llama-cpp-python by default) or, for a spec with
+``api`` set, to the remote one, so the actors never know the difference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from swapos.backends.base import LoadedModel, ModelBackend
+from swapos.models.spec import ModelSpec
+from swapos.models.templates import ChatFormat
+
+
+class RoutingBackend:
+    """Dispatches per spec: remote specs to ``remote``, the others to ``local``
+    (implements ``ModelBackend``).
+
+    Args:
+        local: loads model files.
+        remote: serves remote models (default: :class:`~swapos.backends.api.ApiBackend`).
+    """
+
+    def __init__(self, local: ModelBackend, remote: ModelBackend | None = None) -> None:
+        if remote is None:
+            from swapos.backends.api import ApiBackend
+
+            remote = ApiBackend()
+        self.local = local
+        self.remote = remote
+
+    def backend_for(self, spec: ModelSpec) -> ModelBackend:
+        """The backend that serves ``spec``."""
+        return self.remote if spec.remote else self.local
+
+    def estimate_footprint(self, spec: ModelSpec) -> int:
+        return self.backend_for(spec).estimate_footprint(spec)
+
+    async def load(self, spec: ModelSpec) -> LoadedModel:
+        return await self.backend_for(spec).load(spec)
+
+    async def warm(self, spec: ModelSpec) -> None:
+        await self.backend_for(spec).warm(spec)
+
+    async def drop_page_cache(self, spec: ModelSpec) -> bool:
+        return await self.backend_for(spec).drop_page_cache(spec)
+
+    def chat_format(self, spec: ModelSpec) -> ChatFormat | None:
+        return self.backend_for(spec).chat_format(spec)
+
+    def token_counter(self, spec: ModelSpec) -> Callable[[str], int]:
+        return self.backend_for(spec).token_counter(spec)

@@ -1,0 +1,126 @@
+"""``bench serve``'s statistics and targets: pure functions over the measured requests."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Final
+
+import msgspec
+
+from swapos.bench.swap_stats import TargetCheck
+
+ONE_WALL: Final = 0.75
+"""Issue 11: with a budget for one model, SwapOS's total wall <= this x the peer's."""
+ONE_P95: Final = 0.8
+"""... and its p95 request latency <= this x the peer's."""
+BOTH_WALL: Final = 1.05
+"""With a budget for both, SwapOS's wall within 5% of the peer with both preloaded."""
+
+
+class RequestSample(msgspec.Struct, frozen=True, kw_only=True):
+    """One replayed request, as the client saw it.
+
+    Attributes:
+        session, round, role, model: which request of the trace.
+        start_s: when it was sent, seconds after the replay began.
+        latency_s: from sending it to the whole response.
+        prompt_tokens, completion_tokens: the server's ``usage`` (0 if it gave none).
+        load_s, queue_wait_s: SwapOS's ``swapos`` timings (None from a peer).
+        error: the failure, if the request failed.
+    """
+
+    session: int
+    round: int
+    role: str
+    model: str
+    start_s: float
+    latency_s: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    load_s: float | None = None
+    queue_wait_s: float | None = None
+    error: str | None = None
+
+
+class TargetRun(msgspec.Struct, frozen=True, kw_only=True):
+    """One target (``swapos`` or ``peer``) under one condition (``one`` or ``both``)."""
+
+    condition: str
+    target: str
+    server: str
+    wall_s: float
+    samples: list[RequestSample]
+    setup_s: float = 0.0
+
+
+class RunStats(msgspec.Struct, frozen=True, kw_only=True):
+    condition: str
+    target: str
+    server: str
+    wall_s: float
+    requests: int
+    errors: int
+    p50_s: float
+    p95_s: float
+    mean_s: float
+    completion_tokens: int
+    load_s: float | None
+    queue_wait_s: float | None
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-quantile (0..1) of ``values``, linearly interpolated between closest ranks
+    (numpy's default); 0.0 for no values."""
+    if not values:
+        return 0.0
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def run_stats(run: TargetRun) -> RunStats:
+    """Latency percentiles of the successful requests, totals, and SwapOS's own timings."""
+    ok = [s for s in run.samples if s.error is None]
+    lat = [s.latency_s for s in ok]
+    loads = [s.load_s for s in ok if s.load_s is not None]
+    waits = [s.queue_wait_s for s in ok if s.queue_wait_s is not None]
+    return RunStats(
+        condition=run.condition,
+        target=run.target,
+        server=run.server,
+        wall_s=run.wall_s,
+        requests=len(run.samples),
+        errors=len(run.samples) - len(ok),
+        p50_s=percentile(lat, 0.5),
+        p95_s=percentile(lat, 0.95),
+        mean_s=sum(lat) / len(lat) if lat else 0.0,
+        completion_tokens=sum(s.completion_tokens for s in ok),
+        load_s=sum(loads) if loads else None,
+        queue_wait_s=sum(waits) if waits else None,
+    )
+
+
+def targets(stats: Sequence[RunStats]) -> list[TargetCheck]:
+    """Issue 11's targets for every condition measured on both sides; a side with failed
+    requests misses them all (its wall is not the trace's)."""
+    by = {(s.condition, s.target): s for s in stats}
+    checks: list[TargetCheck] = []
+    for cond, limits in (("one", (("wall", ONE_WALL), ("p95", ONE_P95))),
+                         ("both", (("wall", BOTH_WALL),))):  # fmt: skip
+        ours, peer = by.get((cond, "swapos")), by.get((cond, "peer"))
+        if ours is None or peer is None:
+            continue
+        for what, limit in limits:
+            a, b = (ours.wall_s, peer.wall_s) if what == "wall" else (ours.p95_s, peer.p95_s)
+            ratio = a / b if b > 0 else math.inf
+            errors = ours.errors + peer.errors
+            detail = f"swapos {a:.2f}s / peer {b:.2f}s"
+            if errors:
+                detail += f"; {errors} failed requests"
+            checks.append(TargetCheck(
+                name=f"swapos {what} / peer {what} <=", condition=cond, value=ratio,
+                limit=limit, met=ratio <= limit and not errors, detail=detail,
+            ))  # fmt: skip
+    return checks
