@@ -145,13 +145,12 @@ class System:
 
         Cancellation stops waiting; the phases themselves end when the system closes.
         """
-        done = await self._ask(
-            RunPhases(
-                request_id=new_id("req"), reply_to="client", task_id=task_id, phases=list(phases)
-            )
+        request = RunPhases(
+            request_id=new_id("req"), reply_to="client", task_id=task_id, phases=list(phases)
         )
+        done = await self._ask(request)
         assert isinstance(done, PhasesDone)
-        result = await self.recorder.task_result(task_id)
+        result = await self.recorder.task_result(request.run_id)
         return PhasesOutcome(records=list(result.phases), outputs=done.outputs, error=done.error)
 
     async def run_task(
@@ -187,7 +186,7 @@ class System:
                 await self._out.send_if_open("router", CancelTask(request_id=request.request_id))
             raise
         assert isinstance(done, TaskDone)
-        result = await self.recorder.task_result(task.task_id)
+        result = await self.recorder.task_result(request.run_id)
         return TaskOutcome(result=result, capsule_json=done.capsule_json)
 
     async def preload(self, models: Sequence[str] | None = None) -> dict[str, str]:

@@ -14,7 +14,7 @@ from swapos.data.generation import GenerationStats
 from swapos.data.prefix import PrefixState
 from swapos.data.sampling import SamplingParams
 from swapos.data.task import Task
-from swapos.messages.base import Message, Reply, Request
+from swapos.messages.base import Message, Reply, Request, new_id
 
 # --- client -> Router ---------------------------------------------------------------------
 
@@ -30,10 +30,14 @@ class PhaseSpec(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RunPhases(Request, frozen=True, kw_only=True):
-    """Run ``phases`` one after the other for ``task_id``, prefetching along the way."""
+    """Run ``phases`` one after the other for ``task_id``, prefetching along the way.
+
+    ``run_id`` names this run in the records (``task_id`` is only a label: two runs of one
+    task id, even at once, are recorded apart)."""
 
     task_id: str
     phases: list[PhaseSpec]
+    run_id: str = msgspec.field(default_factory=lambda: new_id("run"))
 
 
 class PhasesDone(Reply, frozen=True, kw_only=True):
@@ -49,11 +53,13 @@ class RunTask(Request, frozen=True, kw_only=True):
 
     ``next_task``: the task the caller will run after this one, when it knows; its first
     model is then part of this task's schedule (a hint for prefetch and eviction).
+    ``run_id`` names this run of the task in the records (one task may run many times).
     """
 
     task: Task
     max_attempts: int | None = None
     next_task: Task | None = None
+    run_id: str = msgspec.field(default_factory=lambda: new_id("run"))
 
 
 class CancelTask(Message, frozen=True, kw_only=True):
