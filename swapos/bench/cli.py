@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from swapos.bench import kv, overhead, replay, report, swap
+from swapos.bench import kv, overhead, replay, report, soak, swap
 from swapos.bench import run as suite_run
 from swapos.cluster import overhead as ray_overhead
 from swapos.errors import SwapOSError
@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, tuple[AddArguments, Main]] = {
     "ray-overhead": (ray_overhead.add_arguments, ray_overhead.main),
     "replay": (replay.add_arguments, replay.main),
     "run": (suite_run.add_arguments, suite_run.main),
+    "soak": (soak.add_arguments, soak.main),
     "swap": (swap.add_arguments, swap.main),
     "report": (report.add_arguments, report.main),
 }
