@@ -5,8 +5,21 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import TextIO, cast
 
 import structlog
+
+
+class _CurrentStderr:
+    """``sys.stderr`` as it is at each write, not as it was at configuration: whoever swaps
+    it (pytest's capture, an embedding application) gets the log lines, and a logger cached
+    on first use never writes to a stream closed since."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
 
 
 def configure_logging(verbosity: int = 0) -> None:
@@ -20,6 +33,6 @@ def configure_logging(verbosity: int = 0) -> None:
             structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=cast(TextIO, _CurrentStderr())),
         cache_logger_on_first_use=True,
     )

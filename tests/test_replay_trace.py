@@ -129,26 +129,48 @@ def test_newer_schema_is_an_error_saying_to_upgrade(recorded: tuple[Path, RunSum
         load_events(path)
 
 
-def _as_schema_1(line: bytes) -> bytes:
-    """``line`` as schema 1 wrote it: GenerationFinished's numbers flat, with ``hit_cap``."""
+def _as_schema(line: bytes, version: int) -> bytes:
+    """``line`` as schema ``version`` wrote it. Before 3: no ``run_id``; before 2:
+    GenerationFinished's numbers flat, with ``hit_cap``."""
     event = json.loads(line)
     if event["type"] == "RunStarted":
-        event["schema_version"] = 1
-    if event["type"] == "GenerationFinished":
+        event["schema_version"] = version
+    if version < 3:
+        event.pop("run_id", None)
+    if version < 2 and event["type"] == "GenerationFinished":
         stats = event.pop("stats")
         event.update(stats, hit_cap=stats["stop_reason"] == "length")
     return json.dumps(event).encode()
 
 
+def _runs_named_by_task(summary: RunSummary) -> dict[str, Any]:
+    """``summary`` as a log without run ids replays it: each run is named by its task id."""
+    out: dict[str, Any] = msgspec.to_builtins(summary)
+    for result in out["results"]:
+        result["run_id"] = result["task_id"]
+    return out
+
+
 def test_a_schema_1_log_replays_to_the_same_summary(recorded: tuple[Path, RunSummary]) -> None:
     path, live = recorded
     lines = path.read_bytes().splitlines()
-    old = [_as_schema_1(line) for line in lines]
+    old = [_as_schema(line, 1) for line in lines]
     assert sum(b'"hit_cap": false' in line for line in old) == 4  # one per phase
     path.write_bytes(b"\n".join(old) + b"\n")
     with pytest.raises(msgspec.ValidationError):  # today's decoder alone cannot read it
         [EVENT_DECODER.decode(line) for line in old]
-    assert msgspec.to_builtins(replay(path)) == msgspec.to_builtins(live)
+    assert msgspec.to_builtins(replay(path)) == _runs_named_by_task(live)
+
+
+def test_a_schema_2_log_keys_its_runs_by_task_id(recorded: tuple[Path, RunSummary]) -> None:
+    path, live = recorded
+    old = [_as_schema(line, 2) for line in path.read_bytes().splitlines()]
+    assert not any(b'"run_id"' in line for line in old)
+    path.write_bytes(b"\n".join(old) + b"\n")
+    replayed = replay(path)
+    assert [r.run_id for r in replayed.results] == ["t1", "t2"]
+    assert [len(r.phases) for r in replayed.results] == [2, 2]
+    assert msgspec.to_builtins(replayed) == _runs_named_by_task(live)
 
 
 def test_log_without_header_is_an_error(recorded: tuple[Path, RunSummary]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 from collections.abc import Callable
 from pathlib import Path
@@ -47,6 +48,11 @@ class KVCacheStatistics(msgspec.Struct, frozen=True, kw_only=True):
     disk_saves: int = 0
     disk_rejected: int = 0
     disk_errors: int = 0
+    disk_read_only: bool = False
+    """A write found the disk tier read-only: it is read from, no longer written to."""
+
+
+_READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 class KVCache:
@@ -67,7 +73,9 @@ class KVCache:
     the backend then cannot use is the Generator's ``KVRestoreFailed``.
     A save goes to RAM and is written through to disk. Disk I/O runs in worker threads
     behind a :class:`~anyio.CapacityLimiter` of one, never on the event loop; messages are
-    handled one at a time, so a lookup queued behind a save sees it.
+    handled one at a time, so a lookup queued behind a save sees it. A disk tier found
+    read-only by a write (a read-only user cache) stays in use for lookups; saves then go to
+    RAM only (one ``KVDropped`` and one warning say so).
 
     Args:
         budget_bytes: RAM budget.
@@ -97,6 +105,7 @@ class KVCache:
         self._limiter: anyio.CapacityLimiter | None = None
         self._hits = self._misses = self._saves = self._dropped = 0
         self._disk_hits = self._disk_saves = self._disk_rejected = self._disk_errors = 0
+        self._disk_read_only = False
 
     @property
     def budget_bytes(self) -> int:
@@ -123,6 +132,7 @@ class KVCache:
             disk_saves=self._disk_saves,
             disk_rejected=self._disk_rejected,
             disk_errors=self._disk_errors,
+            disk_read_only=self._disk_read_only,
         )
 
     async def run(
@@ -214,7 +224,7 @@ class KVCache:
         tiers: list[str] = []
         if await self._put_ram(msg.identity, msg.state, msg.model):
             tiers.append("ram")
-        if self._disk is not None and await self._put_disk(msg):
+        if self._disk is not None and not self._disk_read_only and await self._put_disk(msg):
             tiers.append("disk")
         if not tiers:
             return
@@ -241,8 +251,18 @@ class KVCache:
             put: DiskPut = await self._in_thread(self._disk.put, msg.identity, msg.state)
         except OSError as exc:
             self._disk_errors += 1
-            log.warning("kv_disk.write_failed", error=str(exc), model=msg.model)
             reason = f"disk write failed: {exc}"
+            if exc.errno in _READ_ONLY:  # a read-only cache: keep reading it, stop writing
+                self._disk_read_only = True
+                reason += "; the disk tier is read-only: its states are used, no more are saved"
+                log.warning(
+                    "kv_disk.read_only",
+                    dir=str(self._disk.root),
+                    error=str(exc),
+                    hint="make it writable, or set XDG_CACHE_HOME to a writable folder",
+                )
+            else:
+                log.warning("kv_disk.write_failed", error=str(exc), model=msg.model)
             drop = Dropped(tokens=len(msg.state.tokens), nbytes=len(msg.state.state), reason=reason)
             await self._drop(drop, tier="disk", model=msg.model)
             return False

@@ -12,7 +12,7 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from swapos.messages.events import AnyEvent, TaskFinished
-from swapos.records.aggregate import Aggregator
+from swapos.records.aggregate import Aggregator, run_key
 from swapos.records.schema import RunSummary, TaskResult
 
 log = structlog.get_logger(__name__)
@@ -50,7 +50,8 @@ class Recorder:
         self.aggregator = Aggregator()
         self._encoder = msgspec.json.Encoder()
         self._file: IO[bytes] | None = None
-        self._task_done: dict[str, anyio.Event] = {}
+        self._task_done: dict[str, anyio.Event] = {}  # by run id
+        self._finished: set[str] = set()  # run ids
         self._events = self._bytes = self._flushes = 0
 
     def statistics(self) -> RecorderStatistics:
@@ -61,11 +62,12 @@ class Recorder:
     def summary(self) -> RunSummary:
         return self.aggregator.summary()
 
-    async def task_result(self, task_id: str) -> TaskResult:
-        """Wait until ``task_id`` has finished in the log, then return its record."""
-        if task_id not in self.aggregator.finished_tasks:
-            await self._task_done.setdefault(task_id, anyio.Event()).wait()
-        return self.aggregator.tasks[task_id]
+    async def task_result(self, run_id: str) -> TaskResult:
+        """Wait until the run ``run_id`` of a task has finished in the log, then return its
+        record. (Keyed by run, not by task id: runs of one task id may overlap.)"""
+        if run_id not in self._finished:
+            await self._task_done.setdefault(run_id, anyio.Event()).wait()
+        return self.aggregator.tasks[run_id]
 
     def _open(self) -> None:
         if self.path is not None:
@@ -113,5 +115,9 @@ class Recorder:
             self.aggregator.feed(ev)
             if self._on_event is not None:
                 self._on_event(ev)
-            if isinstance(ev, TaskFinished) and ev.task_id is not None:
-                self._task_done.setdefault(ev.task_id, anyio.Event()).set()
+            if isinstance(ev, TaskFinished):
+                rid = run_key(ev)
+                self._finished.add(rid)
+                done = self._task_done.pop(rid, None)
+                if done is not None:
+                    done.set()

@@ -158,13 +158,12 @@ class System:
 
         Cancellation stops waiting; the phases themselves end when the system closes.
         """
-        done = await self._ask(
-            RunPhases(
-                request_id=new_id("req"), reply_to="client", task_id=task_id, phases=list(phases)
-            )
+        request = RunPhases(
+            request_id=new_id("req"), reply_to="client", task_id=task_id, phases=list(phases)
         )
+        done = await self._ask(request)
         assert isinstance(done, PhasesDone)
-        result = await self.recorder.task_result(task_id)
+        result = await self.recorder.task_result(request.run_id)
         return PhasesOutcome(records=list(result.phases), outputs=done.outputs, error=done.error)
 
     async def generate(
@@ -207,12 +206,12 @@ class System:
                 # Its end is logged after its lease release was sent to the Loader, so a
                 # request the caller sends the Loader next (an unload) comes after it.
                 with anyio.move_on_after(CLEANUP_TIMEOUT_S):
-                    await self.recorder.task_result(task_id)
+                    await self.recorder.task_result(request.run_id)
             raise
         finally:
             self._taps.remove(task_id)
         assert isinstance(done, PhasesDone)
-        result = await self.recorder.task_result(task_id)
+        result = await self.recorder.task_result(request.run_id)
         return PhasesOutcome(records=list(result.phases), outputs=done.outputs, error=done.error)
 
     async def chat_format(self, model: str) -> ChatFormat | None:
@@ -281,7 +280,7 @@ class System:
                 await self._out.send_if_open("router", CancelTask(request_id=request.request_id))
             raise
         assert isinstance(done, TaskDone)
-        result = await self.recorder.task_result(task.task_id)
+        result = await self.recorder.task_result(request.run_id)
         return TaskOutcome(result=result, capsule_json=done.capsule_json)
 
     async def preload(self, models: Sequence[str] | None = None) -> dict[str, str]:

@@ -7,7 +7,10 @@ that a load overlaps a generation or that a warm-up shortens a load.
 
 from __future__ import annotations
 
+import random
+from collections import Counter
 from collections.abc import Callable
+from typing import Literal
 
 import msgspec
 
@@ -57,6 +60,43 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
     fail_load: str | None = None
     fail_restore: bool = False
     fail_generations: tuple[int, ...] = ()
+
+
+Fault = Literal[
+    "load_fail",
+    "load_hang",
+    "generate_fail",
+    "generate_hang",
+    "save_fail",
+    "save_hang",
+    "restore_fail",
+    "restore_hang",
+]
+
+
+class FakeFaults(msgspec.Struct, frozen=True, kw_only=True):
+    """Faults injected at random into every model of a :class:`FakeBackend`: each field is
+    the probability that one call fails (``*_fail``) or stalls for ``hang_s`` of the clock's
+    time before going on (``*_hang``, cancellable). Drawn from ``random.Random(seed)`` in call
+    order, so one seed and one order of calls inject the same faults.
+
+    A failed load raises :class:`~swapos.errors.ModelFileError`; a failed generation or KV
+    save raises a raw ``RuntimeError`` inside the backend's edge (as a failing
+    ``llama_decode`` or ``llama_state_seq_get_data`` does), which maps it to
+    :class:`~swapos.errors.GenerationError`; a failed restore prefills the whole prompt (as
+    the llama backend does when ``llama_state_seq_set_data`` fails).
+    """
+
+    seed: int = 0
+    load_fail: float = 0.0
+    load_hang: float = 0.0
+    generate_fail: float = 0.0
+    generate_hang: float = 0.0
+    save_fail: float = 0.0
+    save_hang: float = 0.0
+    restore_fail: float = 0.0
+    restore_hang: float = 0.0
+    hang_s: float = 600.0
 
 
 class FakeModel:
@@ -120,18 +160,23 @@ class FakeModel:
     ) -> GenerationOutput:
         clock, script = self._backend.clock, self._script
         self._backend.prompts.append((self._spec.name, "".join(map(chr, prompt))))
+        backend = self._backend
         start = clock.now()
         restored = 0
-        if restore is not None and not script.fail_restore:
-            restored = min(common_prefix_len(restore.tokens, prompt), max(len(prompt) - 1, 0))
+        if restore is not None:
+            await backend.stall("restore_hang")
+            if not script.fail_restore and not backend.fault("restore_fail"):
+                restored = min(common_prefix_len(restore.tokens, prompt), max(len(prompt) - 1, 0))
         await clock.sleep(script.prefill_s_per_token * (len(prompt) - restored))
-        done = self._backend.generations.get(self._spec.name, 0)
-        self._backend.generations[self._spec.name] = done + 1
-        if done in script.fail_generations:
+        done = backend.generations.get(self._spec.name, 0)
+        backend.generations[self._spec.name] = done + 1
+        if done in script.fail_generations or backend.fault("generate_fail"):
             raise RuntimeError("llama_decode failed with status -3")
         saved = None
         if save_at is not None and 0 < save_at <= len(prompt):
+            await self._save_faults()
             saved = PrefixState(tokens=tuple(prompt[:save_at]), state=self.kv_identity.encode())
+        await backend.stall("generate_hang")
         prefill_s = clock.now() - start
         reply = script.reply
         if script.replies:
@@ -162,6 +207,7 @@ class FakeModel:
         kept = pieces[:n] if reason == "eos" else pieces[: max(n - 1, 0)]
         read = (*prompt, *(ord(c) for c in "".join(kept)))
         if save_final and prompt:
+            await self._save_faults()
             final = PrefixState(tokens=read, state=self.kv_identity.encode())
         stats = GenerationStats(
             prompt_tokens=len(prompt),
@@ -175,6 +221,11 @@ class FakeModel:
         )
         text = text.rstrip(" ") if reason != "stop" else text
         return GenerationOutput(text=text, stats=stats, saved=saved, final=final, read=read)
+
+    async def _save_faults(self) -> None:
+        await self._backend.stall("save_hang")
+        if self._backend.fault("save_fail"):
+            raise RuntimeError("llama_state_seq_get_data failed")
 
     async def close(self) -> None:
         if not self.closed:
@@ -200,12 +251,22 @@ class FakeBackend:
         generations: generations per model name (the index into a script's ``replies``).
         contention: share of decode speed lost while a load runs (a 2-core CPU machine);
             0 models a GPU box where loads and generation do not compete.
+        faults: random failures and stalls of every model (:class:`FakeFaults`).
+        injected: the faults injected so far, by kind.
     """
 
     def __init__(
-        self, clock: Clock, scripts: dict[str, FakeModelScript], *, contention: float = 0.0
+        self,
+        clock: Clock,
+        scripts: dict[str, FakeModelScript],
+        *,
+        contention: float = 0.0,
+        faults: FakeFaults | None = None,
     ) -> None:
         self.clock = clock
+        self.faults = faults or FakeFaults()
+        self._rng = random.Random(self.faults.seed)
+        self.injected: Counter[Fault] = Counter()
         self.contention = contention
         self.loading = 0
         self.scripts = scripts
@@ -223,6 +284,19 @@ class FakeBackend:
         except KeyError:
             raise ModelFileError(f"fake backend has no script for model {spec.name!r}") from None
 
+    def fault(self, kind: Fault) -> bool:
+        """Whether to inject ``kind`` now (drawn only when its probability is not 0)."""
+        p: float = getattr(self.faults, kind)
+        if p <= 0 or self._rng.random() >= p:
+            return False
+        self.injected[kind] += 1
+        return True
+
+    async def stall(self, kind: Fault) -> None:
+        """Sleep ``hang_s`` if a stall of ``kind`` is drawn."""
+        if self.fault(kind):
+            await self.clock.sleep(self.faults.hang_s)
+
     def estimate_footprint(self, spec: ModelSpec) -> int:
         return spec.footprint_bytes or self._script(spec).footprint_bytes
 
@@ -232,11 +306,14 @@ class FakeBackend:
         load_s = script.warm_load_s if warm and script.warm_load_s is not None else script.load_s
         self.loading += 1
         try:
+            await self.stall("load_hang")
             await self.clock.sleep(load_s)
         finally:
             self.loading -= 1
         if script.fail_load is not None:
             raise ModelFileError(script.fail_load)
+        if self.fault("load_fail"):
+            raise ModelFileError(f"injected fault: cannot load {spec.name!r}")
         model = FakeModel(self, spec, script)
         self.open_models.add(model)
         self.resident_bytes += script.footprint_bytes

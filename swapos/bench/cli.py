@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from swapos.bench import kv, overhead, replay, report, serve, swap
+from swapos.bench import kv, overhead, replay, report, serve, soak, swap
 from swapos.bench import run as suite_run
 from swapos.cluster import overhead as ray_overhead
 from swapos.errors import SwapOSError
@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[AddArguments, Main]] = {
     "replay": (replay.add_arguments, replay.main),
     "run": (suite_run.add_arguments, suite_run.main),
     "serve": (serve.add_arguments, serve.main),
+    "soak": (soak.add_arguments, soak.main),
     "swap": (swap.add_arguments, swap.main),
     "report": (report.add_arguments, report.main),
 }

@@ -36,7 +36,7 @@ from swapos.messages.events import (
     TaskStarted,
     event_decoder,
 )
-from swapos.records.aggregate import Aggregator
+from swapos.records.aggregate import Aggregator, run_key
 from swapos.records.schema import RunSummary
 
 log = structlog.get_logger(__name__)
@@ -100,9 +100,9 @@ def load_events(path: str | Path) -> tuple[list[AnyEvent], list[str]]:
 
 def unfinished(path: Path, events: list[AnyEvent]) -> str:
     """What an event log without ``RunFinished`` holds: the run was killed or is running."""
-    started = {e.task_id for e in events if isinstance(e, TaskStarted)}
-    finished = {e.task_id for e in events if isinstance(e, TaskFinished)}
-    open_ = sorted(t for t in started - finished if t)
+    started = {run_key(e): e.task_id for e in events if isinstance(e, TaskStarted)}
+    finished = {run_key(e) for e in events if isinstance(e, TaskFinished)}
+    open_ = sorted(t for r, t in started.items() if r not in finished and t)
     return (
         f"{path} has no RunFinished event: the run was killed (or is still running) "
         f"{events[-1].t:.1f}s after it started; it holds {len(finished)} finished task(s)"

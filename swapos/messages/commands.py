@@ -15,7 +15,7 @@ from swapos.data.prefix import PrefixState
 from swapos.data.residency import LedgerEntry, RoomPlan
 from swapos.data.sampling import SamplingParams
 from swapos.data.task import Task
-from swapos.messages.base import Message, Reply, Request
+from swapos.messages.base import Message, Reply, Request, new_id
 from swapos.messages.events import LeaseGranted
 
 # --- client -> Router ---------------------------------------------------------------------
@@ -38,11 +38,14 @@ class RunPhases(Request, frozen=True, kw_only=True):
     ``then``: models expected after the last phase, soonest first (``swapos serve``'s queued
     and predicted models); they follow the phases' own models in the published schedule.
     ``CancelTask`` with this ``request_id`` stops the phases (the running one within a token).
+    ``run_id`` names this run in the records (``task_id`` is only a label: two runs of one
+    task id, even at once, are recorded apart).
     """
 
     task_id: str
     phases: list[PhaseSpec]
     then: list[str] = msgspec.field(default_factory=list)
+    run_id: str = msgspec.field(default_factory=lambda: new_id("run"))
 
 
 class PhasesDone(Reply, frozen=True, kw_only=True):
@@ -58,11 +61,13 @@ class RunTask(Request, frozen=True, kw_only=True):
 
     ``next_task``: the task the caller will run after this one, when it knows; its first
     model is then part of this task's schedule (a hint for prefetch and eviction).
+    ``run_id`` names this run of the task in the records (one task may run many times).
     """
 
     task: Task
     max_attempts: int | None = None
     next_task: Task | None = None
+    run_id: str = msgspec.field(default_factory=lambda: new_id("run"))
 
 
 class CancelTask(Message, frozen=True, kw_only=True):

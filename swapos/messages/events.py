@@ -11,10 +11,12 @@ import msgspec
 from swapos.data.generation import GenerationStats
 from swapos.messages.base import Message
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version of the event log's line format (written in the ``RunStarted`` header).
 
 2: ``GenerationFinished`` holds its numbers in ``stats`` (1 had them flat, with ``hit_cap``).
+3: ``TaskStarted``, ``TaskFinished`` and ``PhaseStarted`` carry ``run_id``, the run of a task
+they belong to (2 keyed them by ``task_id``, so two runs of one task id merged).
 """
 
 
@@ -49,6 +51,10 @@ class RunFinished(Event, frozen=True, kw_only=True):
 
 
 class TaskStarted(Event, frozen=True, kw_only=True):
+    """A run of a task started. ``run_id`` names this run (one task id may run many times,
+    even at once); ``task_id`` is the task's own name."""
+
+    run_id: str | None = None
     category: str = ""
 
 
@@ -56,6 +62,7 @@ class TaskFinished(Event, frozen=True, kw_only=True):
     """A task ended. ``pass_at_1``: its first graded candidate passed; ``passed_attempt``:
     the code attempt whose candidate passed (0: none); ``grades``: runs of its tests."""
 
+    run_id: str | None = None
     passed: bool
     pass_at_1: bool = False
     iterations: int = 0
@@ -67,6 +74,9 @@ class TaskFinished(Event, frozen=True, kw_only=True):
 
 
 class PhaseStarted(Event, frozen=True, kw_only=True):
+    """A phase of the run ``run_id`` started (its later events name it by ``phase_id``)."""
+
+    run_id: str | None = None
     phase: str
     attempt: int = 0
 
@@ -283,18 +293,31 @@ def event_decoder(schema_version: int) -> Callable[[bytes], AnyEvent]:
     """The line decoder for a log whose header says ``schema_version``: older lines are
     upgraded to today's events as they are read. (A newer version is the caller's to refuse.)
     """
-    return EVENT_DECODER.decode if schema_version >= SCHEMA_VERSION else _decode_v1
+    if schema_version >= SCHEMA_VERSION:
+        return EVENT_DECODER.decode
+    return lambda line: _decode_old(line, schema_version)
 
 
-def _decode_v1(line: bytes) -> AnyEvent:
-    """One schema-1 line: ``GenerationFinished`` carried its numbers flat, with ``hit_cap``.
+_TASK_EVENTS = ("TaskStarted", "TaskFinished", "PhaseStarted")
+
+
+def _decode_old(line: bytes, version: int) -> AnyEvent:
+    """One line of a schema-``version`` log, upgraded step by step.
+
+    1 -> 2: ``GenerationFinished`` carried its numbers flat, with ``hit_cap``.
+    2 -> 3: task-level events had no ``run_id``: a task id ran once per log (at a time), so
+    the task id is the run id.
 
     Raises:
         msgspec.DecodeError: the line is not a valid event (as the typed decoder would).
     """
     raw = _RAW_DECODER.decode(line)
-    if isinstance(raw, dict) and raw.get("type") == "GenerationFinished" and "stats" not in raw:
-        raw.pop("hit_cap", None)
-        raw["stats"] = {k: raw.pop(k) for k in GenerationStats.__struct_fields__ if k in raw}
+    if isinstance(raw, dict):
+        kind = raw.get("type")
+        if version < 2 and kind == "GenerationFinished" and "stats" not in raw:
+            raw.pop("hit_cap", None)
+            raw["stats"] = {k: raw.pop(k) for k in GenerationStats.__struct_fields__ if k in raw}
+        if version < 3 and kind in _TASK_EVENTS and raw.get("run_id") is None:
+            raw["run_id"] = raw.get("task_id")
     event: AnyEvent = msgspec.convert(raw, AnyEvent)
     return event

@@ -10,12 +10,18 @@ sizes, mtimes and sha256 digests. A file is reused when its size and mtime match
 when only its mtime changed its digest is recomputed. Files are written to a temporary name and
 renamed into place, under a process-wide file lock, so concurrent first uses (threads or
 processes) build each file once.
+
+A read-only cache (a shared or mounted one) serves every model it holds verified: nothing is
+written then (the lock file is opened for reading, the manifest only rewritten when it
+changed, and then best effort). Only a model that must be built needs a writable cache; that
+is a :class:`~swapos.errors.ModelFileError` saying so and what to do.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import fcntl
 import hashlib
 import json
@@ -26,7 +32,7 @@ from collections.abc import Iterator
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import msgspec
 import platformdirs
@@ -98,6 +104,8 @@ _FTYPES = {
     "gemma3-270m-f16": "LLAMA_FTYPE_MOSTLY_F16",
 }
 _MANIFEST = "manifest.json"
+_READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
+"""What opening a file for writing fails with in a read-only cache."""
 _thread_lock = threading.Lock()
 
 
@@ -123,8 +131,10 @@ def bundled_model_path(name: str) -> Path:
     with _locked(directory):
         remove_stale_temps(directory)
         manifest = _read_manifest(directory)
+        before = json.dumps(manifest, sort_keys=True)
         path = _ensure(name, directory, manifest)
-        _write_manifest(directory, manifest)
+        if json.dumps(manifest, sort_keys=True) != before:
+            _save_manifest(directory, manifest)
     entry = manifest.get(name) or {}
     if "sha256" in entry:
         remember_digest(str(path), entry["size"], entry["mtime_ns"], entry["sha256"])
@@ -178,10 +188,30 @@ def remove_stale_temps(directory: Path) -> list[Path]:
     return removed
 
 
+def unwritable_cache(directory: Path, exc: OSError, *, doing: str) -> ModelFileError:
+    """The error for a model cache that cannot take a file: what failed, and what to do."""
+    where = f" ({exc.filename})" if exc.filename else ""
+    return ModelFileError(
+        f"cannot {doing} in the model cache {directory}: {exc.strerror or exc}{where}. "
+        "Make it writable (and give it room), or set XDG_CACHE_HOME to a writable folder "
+        "(models are cached in $XDG_CACHE_HOME/swapos/models), or give the profile a model "
+        "`path`"
+    )
+
+
 @contextlib.contextmanager
 def _locked(directory: Path) -> Iterator[None]:
-    directory.mkdir(parents=True, exist_ok=True)
-    with _thread_lock, (directory / ".lock").open("a") as lock:
+    """Hold the cache's lock. A read-only cache is locked through a read-only descriptor
+    (``flock`` needs no write access), or not at all when it has no lock file: nothing can
+    build into it, and readers only see files renamed into place whole."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise unwritable_cache(directory, exc, doing="create the folder") from exc
+    with _thread_lock, _lock_file(directory / ".lock") as lock:
+        if lock is None:
+            yield
+            return
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
             yield
@@ -189,17 +219,37 @@ def _locked(directory: Path) -> Iterator[None]:
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
+@contextlib.contextmanager
+def _lock_file(path: Path) -> Iterator[IO[bytes] | None]:
+    file: IO[bytes]
+    try:
+        file = path.open("ab")
+    except OSError as exc:
+        if exc.errno not in _READ_ONLY:
+            raise
+        try:
+            file = path.open("rb")
+        except FileNotFoundError:
+            yield None
+            return
+    with file:
+        yield file
+
+
 def _ensure(name: str, directory: Path, manifest: dict[str, Any]) -> Path:
     path = directory / f"{name}.gguf"
     pinned = CHUNKED[name].sha256 if name in CHUNKED else None
     if _verified(path, manifest.get(name), pinned):
         return path
-    if name in CHUNKED:
-        _assemble_chunks(name, CHUNKED[name], path)
-    elif name == _SOURCE:
-        _assemble(path)
-    else:
-        _quantize(_ensure(_SOURCE, directory, manifest), path, _FTYPES[name])
+    try:
+        if name in CHUNKED:
+            _assemble_chunks(name, CHUNKED[name], path)
+        elif name == _SOURCE:
+            _assemble(path)
+        else:
+            _quantize(_ensure(_SOURCE, directory, manifest), path, _FTYPES[name])
+    except OSError as exc:  # reading the packages goes through ModelFileError: this is a write
+        raise unwritable_cache(directory, exc, doing=f"build {path.name}") from exc
     stat = path.stat()
     manifest[name] = {
         "size": stat.st_size,
@@ -254,7 +304,7 @@ def _assemble_chunks(name: str, source: Chunked, path: Path) -> None:
     with _temp_path(path) as tmp:
         with tmp.open("wb") as out:
             for i in range(1, source.parts + 1):
-                with _chunk(name, source, i).open("rb") as f:
+                with _open_chunk(name, source, i) as f:
                     while block := f.read(8 << 20):
                         digest.update(block)
                         out.write(block)
@@ -269,6 +319,18 @@ def _assemble_chunks(name: str, source: Chunked, path: Path) -> None:
                 f"'swapos[demo]'`"
             )
         os.replace(tmp, path)
+
+
+def _open_chunk(name: str, source: Chunked, i: int) -> IO[bytes]:
+    chunk = _chunk(name, source, i)
+    try:
+        return chunk.open("rb")
+    except OSError as exc:
+        wanted = f"{source.distribution}{i}=={source.version}"
+        raise ModelFileError(
+            f"cannot read chunk {i} of {name} ({exc.strerror or exc}); reinstall it with "
+            f"`pip install --force-reinstall {wanted}`"
+        ) from exc
 
 
 def _chunk(name: str, source: Chunked, i: int) -> Traversable:
@@ -335,7 +397,12 @@ def _read_manifest(directory: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
-    with _temp_path(directory / _MANIFEST) as tmp:
-        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
-        os.replace(tmp, directory / _MANIFEST)
+def _save_manifest(directory: Path, manifest: dict[str, Any]) -> None:
+    """Write the manifest, best effort: the models it lists are in place and verified, and
+    a manifest left stale only costs a digest (or a rebuild) the next time."""
+    try:
+        with _temp_path(directory / _MANIFEST) as tmp:
+            tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+            os.replace(tmp, directory / _MANIFEST)
+    except OSError as exc:
+        log.warning("bundled_model.manifest_not_written", path=str(directory), error=str(exc))

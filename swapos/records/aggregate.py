@@ -30,14 +30,20 @@ from swapos.records.summary import summarize
 
 
 class Aggregator:
-    """Folds events into records. Feed events in log order; read at any time."""
+    """Folds events into records. Feed events in log order; read at any time.
+
+    Task records are keyed by run id (:func:`run_key`), never by task id: one task id may
+    run many times in a log, even at once, and each run keeps its own phases.
+    """
 
     def __init__(self) -> None:
         self.header: RunStarted | None = None
         self.tasks: dict[str, TaskResult] = {}
+        """Every run's record, by run id."""
         self.phases: dict[str, PhaseRecord] = {}
         self._task_t0: dict[str, float] = {}
         self.finished_tasks: list[str] = []
+        """Run ids of the finished runs, in the order they finished."""
         self.loads = self.evictions = 0
         self.kv_hits = self.kv_misses = self.kv_saves = 0
         self.last_t = 0.0
@@ -51,12 +57,13 @@ class Aggregator:
             case RunFinished():
                 self.run_finished_t = ev.t
             case TaskStarted(task_id=str(tid)):
-                self._task_t0[tid] = ev.t
-                self.tasks[tid] = TaskResult(task_id=tid, category=ev.category)
+                rid = run_key(ev)
+                self._task_t0[rid] = ev.t
+                self.tasks[rid] = TaskResult(task_id=tid, run_id=rid, category=ev.category)
             case TaskFinished(task_id=str(tid)):
-                self._finish_task(tid, ev)
+                self._finish_task(tid, run_key(ev), ev)
             case PhaseStarted(task_id=str(tid), phase_id=str(pid)):
-                self._start_phase(tid, pid, ev)
+                self._start_phase(tid, run_key(ev), pid, ev)
             case LeaseGranted(phase_id=str(pid)) if pid in self.phases:
                 record = self.phases[pid]
                 record.load_s, record.evict_s = ev.load_s, ev.evict_s
@@ -86,16 +93,16 @@ class Aggregator:
             case _:
                 pass
 
-    def _finish_task(self, tid: str, ev: TaskFinished) -> None:
-        task = self.tasks.setdefault(tid, TaskResult(task_id=tid))
+    def _finish_task(self, tid: str, rid: str, ev: TaskFinished) -> None:
+        task = self.tasks.setdefault(rid, TaskResult(task_id=tid, run_id=rid))
         task.passed, task.pass_at_1 = ev.passed, ev.pass_at_1
         task.iterations, task.error = ev.iterations, ev.error
         task.tests_passed, task.tests_total = ev.tests_passed, ev.tests_total
         task.passed_attempt, task.grades = ev.passed_attempt, ev.grades
-        task.wall_clock_s = ev.t - self._task_t0.get(tid, ev.t)
-        self.finished_tasks.append(tid)
+        task.wall_clock_s = ev.t - self._task_t0.get(rid, ev.t)
+        self.finished_tasks.append(rid)
 
-    def _start_phase(self, tid: str, pid: str, ev: PhaseStarted) -> None:
+    def _start_phase(self, tid: str, rid: str, pid: str, ev: PhaseStarted) -> None:
         record = PhaseRecord(
             task_id=tid,
             phase_id=pid,
@@ -105,7 +112,7 @@ class Aggregator:
             started_t=ev.t,
         )
         self.phases[pid] = record
-        self.tasks.setdefault(tid, TaskResult(task_id=tid)).phases.append(record)
+        self.tasks.setdefault(rid, TaskResult(task_id=tid, run_id=rid)).phases.append(record)
 
     def summary(self) -> RunSummary:
         """The run as of the events fed so far (finished tasks only)."""
@@ -125,6 +132,13 @@ class Aggregator:
             kv_saves=self.kv_saves,
         )
         return summarize([self.tasks[t] for t in self.finished_tasks], info)
+
+
+def run_key(ev: TaskStarted | TaskFinished | PhaseStarted) -> str:
+    """The run a task-level event belongs to: its ``run_id`` (logs before schema 3 are
+    upgraded on reading so that it is the task id); events built without one fall back to
+    the task id."""
+    return ev.run_id or ev.task_id or ""
 
 
 def _apply_generation(record: PhaseRecord, stats: GenerationStats) -> None:

@@ -34,9 +34,10 @@ class PhaseRecord(msgspec.Struct, kw_only=True):
 
 
 class TaskResult(msgspec.Struct, kw_only=True):
-    """One task, with its phases."""
+    """One run of a task, with its phases. ``run_id`` tells apart runs of one ``task_id``."""
 
     task_id: str
+    run_id: str = ""
     category: str = ""
     passed: bool = False
     pass_at_1: bool = False
