@@ -37,7 +37,10 @@ from swapos.messages.events import (
     LeaseGranted,
     LeaseReleased,
     ModelEvicted,
+    ModelLoadCancelled,
     ModelLoaded,
+    ModelLoadFailed,
+    ModelLoadStarted,
     TaskFinished,
     TaskStarted,
 )
@@ -183,8 +186,7 @@ class Scenario:
     async def settle(self, system: System) -> None:
         """Wait until the system stays settled for :data:`QUIET_S`: a cancelled wait leaves
         work going (a run, or a load for a requester that gave up, whose lease is returned
-        when it lands). Loads are not counted from the log: a speculative load whose room
-        was denied logs ``ModelLoadStarted`` and no end event."""
+        when it lands)."""
         while True:
             while not self.settled(system):
                 await self.clock.sleep(1.0)
@@ -268,6 +270,11 @@ def check(scenario: Scenario, operations: list[Op]) -> None:
     leases = [e.lease_id for e in events if isinstance(e, LeaseGranted)]
     released = [e.lease_id for e in events if isinstance(e, LeaseReleased)]
     assert sorted(leases) == sorted(released)  # each released exactly once
+    ends = (ModelLoaded, ModelLoadFailed, ModelLoadCancelled)
+    # every load started ends in the log (a prefetch denied room included)
+    assert sum(isinstance(e, ModelLoadStarted) for e in events) == sum(
+        isinstance(e, ends) for e in events
+    )
     assert _children() == []
 
 

@@ -368,10 +368,11 @@ class Loader:
                 self._room_may_have_changed()
                 if slot.outcome == "none":
                     slot.outcome = "cancelled"
-                if slot.outcome == "cancelled":
+                if slot.outcome in ("cancelled", "denied"):  # every started load logs its end
+                    reason = "cancelled" if slot.outcome == "cancelled" else slot.failure
                     with anyio.CancelScope(shield=True):
                         await self._events.emit(
-                            ModelLoadCancelled(t=self._events.t(), model=name, reason="cancelled")
+                            ModelLoadCancelled(t=self._events.t(), model=name, reason=reason)
                         )
             slot.done.set()
 
