@@ -14,6 +14,8 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from swapos.actors.base import Events, Outbox, Pending, serving
+from swapos.actors.schedules import Schedules
+from swapos.actors.task_run import TaskRun
 from swapos.backends.base import ModelBackend
 from swapos.backends.threads import run_in_worker
 from swapos.data.sampling import SamplingParams
@@ -37,7 +39,6 @@ from swapos.messages.commands import (
     ReleaseLease,
     RunPhases,
     RunTask,
-    ScheduleUpdated,
     TaskDone,
 )
 from swapos.messages.events import (
@@ -46,7 +47,6 @@ from swapos.messages.events import (
     PhaseFinished,
     PhaseStarted,
     RouterDecided,
-    SchedulePublished,
     TaskFinished,
     TaskStarted,
 )
@@ -104,8 +104,7 @@ class Router:
         self.events = events
         self.profile = profile
         self._pending = Pending()
-        self._schedules: dict[str, list[ModelUse]] = {}  # by run id
-        self._announced: dict[str, ModelUse] = {}  # run -> its announced next task's first use
+        self.schedules = Schedules(outbox, events)
         self._tg: TaskGroup | None = None
         self._grade_limiter = grade_limiter or anyio.CapacityLimiter(1)
         self._running = self._done = self._phases = 0
@@ -190,7 +189,7 @@ class Router:
         finally:
             self._tasks.pop(req.request_id, None)
             with anyio.CancelScope(shield=True):
-                await self._forget_schedule(rid)
+                await self.schedules.forget(rid)
                 await self.events.emit(
                     TaskFinished(
                         t=self.events.t(),
@@ -215,13 +214,14 @@ class Router:
         done: TaskDone | None = None
         if req.next_task is not None:
             phase, model = first_use(req.next_task, self.profile)
-            self._announced[req.run_id] = ModelUse(
-                model=model, order=0, task_id=req.next_task.task_id, phase=phase
+            self.schedules.announce(
+                req.run_id,
+                ModelUse(model=model, order=0, task_id=req.next_task.task_id, phase=phase),
             )
         try:
             with anyio.CancelScope() as scope:
                 self._tasks[req.request_id] = scope
-                run = _TaskRun(self, req.run_id)
+                run = TaskRun(self, req.run_id)
                 ended = await conduct(req.task, run, max_attempts=req.max_attempts)
                 done = TaskDone(
                     request_id=req.request_id,
@@ -233,7 +233,7 @@ class Router:
         finally:
             self._tasks.pop(req.request_id, None)
             with anyio.CancelScope(shield=True):
-                await self._forget_schedule(req.run_id)
+                await self.schedules.forget(req.run_id)
             self._running -= 1
             self._done += 1
         if done is not None:  # None: cancelled by CancelTask, whose sender is not waiting
@@ -389,7 +389,7 @@ class Router:
         schedule = [ModelUse(model=model, order=0, task_id=task_id, phase=phase)] + [
             ModelUse(model=m, order=i + 1, task_id=task_id) for i, m in enumerate(upcoming)
         ]
-        await self._publish(run_id, schedule, current_ready=False)
+        await self.schedules.publish(run_id, schedule, current_ready=False)
         lease = await self._pending.ask(
             self._outbox,
             "loader",
@@ -406,7 +406,7 @@ class Router:
         assert isinstance(lease, ModelLeased)
         gen_id = new_id("gen")
         try:
-            await self._publish(run_id, schedule, current_ready=True)
+            await self.schedules.publish(run_id, schedule, current_ready=True)
             gen_started = self.events.t()
             reply = await self._pending.ask(
                 self._outbox,
@@ -469,7 +469,7 @@ class Router:
             PhaseStarted(t=t0, run_id=run_id, phase=phase, attempt=attempt, **ids)
         )
         await self.events.emit(GradeStarted(t=t0, task_id=task_id, phase_id=pid, attempt=attempt))
-        await self._publish_rest(run_id)
+        await self.schedules.publish_rest(run_id)
         outcome = await run_in_worker(work, limiter=self._grade_limiter)
         await self.events.emit(
             GradeFinished(
@@ -502,126 +502,3 @@ class Router:
             )
         )
         return out
-
-    async def _publish(self, run_id: str, schedule: list[ModelUse], *, current_ready: bool) -> None:
-        """Before the lease the Evictor learns the schedule (for its victim choice); once the
-        lease is held the same schedule goes to the Prefetcher, so it never competes with
-        the urgent load of the phase itself. An announced next task's first use follows the
-        task's own. Schedules are kept by run (``run_id``)."""
-        after = self._announced.get(run_id)
-        if after is not None:
-            schedule = [*schedule, msgspec.structs.replace(after, order=len(schedule))]
-        self._schedules[run_id] = schedule
-        uses = [u for s in self._schedules.values() for u in s]
-        if not current_ready:
-            await self._outbox.send("evictor", ScheduleUpdated(uses=uses))
-        else:
-            await self._outbox.send("prefetcher", ScheduleUpdated(uses=uses))
-            await self._emit_schedule(schedule[0].task_id, uses)
-
-    async def _emit_schedule(self, task_id: str, uses: list[ModelUse]) -> None:
-        models = [u.model for u in sorted(uses, key=lambda u: u.order)]
-        await self.events.emit(SchedulePublished(t=self.events.t(), task_id=task_id, models=models))
-
-    async def _publish_rest(self, run_id: str) -> None:
-        """A grade starts: the generate phase before it is over. For a task whose next task
-        was announced, the rest of its schedule (its later phases, then the next task's
-        first use) goes to the Evictor and the Prefetcher, so the next model can come in
-        while the grade runs. Other tasks publish nothing here (unchanged behaviour)."""
-        schedule = self._schedules.get(run_id)
-        if run_id not in self._announced or not schedule:
-            return
-        rest = [u for u in schedule if u.order > 0]
-        self._schedules[run_id] = rest
-        uses = [u for s in self._schedules.values() for u in s]
-        await self._outbox.send("evictor", ScheduleUpdated(uses=uses))
-        await self._outbox.send("prefetcher", ScheduleUpdated(uses=uses))
-        await self._emit_schedule(schedule[0].task_id, uses)
-
-    async def _forget_schedule(self, run_id: str) -> None:
-        self._announced.pop(run_id, None)
-        if self._schedules.pop(run_id, None) is not None:
-            uses = [u for s in self._schedules.values() for u in s]
-            await self._outbox.send_if_open("evictor", ScheduleUpdated(uses=uses))
-
-
-class _TaskRun:
-    """The Router as the :class:`~swapos.pipeline.conductor.PhaseRunner` of one run of a
-    task: everything the conductor records carries the run's id (the conductor names the
-    task, the run id tells runs of one task apart)."""
-
-    def __init__(self, router: Router, run_id: str) -> None:
-        self._router = router
-        self._run_id = run_id
-        self.profile = router.profile
-
-    async def generate_phase(
-        self,
-        *,
-        task_id: str,
-        phase: str,
-        model: str,
-        prompt: str,
-        stable_prefix: str,
-        params: SamplingParams,
-        attempt: int,
-        upcoming: Sequence[str],
-        special: bool = False,
-    ) -> PhaseOutput:
-        return await self._router.generate_phase(
-            task_id=task_id,
-            run_id=self._run_id,
-            phase=phase,
-            model=model,
-            prompt=prompt,
-            stable_prefix=stable_prefix,
-            params=params,
-            attempt=attempt,
-            upcoming=upcoming,
-            special=special,
-        )
-
-    async def grade_phase(
-        self, *, task_id: str, attempt: int, work: GradeWork, phase: str = "grade"
-    ) -> GradeResult:
-        return await self._router.grade_phase(
-            task_id=task_id, run_id=self._run_id, attempt=attempt, work=work, phase=phase
-        )
-
-    async def decide(self, task_id: str, decision: str, text: str) -> None:
-        await self._router.decide(task_id, decision, text)
-
-    async def token_counter(self, model: str) -> Callable[[str], int]:
-        return await self._router.token_counter(model)
-
-    async def chat_format(self, model: str) -> ChatFormat | None:
-        return await self._router.chat_format(model)
-
-    async def task_started(self, task: Task) -> None:
-        await self._router.task_started(task, run_id=self._run_id)
-
-    async def task_finished(
-        self,
-        task: Task,
-        *,
-        passed: bool,
-        pass_at_1: bool,
-        iterations: int,
-        tests_passed: int,
-        tests_total: int,
-        error: str | None,
-        passed_attempt: int = 0,
-        grades: int = 0,
-    ) -> None:
-        await self._router.task_finished(
-            task,
-            run_id=self._run_id,
-            passed=passed,
-            pass_at_1=pass_at_1,
-            iterations=iterations,
-            tests_passed=tests_passed,
-            tests_total=tests_total,
-            error=error,
-            passed_attempt=passed_attempt,
-            grades=grades,
-        )
