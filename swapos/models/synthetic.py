@@ -33,7 +33,6 @@ import fcntl
 import hashlib
 import json
 import os
-import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,6 +42,7 @@ import msgspec
 import structlog
 
 from swapos.errors import ModelFileError
+from swapos.models.atomic import temp_path
 from swapos.models.bundled import cache_dir
 from swapos.models.digests import remember_digest
 
@@ -179,7 +179,7 @@ def synthetic_model(target_bytes: int, *, seed: int = 0, directory: Path | None 
             for stale in directory.glob(f".{path.name}.*.tmp"):
                 stale.unlink(missing_ok=True)
             entry = _build(plan, path)
-            with _temp_path(sidecar) as tmp:
+            with temp_path(sidecar) as tmp:
                 tmp.write_text(json.dumps(entry, indent=2, sort_keys=True))
                 os.replace(tmp, sidecar)
     remember_digest(str(path), entry["size"], entry["mtime_ns"], entry["sha256"])
@@ -200,7 +200,7 @@ def _matches(path: Path, entry: dict[str, Any]) -> bool:
 
 def _build(plan: SyntheticPlan, path: Path) -> dict[str, Any]:
     """Write ``plan`` to ``path`` atomically; its sidecar entry."""
-    with _temp_path(path) as tmp:
+    with temp_path(path) as tmp:
         try:
             digest = write_synthetic(plan, tmp)
         except OSError as exc:
@@ -319,16 +319,3 @@ def _locked(directory: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
-def _temp_path(path: Path) -> Iterator[Path]:
-    """A temporary file next to ``path`` (same filesystem: the rename is atomic)."""
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(name)
-    tmp.chmod(0o644)
-    try:
-        yield tmp
-    finally:
-        tmp.unlink(missing_ok=True)
