@@ -18,7 +18,7 @@ from swapos.data.sampling import SamplingParams
 from swapos.errors import ModelFileError
 from swapos.messages.commands import PhaseSpec
 from swapos.messages.events import AnyEvent, KVDropped, KVHit, KVSaved
-from swapos.models import bundled
+from swapos.models import atomic
 from swapos.models.bundled import bundled_model_path
 from swapos.models.digests import sha256_file
 from swapos.models.spec import ModelSpec
@@ -95,7 +95,7 @@ def test_a_full_disk_while_building_says_what_to_do(
     def full(*, prefix: str, suffix: str, dir: Path) -> tuple[int, str]:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dir / (prefix + suffix)))
 
-    monkeypatch.setattr(bundled.tempfile, "mkstemp", full)
+    monkeypatch.setattr(atomic.tempfile, "mkstemp", full)
     with pytest.raises(ModelFileError, match=r"No space left on device.*give it room"):
         bundled_model_path(SOURCE)
 
