@@ -173,6 +173,8 @@ def report(args: argparse.Namespace, command: str, console: Console) -> SoakRepo
     tasks = load_suite(args.suite)
     load0 = os.getloadavg()[0]
     parts: list[SoakPart] = []
+    if args.dir is not None:
+        args.dir.mkdir(parents=True, exist_ok=True)  # a folder that does not exist yet
     with tempfile.TemporaryDirectory(prefix="swapos-soak-", dir=args.dir) as tmp:
         runs: list[tuple[Kind, int]] = [("fake", args.fake_tasks), ("real", args.real_tasks)]
         for kind, count in runs:
