@@ -38,6 +38,7 @@ from swapos.models.bundled import resolve_profile
 from swapos.models.profile import Profile
 from swapos.pipeline.tasks import load_suite
 from swapos.records.schema import PhaseRecord
+from swapos.records.summary import kv_served
 from swapos.sysinfo import host_info
 
 TARGET_REDUCTION = 0.95
@@ -188,8 +189,7 @@ async def _run(args: argparse.Namespace) -> KVReport:
 
 
 def _group(phases: list[PhaseRecord]) -> GroupStats:
-    servable = sum(p.kv_servable_tokens for p in phases)
-    served = sum(min(p.kv_restored_tokens, p.kv_servable_tokens) for p in phases)
+    servable, served = kv_served(phases)
     return GroupStats(
         phases=len(phases),
         prompt_tokens=sum(p.prompt_tokens for p in phases),

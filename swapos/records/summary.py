@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import msgspec
 
-from swapos.records.schema import CategoryStats, RunInfo, RunSummary, TaskResult
+from swapos.records.schema import CategoryStats, PhaseRecord, RunInfo, RunSummary, TaskResult
 
 
 def summarize(results: Sequence[TaskResult], info: RunInfo) -> RunSummary:
@@ -32,8 +32,7 @@ def summarize(results: Sequence[TaskResult], info: RunInfo) -> RunSummary:
     for c in per_cat.values():
         c.pass_rate = c.passed / c.tasks
     n = len(results)
-    servable = sum(p.kv_servable_tokens for p in generated)
-    served = sum(min(p.kv_restored_tokens, p.kv_servable_tokens) for p in generated)
+    servable, served = kv_served(generated)
     return RunSummary(
         **msgspec.structs.asdict(info_of(info)),
         tasks_total=n,
@@ -61,6 +60,17 @@ def summarize(results: Sequence[TaskResult], info: RunInfo) -> RunSummary:
         peak_rss_bytes=max((p.peak_rss_bytes for p in phases), default=0),
         results=results,
     )
+
+
+def kv_served(phases: Iterable[PhaseRecord]) -> tuple[int, int]:
+    """``(servable, served)`` over ``phases``: prompt tokens the same model had already read
+    in its task, and of those the ones restored (each phase's restored tokens up to its
+    servable ones: a cache cannot be credited with tokens no cache could serve)."""
+    servable = served = 0
+    for p in phases:
+        servable += p.kv_servable_tokens
+        served += min(p.kv_restored_tokens, p.kv_servable_tokens)
+    return servable, served
 
 
 def info_of(summary: RunInfo) -> RunInfo:
