@@ -8,6 +8,7 @@ from typing import Any
 
 from swapos.actors.system import System, open_system
 from swapos.backends.fake import FakeBackend, FakeModelScript
+from swapos.data.task import Task, TaskMeta
 from swapos.models.profile import ModelConfig, PipelineConfig, Profile
 from swapos.models.spec import ModelSpec
 from swapos.testing import FakeClock
@@ -30,6 +31,29 @@ def pipeline_profile() -> Profile:
         models={n: ModelConfig(path=f"/nonexistent/{n}.gguf", n_ctx=4096) for n in names},
         roles={"reason": "planner", "code": "coder", "critic": "critic"},
         pipeline=PipelineConfig(max_attempts=2),
+    )
+
+
+ADD_TASK = Task(
+    meta=TaskMeta(task_id="add", category="bugfix"),
+    root="",
+    problem="`add(a, b)` returns a + b.",
+    starter="def add(a, b):\n    return a - b\n",
+    tests={
+        "test_add.py": "from solution import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    },
+)
+"""A one-line bugfix graded for real (its starter fails its test)."""
+
+
+def coder_only_profile() -> Profile:
+    """One fake coder, one attempt, no plan: a task is code then grade."""
+    return Profile(
+        name="fake",
+        budget=1000,
+        models={"coder": ModelConfig(path="/nonexistent/coder.gguf", n_ctx=8192)},
+        roles={"code": "coder"},
+        pipeline=PipelineConfig(max_attempts=1, skip_reason_max_difficulty=9),
     )
 
 

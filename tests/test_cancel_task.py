@@ -9,34 +9,13 @@ import msgspec
 import pytest
 
 from swapos.backends.fake import FakeModelScript
-from swapos.data.task import Task, TaskMeta
 from swapos.messages.events import AnyEvent, FirstToken
-from swapos.models.profile import ModelConfig, PipelineConfig, Profile
 from swapos.testing import FakeClock
-from tests.fakes import fake_system
+from tests.fakes import ADD_TASK, coder_only_profile, fake_system
 
 pytestmark = pytest.mark.anyio
 
 LONG = " ".join(f"w{i}" for i in range(200))
-TASK = Task(
-    meta=TaskMeta(task_id="add", category="bugfix"),
-    root="",
-    problem="`add(a, b)` returns a + b.",
-    starter="def add(a, b):\n    return a - b\n",
-    tests={
-        "test_add.py": "from solution import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
-    },
-)
-
-
-def profile() -> Profile:
-    return Profile(
-        name="fake",
-        budget=1000,
-        models={"coder": ModelConfig(path="/nonexistent/coder.gguf", n_ctx=8192)},
-        roles={"code": "coder"},
-        pipeline=PipelineConfig(max_attempts=1, skip_reason_max_difficulty=9),
-    )
 
 
 async def test_cancelling_run_task_stops_its_generation_and_frees_the_model() -> None:
@@ -49,19 +28,21 @@ async def test_cancelling_run_task_stops_its_generation_and_frees_the_model() ->
         if isinstance(ev, FirstToken) and ev.task_id == "add":
             generating.set()
 
-    again = msgspec.structs.replace(TASK, meta=msgspec.structs.replace(TASK.meta, task_id="again"))
+    again = msgspec.structs.replace(
+        ADD_TASK, meta=msgspec.structs.replace(ADD_TASK.meta, task_id="again")
+    )
     with anyio.fail_after(30):
         async with (
             clock.autojump(),
             fake_system(
-                scripts, budget=1000, clock=clock, profile=profile(), on_event=on_event
+                scripts, budget=1000, clock=clock, profile=coder_only_profile(), on_event=on_event
             ) as (
                 sys,
                 _,
             ),
         ):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(sys.run_task, TASK)
+                tg.start_soon(sys.run_task, ADD_TASK)
                 await generating.wait()
                 await clock.sleep(3.0)  # 3 of its 200 tokens
                 tg.cancel_scope.cancel()
@@ -81,9 +62,11 @@ async def test_cancelling_run_task_stops_its_generation_and_frees_the_model() ->
 async def test_cancelling_run_task_during_grading_kills_the_sandbox_at_once() -> None:
     hang = "import time\n\n\ndef add(a, b):\n    time.sleep(60)\n    return a + b\n```"
     scripts = {"coder": FakeModelScript(load_s=0.0, token_s=0.0, reply=hang)}
-    task = TASK
+    task = ADD_TASK
     with anyio.fail_after(30):
-        async with fake_system(scripts, budget=1000, clock=FakeClock(), profile=profile()) as (
+        async with fake_system(
+            scripts, budget=1000, clock=FakeClock(), profile=coder_only_profile()
+        ) as (
             sys,
             _,
         ):
@@ -103,10 +86,12 @@ async def test_closing_the_system_mid_task_ends_quietly() -> None:
         async with clock.autojump():
             with anyio.CancelScope() as outer:
                 async with (
-                    fake_system(scripts, budget=1000, clock=clock, profile=profile()) as (sys, fb),
+                    fake_system(
+                        scripts, budget=1000, clock=clock, profile=coder_only_profile()
+                    ) as (sys, fb),
                     anyio.create_task_group() as tg,
                 ):
-                    tg.start_soon(sys.run_task, TASK)
+                    tg.start_soon(sys.run_task, ADD_TASK)
                     await clock.sleep(5.0)
                     outer.cancel()
     assert outer.cancelled_caught

@@ -11,35 +11,14 @@ import pytest
 from swapos.actors.system import PhasesOutcome, TaskOutcome
 from swapos.backends.fake import FakeModelScript
 from swapos.bench.replay import replay
-from swapos.data.task import Task, TaskMeta
 from swapos.messages.commands import PhaseSpec
 from swapos.messages.events import PhaseStarted, TaskFinished, TaskStarted
-from swapos.models.profile import ModelConfig, PipelineConfig, Profile
 from swapos.testing import FakeClock
-from tests.fakes import fake_system
+from tests.fakes import ADD_TASK, coder_only_profile, fake_system
 
 pytestmark = pytest.mark.anyio
 
-TASK = Task(
-    meta=TaskMeta(task_id="add", category="bugfix"),
-    root="",
-    problem="`add(a, b)` returns a + b.",
-    starter="def add(a, b):\n    return a - b\n",
-    tests={
-        "test_add.py": "from solution import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
-    },
-)
 GOOD = "def add(a, b):\n    return a + b\n```"
-
-
-def profile() -> Profile:
-    return Profile(
-        name="fake",
-        budget=1000,
-        models={"coder": ModelConfig(path="/nonexistent/coder.gguf", n_ctx=8192)},
-        roles={"code": "coder"},
-        pipeline=PipelineConfig(max_attempts=1, skip_reason_max_difficulty=9),
-    )
 
 
 async def test_two_concurrent_runs_of_one_task_id_each_get_their_own_phases() -> None:
@@ -48,12 +27,15 @@ async def test_two_concurrent_runs_of_one_task_id_each_get_their_own_phases() ->
     outcomes: list[TaskOutcome] = []
 
     async def run() -> None:
-        outcomes.append(await sys.run_task(TASK))
+        outcomes.append(await sys.run_task(ADD_TASK))
 
     with anyio.fail_after(60):
         async with (
             clock.autojump(),
-            fake_system(scripts, budget=1000, clock=clock, profile=profile()) as (sys, _),
+            fake_system(scripts, budget=1000, clock=clock, profile=coder_only_profile()) as (
+                sys,
+                _,
+            ),
         ):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(run)
