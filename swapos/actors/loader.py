@@ -419,6 +419,8 @@ class Loader:
                 await self._claim(name, rid, nbytes, plan, urgent=urgent)
                 return plan
             if plan is None and not urgent:
+                if not self._speculative(name):  # an urgent request joined while it asked:
+                    continue  # ask again as urgent (it then waits for room, never fails)
                 await self._refuse(name, slot, "no room without evicting a model needed sooner")
                 return None
             if plan is None:  # wait for a lease to end or memory to be freed
@@ -470,6 +472,8 @@ class Loader:
                 reason=reason,
             )
         )
+        if urgent:  # the load ends here (a denied prefetch's end is logged as cancelled)
+            await self._events.emit(ModelLoadFailed(t=self._events.t(), model=name, reason=reason))
 
     def _room_may_have_changed(self) -> None:
         """Wake the urgent loads waiting for room (they ask the Evictor again)."""
