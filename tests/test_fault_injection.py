@@ -54,6 +54,9 @@ BUDGET = 250  # two of the three 100-byte models
 DEADLINE_S = 50_000.0
 """Virtual seconds of non-grading time a scenario may take: far more than its scripted work
 and stalls (a few hundred seconds each), far less than forever."""
+STEP_S, STEP_REAL_S = 100.0, 0.004
+"""The watchdog's step in virtual seconds, and the real time it waits per step (so the
+deadline lasts at least 2 s of real time)."""
 QUIET_S = 2 * 600.0 + 100.0
 """Longer than any load can take (one stall of ``hang_s`` plus its scripted time)."""
 STABLE = "You are a careful coder. Here is the brief and the starter code. " * 2
@@ -161,14 +164,21 @@ class Scenario:
 
     async def watchdog(self, scope: anyio.CancelScope, system: System) -> None:
         """Cancel ``scope`` once ``DEADLINE_S`` of virtual time passed outside grading
-        (a grade is a real subprocess: the clock jumps while it runs)."""
-        spent, step = 0.0, 100.0
+        (a grade is a real subprocess: the clock jumps while it runs).
+
+        Each step also waits a little real time, so the deadline is never less than
+        ``DEADLINE_S / STEP_S * STEP_REAL_S`` real seconds: the clock jumps whenever every
+        task is blocked, and a task waiting on a worker thread (building a prompt, reading a
+        tokenizer) counts as blocked, so without it a few milliseconds of thread work could
+        burn the whole virtual deadline."""
+        spent = 0.0
         while spent < DEADLINE_S:
             if self.idle is not None:
                 await self.idle.wait()
-            await self.clock.sleep(step)
+            await self.clock.sleep(STEP_S)
+            await anyio.sleep(STEP_REAL_S)
             if self.grading == 0:
-                spent += step
+                spent += STEP_S
         self.deadlocked = True
         self.stats_at_deadline = system.statistics()
         scope.cancel()
