@@ -40,6 +40,23 @@ def test_a_steady_process_is_flat_and_a_leak_is_not() -> None:
     assert fds["threads"].flat
 
 
+def test_a_filling_kv_tier_is_told_apart_from_a_leak() -> None:
+    """RSS that climbs with the KV RAM tier is the cache filling to its budget; RSS that climbs
+    beside it is a leak."""
+    filling = [
+        Sample(tasks=n, t_s=n, rss_bytes=100 * MIB + n * MIB, open_fds=5, threads=2,
+               kv_ram_bytes=n * MIB)
+        for n in range(0, 101, 10)
+    ]  # fmt: skip
+    fit = {t.metric: t for t in trends(filling, warmup_tasks=20)}
+    assert not fit["rss_bytes"].flat and fit["rss_less_kv_bytes"].flat
+    leaking = [
+        Sample(tasks=s.tasks, t_s=s.t_s, rss_bytes=s.rss_bytes, open_fds=5, threads=2)
+        for s in filling
+    ]
+    assert not {t.metric: t for t in trends(leaking, 20)}["rss_less_kv_bytes"].flat
+
+
 def test_warmup_growth_is_left_out_of_the_fit() -> None:
     warm = [Sample(tasks=0, t_s=0, rss_bytes=10 * MIB, open_fds=5, threads=1)]
     warm += [Sample(tasks=n, t_s=n, rss_bytes=500 * MIB, open_fds=9, threads=6) for n in (5, 10)]
@@ -64,7 +81,13 @@ def test_soak_on_the_fake_backend_reports_flat_figures_as_json(tmp_path: Path) -
     assert part["kind"] == "fake" and part["tasks"] == 6 and part["errors"] == 0
     assert [s["tasks"] for s in part["samples"]] == [0, 2, 4, 6]
     assert part["warmup_tasks"] == 2
-    assert {t["metric"] for t in part["trends"]} == {"rss_bytes", "open_fds", "threads"}
+    assert {t["metric"] for t in part["trends"]} == {
+        "rss_bytes",
+        "rss_less_kv_bytes",
+        "open_fds",
+        "threads",
+    }
+    assert all(s["kv_ram_bytes"] >= 0 for s in part["samples"])
     assert all(s["open_fds"] > 0 and s["threads"] > 0 for s in part["samples"])
     assert code == (0 if all(t["flat"] for t in part["trends"]) else 1)
 

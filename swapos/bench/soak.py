@@ -29,7 +29,7 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from swapos.actors.system import open_system
+from swapos.actors.system import DEFAULT_KV_CACHE_BYTES, open_system
 from swapos.backends.base import ModelBackend
 from swapos.backends.fake import FakeBackend, FakeModelScript
 from swapos.bench.soak_stats import MIB, Sample, Trend, trends
@@ -74,7 +74,7 @@ class SoakReport(msgspec.Struct, frozen=True, kw_only=True):
     parts: list[SoakPart]
 
 
-def sample(tasks: int, t0: float) -> Sample:
+def sample(tasks: int, t0: float, kv_ram_bytes: int = 0) -> Sample:
     """The process now, after a full garbage collection (Linux ``/proc``)."""
     gc.collect()
     return Sample(
@@ -83,6 +83,7 @@ def sample(tasks: int, t0: float) -> Sample:
         rss_bytes=rss_bytes(),
         open_fds=_count(Path("/proc/self/fd")),
         threads=_count(Path("/proc/self/task")),
+        kv_ram_bytes=kv_ram_bytes,
     )
 
 
@@ -119,6 +120,7 @@ async def soak(
     profile_name: str,
     max_attempts: int | None,
     event_dir: Path,
+    kv_cache_bytes: int = DEFAULT_KV_CACHE_BYTES,
     on_sample: Callable[[Sample], None] | None = None,
 ) -> SoakPart:
     """Run ``count`` tasks (``tasks`` cycled) one after another on one system, sampling
@@ -135,7 +137,11 @@ async def soak(
     samples = [sample(0, t0)]
     passed = errors = 0
     async with open_system(
-        profile, backend=backend, specs=specs, event_log=event_dir / f"soak-{kind}.jsonl"
+        profile,
+        backend=backend,
+        specs=specs,
+        event_log=event_dir / f"soak-{kind}.jsonl",
+        kv_cache_bytes=kv_cache_bytes,
     ) as system:
         for i in range(count):
             task = tasks[i % len(tasks)]
@@ -144,7 +150,8 @@ async def soak(
             passed += outcome.result.passed
             errors += outcome.result.error is not None and not outcome.result.phases
             if (i + 1) % every == 0 or i + 1 == count:
-                samples.append(sample(i + 1, t0))
+                kv_bytes = system.statistics()["kvcache"].bytes
+                samples.append(sample(i + 1, t0, kv_bytes))
                 if on_sample is not None:
                     on_sample(samples[-1])
     warmup_tasks = max(1, round(count * warmup))
@@ -190,6 +197,7 @@ def report(args: argparse.Namespace, command: str, console: Console) -> SoakRepo
                 profile_name=args.profile,
                 max_attempts=args.max_attempts,
                 event_dir=Path(tmp),
+                kv_cache_bytes=args.kv_ram_mib * MIB,
                 on_sample=functools.partial(_show, console, kind),
             )
             parts.append(anyio.run(run, backend=args.async_backend))
@@ -201,7 +209,7 @@ def report(args: argparse.Namespace, command: str, console: Console) -> SoakRepo
 def _show(console: Console, kind: Kind, s: Sample) -> None:
     console.print(
         f"{kind} {s.tasks:>4} tasks {s.t_s:8.1f}s  rss {s.rss_bytes / MIB:8.1f} MiB  "
-        f"fds {s.open_fds:>4}  threads {s.threads:>3}"
+        f"(kv {s.kv_ram_bytes / MIB:6.1f} MiB)  fds {s.open_fds:>4}  threads {s.threads:>3}"
     )
 
 
@@ -217,7 +225,7 @@ def render(rep: SoakReport) -> Table:
     for part in rep.parts:
         label = f"{part.kind} ({part.profile}), {part.tasks} tasks, warm-up {part.warmup_tasks}"
         for t in part.trends:
-            unit, scale = ("MiB", MIB) if t.metric == "rss_bytes" else ("", 1)
+            unit, scale = ("MiB", MIB) if t.metric.endswith("_bytes") else ("", 1)
             verdict = (
                 f"[yellow]{t.samples} samples: no verdict[/yellow]"
                 if not t.enough
@@ -263,6 +271,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--async-backend", choices=["asyncio", "trio"], default="asyncio", help="event loop"
+    )
+    parser.add_argument(
+        "--kv-ram-mib",
+        type=positive_int,
+        default=DEFAULT_KV_CACHE_BYTES // MIB,
+        help="the KV cache's RAM tier budget in MiB "
+        f"(default {DEFAULT_KV_CACHE_BYTES // MIB}, as a run has)",
     )
     parser.add_argument(
         "--dir", type=Path, default=None, help="directory for the event logs (default: temp)"
