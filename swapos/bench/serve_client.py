@@ -34,7 +34,11 @@ class _Reply(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def request_body(req: TraceRequest, *, seed: int) -> dict[str, Any]:
-    """The non-streamed chat completion ``req`` sends: greedy, seeded, ``max_tokens``."""
+    """The non-streamed chat completion ``req`` sends: greedy, seeded, ``max_tokens``.
+
+    ``repeat_penalty: 1.0`` turns off llama_cpp.server's default penalty of 1.1 (a field
+    SwapOS ignores: it samples without one), so both servers decode the same greedy tokens
+    and generate answers of the same length."""
     return {
         "model": req.model,
         "messages": [{"role": m.role, "content": m.content} for m in req.messages],
@@ -42,6 +46,7 @@ def request_body(req: TraceRequest, *, seed: int) -> dict[str, Any]:
         "temperature": 0.0,
         "seed": seed,
         "stream": False,
+        "repeat_penalty": 1.0,
     }
 
 
