@@ -45,6 +45,18 @@ ADD_TASK = Task(
 )
 """A one-line bugfix graded for real (its starter fails its test)."""
 
+DOCTEST_TASK = Task(
+    meta=TaskMeta(task_id="HumanEval_add", category="completion", difficulty=2),
+    root="",
+    problem="Complete the function.",
+    starter='def add(a, b):\n    """Add.\n    >>> add(2, 3)\n    5\n    """\n',
+    tests={
+        "test_add.py": "from solution import add\n\n\ndef test_add():\n    assert add(1, 1) == 2\n"
+    },
+    entry_point="add",
+)
+"""A completion task whose docstring example a self-check can run (its tests are hidden)."""
+
 
 def coder_only_profile() -> Profile:
     """One fake coder, one attempt, no plan: a task is code then grade."""

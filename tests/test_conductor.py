@@ -13,7 +13,7 @@ from swapos.capsule.schema import CAPSULE_VERSION, decode_capsule
 from swapos.data.task import Task, TaskMeta
 from swapos.models.profile import ModelConfig, PipelineConfig, Profile
 from swapos.testing import FakeClock
-from tests.fakes import fake_system
+from tests.fakes import DOCTEST_TASK, fake_system
 
 pytestmark = pytest.mark.anyio
 
@@ -144,16 +144,6 @@ async def test_a_candidate_that_keeps_repeating_is_never_graded_twice() -> None:
     assert "not graded again" in capsule.feedback[-1].text
 
 
-DOCTEST_TASK = Task(
-    meta=TaskMeta(task_id="HumanEval_add", category="completion", difficulty=2),
-    root="",
-    problem="Complete the function.",
-    starter='def add(a, b):\n    """Add.\n    >>> add(2, 3)\n    5\n    """\n',
-    tests={
-        "test_add.py": "from solution import add\n\n\ndef test_add():\n    assert add(1, 1) == 2\n"
-    },
-    entry_point="add",
-)
 CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"

@@ -107,7 +107,7 @@ async def test_a_client_disconnecting_mid_stream_frees_the_lease() -> None:
                 tg.start_soon(reader)
                 await wait_until(lambda: s.backend.generations.get("a") == 1)
                 clock.advance(1.0)  # the first token; the second never comes
-            assert got == ["tok "]
+            assert got == ["tok"]
             await wait_until(lambda: s.system.statistics()["generator"].cancelled == 1)
             states = {m.model: m for m in await s.system.models()}
             assert states["a"].leases == 0

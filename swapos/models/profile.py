@@ -35,8 +35,9 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     """One model as a profile declares it: a file (``path``), a bundled name, or a remote
     model on an OpenAI-compatible endpoint (``api_base`` + ``api_model``, the bearer key read
     from the environment variable ``api_key_env``; ``api_timeout_s`` bounds each wait for the
-    server). A remote model's ``n_ctx`` is what prompts are budgeted to; its load settings
-    (``n_batch``, ``threads``...) do not apply.
+    server; ``api_continue`` says the endpoint continues a final assistant message, as
+    ``swapos serve`` does). A remote model's ``n_ctx`` is what prompts are budgeted to; its
+    load settings (``n_batch``, ``threads``...) do not apply.
 
     ``prompt`` chooses how phases talk to it: ``"chat"`` (its chat template; ChatML when the
     file has none), ``"completion"`` (a markdown document the model continues: base models),
@@ -59,6 +60,7 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     api_model: str | None = None
     api_key_env: str | None = None
     api_timeout_s: float = 600.0
+    api_continue: bool = False
 
 
 class PhaseConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -245,8 +247,10 @@ def _check_remote(name: str, cfg: ModelConfig, source: str) -> None:
     """The ``api_*`` fields of ``models.NAME``: all or nothing, a URL, a variable's name."""
     where = f"{source}: `models.{name}`"
     if cfg.api_base is None:
-        if cfg.api_model is not None or cfg.api_key_env is not None:
-            raise ProfileError(f"{where}: `api_model` and `api_key_env` need `api_base`")
+        if cfg.api_model is not None or cfg.api_key_env is not None or cfg.api_continue:
+            raise ProfileError(
+                f"{where}: `api_model`, `api_key_env` and `api_continue` need `api_base`"
+            )
         return
     if not re.match(r"^https?://[^/\s]+", cfg.api_base):
         raise ProfileError(

@@ -67,6 +67,10 @@ def remote_spec(name: str, cfg: ModelConfig) -> ModelSpec:
         n_ctx=cfg.n_ctx,
         footprint_bytes=0,
         api=RemoteEndpoint(
-            base=base, model=cfg.api_model, key_env=cfg.api_key_env, timeout_s=cfg.api_timeout_s
+            base=base,
+            model=cfg.api_model,
+            key_env=cfg.api_key_env,
+            timeout_s=cfg.api_timeout_s,
+            continues=cfg.api_continue,
         ),
     )

@@ -15,12 +15,17 @@ class RemoteEndpoint(msgspec.Struct, frozen=True, kw_only=True):
             "loaded" (never the key itself: profiles and logs hold no secrets); None: no key.
         timeout_s: how long one request may wait for the server to connect, answer or stream
             the next piece.
+        continues: the endpoint continues a conversation's final assistant message
+            (``continue_final_message``, as ``swapos serve`` and vLLM do), so the pipeline can
+            open the answer for it (a code fence, a function's signature) as it does for a
+            local model; without it the answer is left to the model.
     """
 
     base: str
     model: str
     key_env: str | None = None
     timeout_s: float = 600.0
+    continues: bool = False
 
 
 class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):

@@ -57,8 +57,10 @@ class ChatFormat(msgspec.Struct, frozen=True, kw_only=True):
         messages: the model takes the conversation as messages, not text: a remote model
             behind an OpenAI-compatible chat API, which applies its template itself.
             :func:`render_chat` then writes the messages as JSON (:func:`encode_messages`),
-            which the backend decodes back and sends as they are; such a model cannot be
-            made to continue a turn the prompt opened (no cue, no answer prefix).
+            which the backend decodes back and sends as they are.
+        continues: (with ``messages``) the API continues a final assistant message, so a
+            prompt can open the answer as it does for a local model; without it a turn the
+            prompt opened cannot be continued (no cue, no answer prefix).
     """
 
     template: str
@@ -66,10 +68,18 @@ class ChatFormat(msgspec.Struct, frozen=True, kw_only=True):
     eos_token: str = ""
     adds_bos: bool = False
     messages: bool = False
+    continues: bool = False
+
+    @property
+    def opens_answer(self) -> bool:
+        """A prompt in this format can open the model's answer (a cue it continues)."""
+        return not self.messages or self.continues
 
 
 MESSAGES: Final = ChatFormat(template="", messages=True)
 """The format of a model that takes messages (a remote chat API)."""
+MESSAGES_CONTINUED: Final = ChatFormat(template="", messages=True, continues=True)
+"""The format of a model behind a chat API that continues a final assistant message."""
 
 
 class TemplateError(ValueError):

@@ -19,9 +19,11 @@ re-reads only the new turn. The stable part (the brief, starter and plan, in the
 turn) is the same for every attempt of a task.
 
 A remote model behind a chat API (``ChatFormat.messages``) gets the same conversation as
-messages, but nothing of its answer can be written for it: no cue, no opened code fence or
-function, no stop at the closing fence (it opens its own fence; the extractor finds the block),
-and no stable prefix (there is no KV cache to reuse it).
+messages and no stable prefix (there is no local KV cache to reuse it). An API that continues
+a final assistant message (``ChatFormat.continues``: ``swapos serve``, vLLM) gets the cue as
+that message, so it reads and writes what a local model would; any other API gets nothing of
+its answer written for it: no cue, no opened code fence or function, no stop at the closing
+fence (it opens its own fence; the extractor finds the block).
 """
 
 from __future__ import annotations
@@ -158,10 +160,12 @@ def _render(
     fmt: ChatFormat, phase: Phase, messages: list[ChatMessage], stable: str, cue: str
 ) -> tuple[str, str]:
     """The rendered conversation split into (stable prefix, the rest + cue); for a model
-    that takes messages, ("", the messages) and the cue is left out."""
+    that takes messages, ("", the messages), the cue a final assistant message if the API
+    continues one, else left out."""
     system = ChatMessage(role="system", content=_SYSTEM[phase])
     if fmt.messages:
-        return "", render_chat(fmt, [system, *messages])
+        opened = [ChatMessage(role="assistant", content=cue)] if cue and fmt.continues else []
+        return "", render_chat(fmt, [system, *messages, *opened])
     text = render_chat(fmt, [system, *messages]) + cue
     at = text.find(stable) if stable else -1
     cut = at + len(stable) if at >= 0 else 0
@@ -175,7 +179,7 @@ def _reason(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
         "Do not write code."
     )
     head, rest = _render(fmt, "reason", [_user(f"{stable}\n\n{ask}")], stable, PLAN_CUE)
-    prefix = "" if fmt.messages else PLAN_CUE
+    prefix = PLAN_CUE if fmt.opens_answer else ""
     return Prompt(
         stable=head, variable=rest, stop=(), answer_prefix=prefix, dropped=view.dropped, chat=True
     )
@@ -185,16 +189,16 @@ def _code(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
     stable = stable_text(task, view)
     messages = [_user(f"{stable}\n\n{_request(task, retry=False)}")]
     for attempt in _attempts(view):
-        turn = _own_answer(attempt.artifact) if fmt.messages else _answer(attempt.artifact)
+        turn = _answer(attempt.artifact) if fmt.opens_answer else _own_answer(attempt.artifact)
         messages.append(ChatMessage(role="assistant", content=turn))
         outcome = _outcome(attempt.status, attempt.feedback, with_review=True)
         messages.append(_user(f"{outcome}\n\n{_request(task, retry=True)}"))
-    opening = code_opening(task) if len(messages) == 1 and not fmt.messages else ""
-    prefix = "" if opening or fmt.messages else CODE_CUE
+    opening = code_opening(task) if len(messages) == 1 and fmt.opens_answer else ""
+    prefix = CODE_CUE if fmt.opens_answer and not opening else ""
     head, rest = _render(fmt, "code", messages, stable, CODE_CUE + opening)
     return Prompt(
-        stable=head, variable=rest, stop=() if fmt.messages else CODE_STOP, answer_prefix=prefix,
-        dropped=view.dropped, chat=True, opening=opening,
+        stable=head, variable=rest, stop=CODE_STOP if fmt.opens_answer else (),
+        answer_prefix=prefix, dropped=view.dropped, chat=True, opening=opening,
     )  # fmt: skip
 
 

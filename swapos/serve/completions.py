@@ -176,6 +176,9 @@ async def prepare_chat(server: Server, body: ChatCompletionRequest, key: str | N
 
     The stable prefix is the conversation before the last message: the KV cache keeps the
     state after each answer, so the next turn of the same chat re-reads only what is new.
+    With ``continue_final_message`` the last message is an assistant turn the model goes
+    on writing: the prompt is the conversation before it, the assistant's opening, then its
+    text (as the pipeline renders a cue for a local model).
 
     Raises:
         RequestError: the request cannot be served (its status and message say why).
@@ -188,12 +191,7 @@ async def prepare_chat(server: Server, body: ChatCompletionRequest, key: str | N
     special = fmt is not None
     fmt = fmt or ChatFormat(template=CHATML)
     try:
-        prompt = render_chat(fmt, messages)
-        stable = (
-            render_chat(fmt, messages[:-1], add_generation_prompt=False)
-            if len(messages) > 1
-            else ""
-        )
+        prompt, stable = _render_conversation(fmt, messages, _continues(body, messages))
     except TemplateError as exc:
         raise RequestError(400, str(exc), param="messages") from exc
     params, count = await _params_for(
@@ -218,6 +216,51 @@ async def prepare_chat(server: Server, body: ChatCompletionRequest, key: str | N
         key=body.user or key,
         stream=body.stream,
     )
+
+
+def _continues(body: ChatCompletionRequest, messages: list[ChatMessage]) -> bool:
+    """Whether the request asks to continue its final message (checked: an assistant turn,
+    without a generation prompt)."""
+    if not body.continue_final_message:
+        if not body.add_generation_prompt:
+            raise RequestError(
+                400,
+                "add_generation_prompt=false is only supported with continue_final_message=true",
+                param="add_generation_prompt",
+            )
+        return False
+    if body.add_generation_prompt:
+        raise RequestError(
+            400,
+            "continue_final_message=true needs add_generation_prompt=false",
+            param="add_generation_prompt",
+        )
+    if messages[-1].role != "assistant":
+        raise RequestError(
+            400,
+            "continue_final_message=true needs the last message to be the assistant's",
+            param="messages",
+        )
+    return True
+
+
+def _render_conversation(
+    fmt: ChatFormat, messages: list[ChatMessage], continues: bool
+) -> tuple[str, str]:
+    """(prompt, stable prefix) of a conversation; with ``continues`` its final assistant
+    message is the opening of the answer.
+
+    Raises:
+        TemplateError: the template refused the conversation.
+    """
+    if continues:
+        *turns, opened = messages
+        prompt = render_chat(fmt, turns) + opened.content
+    else:
+        turns, prompt = messages, render_chat(fmt, messages)
+    before = turns[:-1]
+    stable = render_chat(fmt, before, add_generation_prompt=False) if before else ""
+    return prompt, stable
 
 
 async def prepare_text(server: Server, body: CompletionRequest, key: str | None) -> Prepared:
@@ -328,6 +371,7 @@ def timings(ran: Ran) -> Timings:
         decode_tok_s=r.tok_s,
         predicted_next=ran.predicted,
         task_id=ran.task_id,
+        stop_reason=r.outcome,
     )
 
 

@@ -45,6 +45,10 @@ class ChatCompletionRequest(msgspec.Struct, frozen=True, kw_only=True):
     stream_options: StreamOptions | None = None
     n: int = 1
     user: str | None = None
+    continue_final_message: bool = False
+    """vLLM's extension: the model continues the final (assistant) message instead of
+    starting a new turn; with it ``add_generation_prompt`` must be false."""
+    add_generation_prompt: bool = True
 
 
 class CompletionRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,6 +89,9 @@ class Timings(msgspec.Struct, frozen=True, kw_only=True):
     decode_tok_s: float
     predicted_next: str | None = None
     task_id: str = ""
+    stop_reason: str = ""
+    """Why generation ended, finer than ``finish_reason``: ``eos``, ``stop`` (a stop
+    sequence), ``length`` or ``context``."""
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):

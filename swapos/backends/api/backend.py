@@ -14,7 +14,7 @@ from swapos.backends.api import wire
 from swapos.backends.api.model import HTTP_ERRORS, ApiModel
 from swapos.errors import ModelFileError
 from swapos.models.spec import ModelSpec, RemoteEndpoint
-from swapos.models.templates import MESSAGES, ChatFormat
+from swapos.models.templates import MESSAGES, MESSAGES_CONTINUED, ChatFormat
 
 log = structlog.get_logger(__name__)
 
@@ -83,8 +83,10 @@ class ApiBackend:
         return False
 
     def chat_format(self, spec: ModelSpec) -> ChatFormat | None:
-        """:data:`~swapos.models.templates.MESSAGES`: the server applies its own template."""
-        return MESSAGES
+        """The server applies its own template: :data:`~swapos.models.templates.MESSAGES`,
+        or :data:`~swapos.models.templates.MESSAGES_CONTINUED` for an endpoint that
+        continues a final assistant message."""
+        return MESSAGES_CONTINUED if _endpoint(spec).continues else MESSAGES
 
     def token_counter(self, spec: ModelSpec) -> Callable[[str], int]:
         """An estimate (:func:`estimate_tokens`): the remote tokenizer is not reachable."""

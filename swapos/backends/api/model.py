@@ -64,6 +64,11 @@ class ApiModel:
         return f"remote:{self._api.base}#{self._api.model}"
 
     @property
+    def kv_max_rewind(self) -> int | None:
+        """None: nothing is ever restored locally."""
+        return None
+
+    @property
     def closed(self) -> bool:
         return self._closed
 
@@ -109,7 +114,8 @@ class ApiModel:
         """Stream a completion of ``prompt`` from the endpoint (see ``TextPromptModel``).
 
         A chat prompt (``chat``) is the JSON conversation the pipeline rendered for a
-        ``messages`` format and goes to ``/chat/completions``; any other prompt is text for
+        ``messages`` format and goes to ``/chat/completions`` (asking the endpoint to continue
+        a final assistant message when it ``continues`` one); any other prompt is text for
         ``/completions``. On cancellation the response is closed (the server sees the
         client go) within one streamed piece, and the cancellation is re-raised.
 
@@ -129,7 +135,14 @@ class ApiModel:
                     "with the model's chat format (ChatFormat.messages)"
                 ) from exc
             path = "/chat/completions"
-            body = wire.request_body(self._api.model, params, messages=messages)
+            body = wire.request_body(
+                self._api.model,
+                params,
+                messages=messages,
+                continue_final=self._api.continues
+                and bool(messages)
+                and messages[-1].role == "assistant",
+            )
         else:
             path = "/completions"
             body = wire.request_body(self._api.model, params, messages=None, prompt=prompt)

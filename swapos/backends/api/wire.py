@@ -9,7 +9,7 @@ where it can. What comes back: server-sent events, one ``data: {json}`` line per
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, cast, get_args
 
 import msgspec
 
@@ -42,11 +42,19 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
     completion_tokens: int = 0
 
 
+class ServerTimings(msgspec.Struct, frozen=True, kw_only=True):
+    """What of ``swapos serve``'s ``swapos`` object a client uses."""
+
+    stop_reason: str = ""
+
+
 class Chunk(msgspec.Struct, frozen=True, kw_only=True):
-    """One streamed ``chat.completion.chunk`` or ``text_completion`` chunk."""
+    """One streamed ``chat.completion.chunk`` or ``text_completion`` chunk (``swapos``: the
+    timings ``swapos serve`` adds to its last chunk)."""
 
     choices: list[Choice] = msgspec.field(default_factory=list)
     usage: Usage | None = None
+    swapos: ServerTimings | None = None
 
 
 class ErrorBody(msgspec.Struct, frozen=True, kw_only=True):
@@ -74,9 +82,16 @@ _CHUNK = msgspec.json.Decoder(Chunk)
 
 
 def request_body(
-    model: str, params: SamplingParams, *, messages: list[ChatMessage] | None, prompt: str = ""
+    model: str,
+    params: SamplingParams,
+    *,
+    messages: list[ChatMessage] | None,
+    prompt: str = "",
+    continue_final: bool = False,
 ) -> dict[str, Any]:
-    """The JSON body of a streamed completion: a chat when ``messages`` is given."""
+    """The JSON body of a streamed completion: a chat when ``messages`` is given, whose final
+    assistant message the server continues with ``continue_final`` (vLLM's
+    ``continue_final_message``, which ``swapos serve`` takes too)."""
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": params.max_tokens,
@@ -90,6 +105,9 @@ def request_body(
         body["stop"] = list(params.stop)
     if messages is not None:
         body["messages"] = [{"role": m.role, "content": m.content} for m in messages]
+        if continue_final:
+            body["continue_final_message"] = True
+            body["add_generation_prompt"] = False
     else:
         body["prompt"] = prompt
     return body
@@ -128,11 +146,17 @@ def error_message(body: bytes) -> str:
     return body.decode(errors="replace").strip()[:300] or "(empty body)"
 
 
-def stop_reason(finish_reason: str | None) -> StopReason:
+def stop_reason(finish_reason: str | None, exact: str = "") -> StopReason:
     """OpenAI's ``finish_reason`` as ours: ``length`` is the token cap; ``stop`` (an
     end-of-generation token or a stop sequence: the API does not say which) and anything
-    else is ``stop``."""
+    else is ``stop`` — unless the server said exactly (``exact``: ``swapos serve``'s
+    ``stop_reason``)."""
+    if exact in _EXACT:
+        return cast("StopReason", exact)
     return "length" if finish_reason == "length" else "stop"
+
+
+_EXACT: Final = frozenset(get_args(StopReason))
 
 
 class StreamTally:
@@ -149,12 +173,15 @@ class StreamTally:
         self.first_s: float | None = None
         self.last_s = 0.0
         self.finish_reason: str | None = None
+        self.exact_reason: str = ""
         self.usage: Usage | None = None
 
     def add(self, chunk: Chunk, now_s: float) -> str:
         """Fold ``chunk`` in at ``now_s``; returns the text it added ("" for none)."""
         if chunk.usage is not None:
             self.usage = chunk.usage
+        if chunk.swapos is not None:
+            self.exact_reason = chunk.swapos.stop_reason
         text = ""
         for choice in chunk.choices[:1]:
             text = choice.piece
@@ -190,5 +217,5 @@ class StreamTally:
             ttft_s=ttft,
             tokens=tokens,
             gen_s=max(0.0, self.last_s - ttft) if self.first_s is not None else 0.0,
-            stop_reason=stop_reason(self.finish_reason),
+            stop_reason=stop_reason(self.finish_reason, self.exact_reason),
         )

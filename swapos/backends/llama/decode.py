@@ -21,8 +21,8 @@ import numpy as np
 from swapos.backends.base import GenerationOutput
 from swapos.backends.llama import kv_state
 from swapos.backends.llama.runtime import Aborted
-from swapos.backends.llama.stops import find_stop, held_back
 from swapos.backends.llama.vocab import piece
+from swapos.backends.stops import StopStream
 from swapos.data.generation import GenerationStats, StopReason
 from swapos.data.prefix import PrefixState
 from swapos.data.sampling import SamplingParams
@@ -145,8 +145,8 @@ class Decoder:
     def _sample_loop(self, params: SamplingParams) -> tuple[str, int, StopReason, float]:
         rng = np.random.default_rng(params.seed)
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        stops = [s for s in params.stop if s]
-        text, emitted, count = "", 0, 0
+        stream = StopStream(params.stop)
+        count = 0
         first = time.perf_counter()
         reason: StopReason = "length"
         for i in range(params.max_tokens):
@@ -159,25 +159,16 @@ class Decoder:
                 reason = "eos"
                 break
             count += 1
-            text += utf8.decode(piece(self.h.vocab, token))
-            cut = find_stop(text, stops, emitted)
-            if cut is not None:
-                self._emit(text[emitted:cut])
-                return text[:cut], count, "stop", first
-            safe = len(text) - held_back(text, stops)
-            self._emit(text[emitted:safe])
-            emitted = safe
+            self._emit(stream.add(utf8.decode(piece(self.h.vocab, token))))
+            if stream.stopped:
+                return stream.text, count, "stop", first
             if i + 1 < params.max_tokens:
                 if not self._eval([token]):
                     reason = "context"
                     break
                 self.generated.append(token)
-        text += utf8.decode(b"", final=True)
-        cut = find_stop(text, stops, emitted)
-        if cut is not None:
-            text, reason = text[:cut], "stop"
-        self._emit(text[emitted:])
-        return text, count, reason, first
+        self._emit(stream.finish(utf8.decode(b"", final=True)))
+        return stream.text, count, "stop" if stream.stopped else reason, first
 
     def _final_state(self, prompt: list[int]) -> PrefixState | None:
         """The state holding ``prompt`` + the answer's decoded tokens, for a retry whose

@@ -80,6 +80,11 @@ class LlamaModel:
         return self._identity
 
     @property
+    def kv_max_rewind(self) -> int | None:
+        """0 with a sliding-window attention cache (``n_swa`` > 0), else None (any)."""
+        return 0 if int(llama_cpp.llama_model_n_swa(self._model)) > 0 else None
+
+    @property
     def closed(self) -> bool:
         """True once :meth:`close` has freed the model."""
         return self._model is None
