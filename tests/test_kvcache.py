@@ -48,10 +48,18 @@ class Harness:
         state = PrefixState(tokens=tuple(tokens), state=bytes(size))
         await self._inbox.send(SavePrefix(identity=identity, state=state, model="a"))
 
-    async def lookup(self, identity: str, tokens: list[int]) -> PrefixFound | None:
+    async def lookup(
+        self, identity: str, tokens: list[int], max_rewind: int | None = None
+    ) -> PrefixFound | None:
         rid = new_id("kv")
         await self._inbox.send(
-            LookupPrefix(request_id=rid, reply_to="generator", identity=identity, tokens=tokens)
+            LookupPrefix(
+                request_id=rid,
+                reply_to="generator",
+                identity=identity,
+                tokens=tokens,
+                max_rewind=max_rewind,
+            )
         )
         reply = await self._replies.receive()
         assert reply.request_id == rid
@@ -236,7 +244,7 @@ async def test_append_only_retry_reads_only_what_was_appended() -> None:
     """The final state (prompt + answer) serves a retry whose prompt extends it."""
     clock = FakeClock()
     first_prompt = "attempt 1:"
-    retry_tail = first_prompt + "x y " + "feedback; attempt 2:"
+    retry_tail = first_prompt + "x y" + " feedback; attempt 2:"
     with anyio.fail_after(10):
         async with clock.autojump(), fake_system(SCRIPTS, budget=100, clock=clock) as (sys, fb):
             out = await sys.run_phases(
@@ -244,8 +252,8 @@ async def test_append_only_retry_reads_only_what_was_appended() -> None:
             )
     assert fb.loads == ["a", "b", "a"]
     retry = out.records[2]
-    assert retry.kv_restored_tokens == len(STABLE + first_prompt + "x y ")
-    assert retry.prefill_tokens == len("feedback; attempt 2:")
+    assert retry.kv_restored_tokens == len(STABLE + first_prompt + "x y")
+    assert retry.prefill_tokens == len(" feedback; attempt 2:")
 
 
 @pytest.mark.parametrize("kv_cache", [True, False])
@@ -258,7 +266,7 @@ async def test_servable_tokens_are_what_the_model_read_earlier_in_the_task(
     count, nor does another model's."""
     clock = FakeClock()
     first_prompt = "attempt 1:"
-    retry_tail = first_prompt + "x y " + "feedback; attempt 2:"
+    retry_tail = first_prompt + "x y" + " feedback; attempt 2:"
     with anyio.fail_after(10):
         async with (
             clock.autojump(),
@@ -271,7 +279,7 @@ async def test_servable_tokens_are_what_the_model_read_earlier_in_the_task(
             summary = sys.summary()
     first, review, retry = out.records
     assert (first.kv_servable_tokens, review.kv_servable_tokens) == (0, 0)
-    assert retry.kv_servable_tokens == len(STABLE + first_prompt + "x y ")
+    assert retry.kv_servable_tokens == len(STABLE + first_prompt + "x y")
     assert other.records[0].kv_servable_tokens == 0  # t1's reading is not t2's
     assert summary.kv_servable_tokens == retry.kv_servable_tokens
     served = retry.kv_servable_tokens if kv_cache else 0
@@ -291,6 +299,45 @@ async def test_diverging_state_needs_the_minimum_common_prefix() -> None:
     assert short is None  # 10 common tokens: below the minimum for a diverging state
     assert whole is not None and whole.common_tokens == 2  # a whole-state match always counts
     assert [e.tokens for e in of(kv.seen, KVHit)] == [35, 2]
+
+
+@pytest.mark.parametrize("tier", ["ram", "disk"])
+async def test_a_model_that_cannot_rewind_gets_the_longest_whole_prefix(
+    tmp_path: Path, tier: str
+) -> None:
+    """A sliding-window model (``max_rewind`` 0) cannot cut a state back: the lookup offers
+    the longest state that is wholly a prefix of the prompt, not a longer diverging one."""
+    prompt = [*range(45), 7, 8]
+    with anyio.fail_after(10):
+        async with kvcache(disk_dir=tmp_path) as old:
+            await old.save(ID, list(range(50)))  # diverges after 45 tokens
+            await old.save(ID, list(range(20)))  # wholly a prefix
+        async with kvcache(disk_dir=tmp_path) as kv:
+            if tier == "ram":
+                await kv.save(ID, list(range(50)))
+                await kv.save(ID, list(range(20)))
+            swa = await kv.lookup(ID, prompt, max_rewind=0)
+            near = await kv.lookup(ID, prompt, max_rewind=5)
+            full = await kv.lookup(ID, prompt)
+    assert swa is not None and swa.common_tokens == 20 and len(swa.state.tokens) == 20
+    assert near is not None and near.common_tokens == 45  # cut back by 5: allowed
+    assert full is not None and full.common_tokens == 45
+    assert swa.tier == tier  # (a disk hit is promoted to RAM for the next lookups)
+
+
+async def test_a_sliding_window_retry_restores_its_stable_prefix() -> None:
+    """Attempt 1's final state diverges from the retry; a model whose cache cannot be cut
+    back restores the stable-prefix state (wholly a prefix) instead of nothing."""
+    clock = FakeClock()
+    scripts = {"a": msgspec.structs.replace(SCRIPTS["a"], kv_max_rewind=0), "b": SCRIPTS["b"]}
+    with anyio.fail_after(10):
+        async with clock.autojump(), fake_system(scripts, budget=100, clock=clock) as (sys, _):
+            out = await sys.run_phases(
+                "t1", [phase("a", "attempt 1"), phase("b", "review"), phase("a", "attempt two")]
+            )
+    retry = out.records[2]
+    assert retry.kv_restored_tokens == len(STABLE)
+    assert retry.kv_servable_tokens == len(STABLE + "attempt ")
 
 
 async def test_diverging_state_is_found_on_disk_by_a_fresh_store(tmp_path: Path) -> None:

@@ -164,7 +164,9 @@ class KVCache:
 
     async def _lookup(self, req: LookupPrefix) -> None:
         min_partial = self._min_common
-        state, common = self._ram.longest_common(req.identity, req.tokens, min_partial=min_partial)
+        state, common = self._ram.longest_common(
+            req.identity, req.tokens, min_partial=min_partial, max_rewind=req.max_rewind
+        )
         tier: str = "ram"
         rejected: list[Dropped] = []
         if self._disk is not None and common < len(req.tokens):
@@ -214,6 +216,7 @@ class KVCache:
                 req.tokens,
                 longer_than=longer_than,
                 min_partial=min_partial,
+                max_rewind=req.max_rewind,
             )
         except OSError as exc:  # DiskStore turns file errors into rejections; belt and braces
             self._disk_errors += 1

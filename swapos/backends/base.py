@@ -59,6 +59,13 @@ class LoadedModel(Protocol):
         """Key of the states this model can restore: file identity + settings + versions."""
         ...
 
+    @property
+    def kv_max_rewind(self) -> int | None:
+        """How many tokens a restored state may be cut back by (None: any). A sliding-window
+        cache (Gemma 3) cannot be cut back: the cells the next token would attend to were
+        reused, so only a state that is wholly a prefix of the prompt can be restored."""
+        ...
+
     async def tokenize(self, text: str, *, special: bool = False) -> list[int]:
         """Token ids of ``text`` (with the BOS token the model expects); with ``special``,
         special-token text (``<|im_start|>``: a chat template's markup) becomes those tokens."""

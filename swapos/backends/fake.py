@@ -16,6 +16,7 @@ import msgspec
 
 from swapos.backends.base import GenerationOutput
 from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
+from swapos.backends.stops import StopStream
 from swapos.clock import Clock
 from swapos.data.generation import GenerationStats, StopReason
 from swapos.data.prefix import PrefixState
@@ -36,8 +37,8 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
         footprint_bytes: memory it holds once loaded.
         prefill_s_per_token: prefill cost of one prompt token.
         token_s: decode cost of one generated token.
-        reply: the text it generates (split on spaces into tokens), cut by stop sequences and
-            ``max_tokens``.
+        reply: the text it generates, one token per word (a token carries the space before
+            its word, as SentencePiece tokens do), cut by stop sequences and ``max_tokens``.
         replies: successive generations answer these in turn (the last one repeats);
             ``reply`` when empty.
         chat_template: makes the model an instruct model with this chat template.
@@ -46,6 +47,8 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
         fail_generations: these generations of the model (0 is its first) raise a raw
             ``RuntimeError`` mid-prefill, as a failing ``llama_decode`` does; the backend's
             edge maps it to :class:`~swapos.errors.GenerationError`.
+        kv_max_rewind: how far a restored state may be cut back (0: a sliding-window model's
+            cache); a restore cut back further restores nothing, as llama.cpp's would.
     """
 
     load_s: float = 1.0
@@ -60,6 +63,7 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
     fail_load: str | None = None
     fail_restore: bool = False
     fail_generations: tuple[int, ...] = ()
+    kv_max_rewind: int | None = None
 
 
 Fault = Literal[
@@ -120,6 +124,10 @@ class FakeModel:
     def kv_identity(self) -> str:
         return f"fake:{self._spec.name}:{self._spec.n_ctx}"
 
+    @property
+    def kv_max_rewind(self) -> int | None:
+        return self._script.kv_max_rewind
+
     async def tokenize(self, text: str, *, special: bool = False) -> list[int]:
         return [ord(c) for c in text]
 
@@ -166,7 +174,10 @@ class FakeModel:
         if restore is not None:
             await backend.stall("restore_hang")
             if not script.fail_restore and not backend.fault("restore_fail"):
-                restored = min(common_prefix_len(restore.tokens, prompt), max(len(prompt) - 1, 0))
+                common = common_prefix_len(restore.tokens, prompt)
+                rewind, limit = len(restore.tokens) - common, script.kv_max_rewind
+                if limit is None or rewind <= limit:
+                    restored = min(common, max(len(prompt) - 1, 0))
         await clock.sleep(script.prefill_s_per_token * (len(prompt) - restored))
         done = backend.generations.get(self._spec.name, 0)
         backend.generations[self._spec.name] = done + 1
@@ -181,25 +192,9 @@ class FakeModel:
         reply = script.reply
         if script.replies:
             reply = script.replies[min(done, len(script.replies) - 1)]
-        pieces = [w + " " for w in reply.split(" ")] if reply else []
-        text, n, first_at = "", 0, 0.0
-        reason: StopReason = "eos"
-        for piece in pieces:
-            if n >= params.max_tokens:
-                reason = "length"
-                break
-            slow = 1 - self._backend.contention if self._backend.loading else 1.0
-            await clock.sleep(script.token_s / slow)
-            n += 1
-            if n == 1:
-                first_at = clock.now()
-            text += piece
-            if on_token is not None:
-                on_token(piece)
-            cut = _stop_index(text, params.stop)
-            if cut is not None:
-                text, reason = text[:cut], "stop"
-                break
+        words = reply.split(" ") if reply else []
+        pieces = words[:1] + [" " + w for w in words[1:]]  # joined, exactly the reply
+        text, n, reason, first_at = await self._decode(pieces, params, on_token)
         end = clock.now()
         final = None
         # The KV holds every piece but the last sampled one (never decoded), unless the
@@ -219,8 +214,35 @@ class FakeModel:
             gen_s=end - (first_at or end),
             stop_reason=reason,
         )
-        text = text.rstrip(" ") if reason != "stop" else text
         return GenerationOutput(text=text, stats=stats, saved=saved, final=final, read=read)
+
+    async def _decode(
+        self, pieces: list[str], params: SamplingParams, on_token: Callable[[str], None] | None
+    ) -> tuple[str, int, StopReason, float]:
+        """Stream ``pieces`` one token each: (text, tokens, why it ended, first token's time).
+        Text that could begin a stop sequence is held back, as a real model's is."""
+        clock, stream = self._backend.clock, StopStream(params.stop)
+        n, first_at = 0, 0.0
+        reason: StopReason = "eos"
+        for piece in pieces:
+            if n >= params.max_tokens:
+                reason = "length"
+                break
+            slow = 1 - self._backend.contention if self._backend.loading else 1.0
+            await clock.sleep(self._script.token_s / slow)
+            n += 1
+            if n == 1:
+                first_at = clock.now()
+            emit = stream.add(piece)
+            if emit and on_token is not None:
+                on_token(emit)
+            if stream.stopped:
+                reason = "stop"
+                break
+        rest = stream.finish()
+        if rest and on_token is not None:
+            on_token(rest)
+        return stream.text, n, reason, first_at
 
     async def _save_faults(self) -> None:
         await self._backend.stall("save_hang")
@@ -232,11 +254,6 @@ class FakeModel:
             self.closed = True
             self._backend.open_models.discard(self)
             self._backend.resident_bytes -= self._script.footprint_bytes
-
-
-def _stop_index(text: str, stops: tuple[str, ...]) -> int | None:
-    found = [i for i in (text.find(s) for s in stops if s) if i >= 0]
-    return min(found) if found else None
 
 
 class FakeBackend:

@@ -27,11 +27,14 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return lo
 
 
-def usable(common: int, saved: int, min_partial: int) -> bool:
+def usable(common: int, saved: int, min_partial: int, max_rewind: int | None = None) -> bool:
     """Whether a state of ``saved`` tokens sharing ``common`` with a prompt is worth restoring:
     a whole-state match always is (``common > 0``); a partial one (the state must be
-    truncated to ``common``) needs at least ``min_partial`` tokens."""
-    return common > 0 and (common == saved or common >= min_partial)
+    truncated to ``common``) needs at least ``min_partial`` tokens, and a model that can cut
+    a state back by at most ``max_rewind`` tokens (None: any) cannot use it beyond that."""
+    if common <= 0 or common == saved:
+        return common > 0
+    return common >= min_partial and (max_rewind is None or saved - common <= max_rewind)
 
 
 class Dropped(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,14 +88,19 @@ class RamStore:
         return self._entries[best]
 
     def longest_common(
-        self, identity: str, tokens: list[int], *, min_partial: int = 1
+        self,
+        identity: str,
+        tokens: list[int],
+        *,
+        min_partial: int = 1,
+        max_rewind: int | None = None,
     ) -> tuple[PrefixState | None, int]:
         """The state for ``identity`` sharing the longest common prefix with ``tokens``.
 
         A state whose tokens all match counts whatever its length; one that diverges (it
-        would be truncated on restore) counts only with ``min_partial`` common tokens or more
-        (see :func:`usable`). Ties go to the shorter state. A hit becomes the most recently
-        used entry.
+        would be truncated on restore) counts only with ``min_partial`` common tokens or more,
+        cut back by ``max_rewind`` tokens at most (see :func:`usable`). Ties go to the shorter
+        state. A hit becomes the most recently used entry.
 
         Returns:
             The state (None if none is usable) and the common prefix length.
@@ -104,7 +112,7 @@ class RamStore:
             if ident != identity:
                 continue
             common = common_prefix(prefix, tokens)
-            if not usable(common, len(prefix), min_partial):
+            if not usable(common, len(prefix), min_partial, max_rewind):
                 continue
             if common > best_common or (common == best_common and len(prefix) < best_len):
                 best, best_common, best_len = key, common, len(prefix)
