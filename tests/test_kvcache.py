@@ -49,7 +49,7 @@ class Harness:
         await self._inbox.send(SavePrefix(identity=identity, state=state, model="a"))
 
     async def lookup(
-        self, identity: str, tokens: list[int], max_rewind: int | None = None
+        self, identity: str, tokens: list[int], window: int | None = None
     ) -> PrefixFound | None:
         rid = new_id("kv")
         await self._inbox.send(
@@ -58,7 +58,7 @@ class Harness:
                 reply_to="generator",
                 identity=identity,
                 tokens=tokens,
-                max_rewind=max_rewind,
+                window=window,
             )
         )
         reply = await self._replies.receive()
@@ -305,8 +305,9 @@ async def test_diverging_state_needs_the_minimum_common_prefix() -> None:
 async def test_a_model_that_cannot_rewind_gets_the_longest_whole_prefix(
     tmp_path: Path, tier: str
 ) -> None:
-    """A sliding-window model (``max_rewind`` 0) cannot cut a state back: the lookup offers
-    the longest state that is wholly a prefix of the prompt, not a longer diverging one."""
+    """A state longer than a model's sliding window cannot be cut back: the lookup offers the
+    longest state that is wholly a prefix of the prompt, not a longer diverging one; a
+    diverging state that fits in the window is still offered."""
     prompt = [*range(45), 7, 8]
     with anyio.fail_after(10):
         async with kvcache(disk_dir=tmp_path) as old:
@@ -316,11 +317,11 @@ async def test_a_model_that_cannot_rewind_gets_the_longest_whole_prefix(
             if tier == "ram":
                 await kv.save(ID, list(range(50)))
                 await kv.save(ID, list(range(20)))
-            swa = await kv.lookup(ID, prompt, max_rewind=0)
-            near = await kv.lookup(ID, prompt, max_rewind=5)
+            swa = await kv.lookup(ID, prompt, window=32)
+            near = await kv.lookup(ID, prompt, window=64)
             full = await kv.lookup(ID, prompt)
     assert swa is not None and swa.common_tokens == 20 and len(swa.state.tokens) == 20
-    assert near is not None and near.common_tokens == 45  # cut back by 5: allowed
+    assert near is not None and near.common_tokens == 45  # 50 tokens fit a window of 64
     assert full is not None and full.common_tokens == 45
     assert swa.tier == tier  # (a disk hit is promoted to RAM for the next lookups)
 
@@ -329,7 +330,7 @@ async def test_a_sliding_window_retry_restores_its_stable_prefix() -> None:
     """Attempt 1's final state diverges from the retry; a model whose cache cannot be cut
     back restores the stable-prefix state (wholly a prefix) instead of nothing."""
     clock = FakeClock()
-    scripts = {"a": msgspec.structs.replace(SCRIPTS["a"], kv_max_rewind=0), "b": SCRIPTS["b"]}
+    scripts = {"a": msgspec.structs.replace(SCRIPTS["a"], kv_window=16), "b": SCRIPTS["b"]}
     with anyio.fail_after(10):
         async with clock.autojump(), fake_system(scripts, budget=100, clock=clock) as (sys, _):
             out = await sys.run_phases(

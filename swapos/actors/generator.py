@@ -277,7 +277,7 @@ class Generator:
                 reply_to="generator",
                 identity=model.kv_identity,
                 tokens=tokens,
-                max_rewind=model.kv_max_rewind,
+                window=model.kv_window,
             ),
         )
         if not isinstance(reply, PrefixFound):

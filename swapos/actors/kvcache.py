@@ -165,7 +165,7 @@ class KVCache:
     async def _lookup(self, req: LookupPrefix) -> None:
         min_partial = self._min_common
         state, common = self._ram.longest_common(
-            req.identity, req.tokens, min_partial=min_partial, max_rewind=req.max_rewind
+            req.identity, req.tokens, min_partial=min_partial, window=req.window
         )
         tier: str = "ram"
         rejected: list[Dropped] = []
@@ -216,7 +216,7 @@ class KVCache:
                 req.tokens,
                 longer_than=longer_than,
                 min_partial=min_partial,
-                max_rewind=req.max_rewind,
+                window=req.window,
             )
         except OSError as exc:  # DiskStore turns file errors into rejections; belt and braces
             self._disk_errors += 1

@@ -60,10 +60,10 @@ class LoadedModel(Protocol):
         ...
 
     @property
-    def kv_max_rewind(self) -> int | None:
-        """How many tokens a restored state may be cut back by (None: any). A sliding-window
-        cache (Gemma 3) cannot be cut back: the cells the next token would attend to were
-        reused, so only a state that is wholly a prefix of the prompt can be restored."""
+    def kv_window(self) -> int | None:
+        """The sliding attention window in tokens (Gemma 3: 512), None without one. A state
+        longer than the window cannot be cut back (its oldest cells were reused), so only a
+        state that is wholly a prefix of the prompt can be restored."""
         ...
 
     async def tokenize(self, text: str, *, special: bool = False) -> list[int]:

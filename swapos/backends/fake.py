@@ -47,8 +47,8 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
         fail_generations: these generations of the model (0 is its first) raise a raw
             ``RuntimeError`` mid-prefill, as a failing ``llama_decode`` does; the backend's
             edge maps it to :class:`~swapos.errors.GenerationError`.
-        kv_max_rewind: how far a restored state may be cut back (0: a sliding-window model's
-            cache); a restore cut back further restores nothing, as llama.cpp's would.
+        kv_window: a sliding attention window: a restored state longer than it cannot be cut
+            back (the restore restores nothing, as llama.cpp's would).
     """
 
     load_s: float = 1.0
@@ -63,7 +63,7 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
     fail_load: str | None = None
     fail_restore: bool = False
     fail_generations: tuple[int, ...] = ()
-    kv_max_rewind: int | None = None
+    kv_window: int | None = None
 
 
 Fault = Literal[
@@ -125,8 +125,8 @@ class FakeModel:
         return f"fake:{self._spec.name}:{self._spec.n_ctx}"
 
     @property
-    def kv_max_rewind(self) -> int | None:
-        return self._script.kv_max_rewind
+    def kv_window(self) -> int | None:
+        return self._script.kv_window
 
     async def tokenize(self, text: str, *, special: bool = False) -> list[int]:
         return [ord(c) for c in text]
@@ -175,8 +175,8 @@ class FakeModel:
             await backend.stall("restore_hang")
             if not script.fail_restore and not backend.fault("restore_fail"):
                 common = common_prefix_len(restore.tokens, prompt)
-                rewind, limit = len(restore.tokens) - common, script.kv_max_rewind
-                if limit is None or rewind <= limit:
+                n, window = len(restore.tokens), script.kv_window
+                if window is None or common == n or n <= window:
                     restored = min(common, max(len(prompt) - 1, 0))
         await clock.sleep(script.prefill_s_per_token * (len(prompt) - restored))
         done = backend.generations.get(self._spec.name, 0)

@@ -154,11 +154,11 @@ class DiskStore:
         *,
         longer_than: int = 0,
         min_partial: int = 1,
-        max_rewind: int | None = None,
+        window: int | None = None,
     ) -> DiskLookup:
         """The verified state for ``identity`` sharing the longest common prefix with
         ``tokens`` (more than ``longer_than`` tokens; a partial match needs ``min_partial``
-        and a cut of at most ``max_rewind``).
+        and, with a sliding ``window``, a state that fits in it).
 
         Candidates are ranked from the token arrays alone (read once per file and cached:
         a file's name hashes its tokens, so its tokens never change); only the chosen file's
@@ -183,7 +183,7 @@ class DiskStore:
                     continue
                 saved = tuple(tokens[:n])  # so that _read rejects (deletes) it below
             common = common_prefix(saved, tokens)
-            if common > longer_than and usable(common, len(saved), min_partial, max_rewind):
+            if common > longer_than and usable(common, len(saved), min_partial, window):
                 ranked.append((-common, len(saved), name, saved))
         rejected: list[Dropped] = []
         for neg_common, n, name, saved in sorted(ranked):

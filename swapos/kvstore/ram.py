@@ -27,14 +27,15 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return lo
 
 
-def usable(common: int, saved: int, min_partial: int, max_rewind: int | None = None) -> bool:
+def usable(common: int, saved: int, min_partial: int, window: int | None = None) -> bool:
     """Whether a state of ``saved`` tokens sharing ``common`` with a prompt is worth restoring:
     a whole-state match always is (``common > 0``); a partial one (the state must be
-    truncated to ``common``) needs at least ``min_partial`` tokens, and a model that can cut
-    a state back by at most ``max_rewind`` tokens (None: any) cannot use it beyond that."""
+    truncated to ``common``) needs at least ``min_partial`` tokens, and for a model with a
+    sliding attention ``window`` (None: none) a state no longer than the window (a longer
+    one's oldest cells were reused, so it cannot be cut back)."""
     if common <= 0 or common == saved:
         return common > 0
-    return common >= min_partial and (max_rewind is None or saved - common <= max_rewind)
+    return common >= min_partial and (window is None or saved <= window)
 
 
 class Dropped(msgspec.Struct, frozen=True, kw_only=True):
@@ -93,14 +94,14 @@ class RamStore:
         tokens: list[int],
         *,
         min_partial: int = 1,
-        max_rewind: int | None = None,
+        window: int | None = None,
     ) -> tuple[PrefixState | None, int]:
         """The state for ``identity`` sharing the longest common prefix with ``tokens``.
 
         A state whose tokens all match counts whatever its length; one that diverges (it
         would be truncated on restore) counts only with ``min_partial`` common tokens or more,
-        cut back by ``max_rewind`` tokens at most (see :func:`usable`). Ties go to the shorter
-        state. A hit becomes the most recently used entry.
+        and with a sliding ``window`` only if it fits in it (see :func:`usable`). Ties go to
+        the shorter state. A hit becomes the most recently used entry.
 
         Returns:
             The state (None if none is usable) and the common prefix length.
@@ -112,7 +113,7 @@ class RamStore:
             if ident != identity:
                 continue
             common = common_prefix(prefix, tokens)
-            if not usable(common, len(prefix), min_partial, max_rewind):
+            if not usable(common, len(prefix), min_partial, window):
                 continue
             if common > best_common or (common == best_common and len(prefix) < best_len):
                 best, best_common, best_len = key, common, len(prefix)

@@ -268,14 +268,14 @@ class LookupPrefix(Request, frozen=True, kw_only=True):
     """The saved state for ``identity`` sharing the longest common prefix with ``tokens``.
 
     A state whose tokens diverge from ``tokens`` (it will be truncated on restore) is only
-    offered when it shares at least the KVCache's ``min_common_tokens`` with them, and when
-    it would be cut back by at most ``max_rewind`` tokens (None: any; the model's
-    ``kv_max_rewind``).
+    offered when it shares at least the KVCache's ``min_common_tokens`` with them and, for a
+    model with a sliding attention ``window`` (its ``kv_window``; None: none), when the state
+    is no longer than the window.
     """
 
     identity: str
     tokens: list[int]
-    max_rewind: int | None = None
+    window: int | None = None
 
 
 class PrefixFound(Reply, frozen=True, kw_only=True):

@@ -64,7 +64,7 @@ class ApiModel:
         return f"remote:{self._api.base}#{self._api.model}"
 
     @property
-    def kv_max_rewind(self) -> int | None:
+    def kv_window(self) -> int | None:
         """None: nothing is ever restored locally."""
         return None
 

@@ -80,9 +80,10 @@ class LlamaModel:
         return self._identity
 
     @property
-    def kv_max_rewind(self) -> int | None:
-        """0 with a sliding-window attention cache (``n_swa`` > 0), else None (any)."""
-        return 0 if int(llama_cpp.llama_model_n_swa(self._model)) > 0 else None
+    def kv_window(self) -> int | None:
+        """llama.cpp's ``n_swa`` when the model has sliding-window layers, else None."""
+        n_swa = int(llama_cpp.llama_model_n_swa(self._model))
+        return n_swa if n_swa > 0 else None
 
     @property
     def closed(self) -> bool:
