@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import platform
 import resource
@@ -15,6 +16,17 @@ def rss_bytes() -> int:
         return pages * os.sysconf("SC_PAGE_SIZE")
     except (OSError, IndexError, ValueError):
         return peak_rss_bytes()
+
+
+def release_free_heap() -> bool:
+    """Ask glibc to return freed heap memory to the system (``malloc_trim(0)``), so RSS
+    counts memory in use rather than memory the allocator keeps for reuse; False where
+    there is no glibc."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    return bool(libc.malloc_trim(0))
 
 
 def peak_rss_bytes() -> int:

@@ -40,7 +40,7 @@ from swapos.errors import SwapOSError
 from swapos.models.profile import ModelConfig, PipelineConfig, Profile
 from swapos.models.spec import ModelSpec
 from swapos.pipeline.tasks import load_suite
-from swapos.sysinfo import host_info, rss_bytes
+from swapos.sysinfo import host_info, release_free_heap, rss_bytes
 
 Kind = Literal["fake", "real"]
 FAKE_REPLY = "def solution(*args, **kwargs):\n    return None\n```"
@@ -77,13 +77,16 @@ class SoakReport(msgspec.Struct, frozen=True, kw_only=True):
 def sample(tasks: int, t0: float, kv_ram_bytes: int = 0) -> Sample:
     """The process now, after a full garbage collection (Linux ``/proc``)."""
     gc.collect()
+    rss = rss_bytes()
+    trimmed = rss_bytes() if release_free_heap() else 0
     return Sample(
         tasks=tasks,
         t_s=time.perf_counter() - t0,
-        rss_bytes=rss_bytes(),
+        rss_bytes=rss,
         open_fds=_count(Path("/proc/self/fd")),
         threads=_count(Path("/proc/self/task")),
         kv_ram_bytes=kv_ram_bytes,
+        rss_trimmed_bytes=trimmed,
     )
 
 
@@ -209,7 +212,8 @@ def report(args: argparse.Namespace, command: str, console: Console) -> SoakRepo
 def _show(console: Console, kind: Kind, s: Sample) -> None:
     console.print(
         f"{kind} {s.tasks:>4} tasks {s.t_s:8.1f}s  rss {s.rss_bytes / MIB:8.1f} MiB  "
-        f"(kv {s.kv_ram_bytes / MIB:6.1f} MiB)  fds {s.open_fds:>4}  threads {s.threads:>3}"
+        f"(trimmed {s.rss_trimmed_bytes / MIB:8.1f} MiB, kv {s.kv_ram_bytes / MIB:6.1f} MiB)  "
+        f"fds {s.open_fds:>4}  threads {s.threads:>3}"
     )
 
 

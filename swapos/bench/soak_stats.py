@@ -25,11 +25,15 @@ class Sample(msgspec.Struct, frozen=True, kw_only=True):
     threads: int
     kv_ram_bytes: int = 0
     """What the KV cache's RAM tier held (bounded by its budget, so it grows until full)."""
+    rss_trimmed_bytes: int = 0
+    """RSS once the allocator returned the heap memory it kept free (``malloc_trim``)."""
 
     @property
     def rss_less_kv_bytes(self) -> int:
-        """RSS not explained by the KV RAM tier: what a leak would make climb."""
-        return self.rss_bytes - self.kv_ram_bytes
+        """Memory in use that the KV RAM tier does not explain: RSS after ``malloc_trim``
+        less the tier's bytes. A leak makes it climb; a cache filling to its budget or an
+        allocator keeping freed memory for reuse does not."""
+        return (self.rss_trimmed_bytes or self.rss_bytes) - self.kv_ram_bytes
 
 
 class Tolerance(msgspec.Struct, frozen=True, kw_only=True):
