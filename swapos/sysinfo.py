@@ -19,14 +19,14 @@ def rss_bytes() -> int:
 
 
 def release_free_heap() -> bool:
-    """Ask glibc to return freed heap memory to the system (``malloc_trim(0)``), so RSS
-    counts memory in use rather than memory the allocator keeps for reuse; False where
-    there is no glibc."""
+    """Give freed heap back to the OS (glibc's ``malloc_trim(0)``, every arena): llama.cpp
+    and KV snapshots free in worker threads' malloc arenas, which glibc otherwise keeps
+    (~50 MB per arena, so RSS would not drop after a close). False where there is no
+    glibc (nothing to do)."""
     try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
+        return bool(ctypes.CDLL(None).malloc_trim(0))
+    except (OSError, AttributeError):
         return False
-    return bool(libc.malloc_trim(0))
 
 
 def peak_rss_bytes() -> int:

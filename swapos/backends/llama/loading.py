@@ -12,13 +12,13 @@ import llama_cpp
 import structlog
 
 from swapos.backends.llama.model import LlamaModel
-from swapos.backends.llama.runtime import Aborted, init_llama, malloc_trim
+from swapos.backends.llama.runtime import Aborted, init_llama
 from swapos.errors import ModelFileError
 from swapos.models.digests import file_digest
 from swapos.models.gguf import GGUFInfo, read_gguf
 from swapos.models.spec import ModelSpec
 from swapos.policies.memory import KV_TYPES, estimate_footprint
-from swapos.sysinfo import rss_bytes
+from swapos.sysinfo import release_free_heap, rss_bytes
 
 log = structlog.get_logger(__name__)
 
@@ -120,7 +120,7 @@ def _open(spec: ModelSpec, abort: threading.Event) -> tuple[Any, Any]:
     mparams.progress_callback = progress
     model = llama_cpp.llama_model_load_from_file(spec.path.encode(), mparams)
     if not model:
-        malloc_trim()
+        release_free_heap()
         if abort.is_set():
             raise Aborted
         raise ModelFileError(
@@ -142,7 +142,7 @@ def _open(spec: ModelSpec, abort: threading.Event) -> tuple[Any, Any]:
         if ctx:
             llama_cpp.llama_free(ctx)
         llama_cpp.llama_model_free(model)
-        malloc_trim()
+        release_free_heap()
         if abort.is_set():
             raise Aborted
         raise ModelFileError(

@@ -17,13 +17,14 @@ import structlog
 from swapos.backends.base import GenerationOutput
 from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
 from swapos.backends.llama.decode import Decoder, Handles
-from swapos.backends.llama.runtime import Aborted, malloc_trim
+from swapos.backends.llama.runtime import Aborted
 from swapos.backends.llama.vocab import tokenize
 from swapos.backends.threads import run_in_worker
 from swapos.data.prefix import PrefixState
 from swapos.data.sampling import SamplingParams
 from swapos.errors import GenerationError
 from swapos.models.spec import ModelSpec
+from swapos.sysinfo import release_free_heap
 
 log = structlog.get_logger(__name__)
 
@@ -184,5 +185,5 @@ class LlamaModel:
             if self._model is not None:
                 llama_cpp.llama_model_free(self._model)
                 self._model = None
-                malloc_trim()
+                release_free_heap()
                 log.info("model_close.done", model=self._spec.name)

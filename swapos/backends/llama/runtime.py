@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
 import threading
@@ -37,10 +36,3 @@ def _log_callback(level: int, text: bytes, _data: Any) -> None:
     """Route llama.cpp's errors to structlog; drop its chatter."""
     if level == 4:  # GGML_LOG_LEVEL_ERROR (ggml: NONE, DEBUG, INFO, WARN, ERROR, CONT)
         log.warning("llama_cpp.log", text=text.decode(errors="replace").rstrip())
-
-
-def malloc_trim() -> None:
-    """Give freed heap back to the OS: llama.cpp frees in worker threads' malloc arenas,
-    which glibc otherwise keeps (~50 MB per arena, so RSS would not drop after a close)."""
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
-        ctypes.CDLL(None).malloc_trim(0)
