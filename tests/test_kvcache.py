@@ -341,6 +341,23 @@ async def test_a_sliding_window_retry_restores_its_stable_prefix() -> None:
     assert retry.kv_servable_tokens == len(STABLE + "attempt ")
 
 
+async def test_a_sliding_window_retry_restores_the_whole_previous_prompt() -> None:
+    """A retry that repeats the previous prompt but not the answer as the model wrote it
+    (the final state diverges inside the answer, and is longer than the window) restores
+    the previous prompt's state, kept beside the final state."""
+    clock = FakeClock()
+    scripts = {"a": msgspec.structs.replace(SCRIPTS["a"], kv_window=16), "b": SCRIPTS["b"]}
+    first = "attempt 1:"
+    with anyio.fail_after(10):
+        async with clock.autojump(), fake_system(scripts, budget=100, clock=clock) as (sys, _):
+            out = await sys.run_phases(
+                "t1", [phase("a", first), phase("b", "review"), phase("a", first + "x  y; 2:")]
+            )
+    retry = out.records[2]
+    assert retry.kv_restored_tokens == len(STABLE + first)  # not just STABLE
+    assert retry.kv_servable_tokens == len(STABLE + first + "x ")
+
+
 async def test_diverging_state_is_found_on_disk_by_a_fresh_store(tmp_path: Path) -> None:
     with anyio.fail_after(10):
         async with kvcache(disk_dir=tmp_path) as old:

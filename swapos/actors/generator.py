@@ -205,7 +205,7 @@ class Generator:
                     **ids,
                 )
             )
-        for state in (out.saved, out.final):
+        for state in (out.saved, out.prompt_state, out.final):
             if state is not None:
                 await self._outbox.send(
                     "kvcache", SavePrefix(identity=model.kv_identity, state=state, model=req.model)

@@ -32,6 +32,9 @@ class GenerationOutput(msgspec.Struct, frozen=True, kw_only=True):
             generated tokens that were evaluated into the KV cache (the last sampled token,
             an end-of-generation or stop token, never is).
         read: the tokens of ``final`` whether or not it was kept: what the model read.
+        prompt_state: with ``save_final``, for a model whose states cannot be cut back (a
+            sliding window, ``kv_window``), the state holding exactly the prompt too: a retry
+            whose prompt diverges inside this answer can still restore the whole prompt.
     """
 
     text: str
@@ -39,6 +42,7 @@ class GenerationOutput(msgspec.Struct, frozen=True, kw_only=True):
     saved: PrefixState | None = None
     final: PrefixState | None = None
     read: tuple[int, ...] = ()
+    prompt_state: PrefixState | None = None
 
 
 class LoadedModel(Protocol):

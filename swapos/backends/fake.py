@@ -201,9 +201,12 @@ class FakeModel:
         # reply ran out (EOS: everything sampled was decoded).
         kept = pieces[:n] if reason == "eos" else pieces[: max(n - 1, 0)]
         read = (*prompt, *(ord(c) for c in "".join(kept)))
+        prompt_state = None
         if save_final and prompt:
             await self._save_faults()
             final = PrefixState(tokens=read, state=self.kv_identity.encode())
+            if script.kv_window is not None and len(read) > len(prompt):
+                prompt_state = PrefixState(tokens=tuple(prompt), state=self.kv_identity.encode())
         stats = GenerationStats(
             prompt_tokens=len(prompt),
             kv_restored_tokens=restored,
@@ -214,7 +217,9 @@ class FakeModel:
             gen_s=end - (first_at or end),
             stop_reason=reason,
         )
-        return GenerationOutput(text=text, stats=stats, saved=saved, final=final, read=read)
+        return GenerationOutput(
+            text=text, stats=stats, saved=saved, final=final, read=read, prompt_state=prompt_state
+        )
 
     async def _decode(
         self, pieces: list[str], params: SamplingParams, on_token: Callable[[str], None] | None
