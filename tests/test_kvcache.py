@@ -326,9 +326,10 @@ async def test_a_model_that_cannot_rewind_gets_the_longest_whole_prefix(
     assert swa.tier == tier  # (a disk hit is promoted to RAM for the next lookups)
 
 
-async def test_a_sliding_window_retry_restores_its_stable_prefix() -> None:
-    """Attempt 1's final state diverges from the retry; a model whose cache cannot be cut
-    back restores the stable-prefix state (wholly a prefix) instead of nothing."""
+async def test_a_sliding_window_retry_restores_a_whole_prefix() -> None:
+    """Attempt 1's final state diverges from the retry and is longer than the window, so it
+    cannot be cut back; the retry restores a state that is wholly a prefix of it (attempt 1's
+    prompt but its last token) instead of nothing."""
     clock = FakeClock()
     scripts = {"a": msgspec.structs.replace(SCRIPTS["a"], kv_window=16), "b": SCRIPTS["b"]}
     with anyio.fail_after(10):
@@ -337,25 +338,28 @@ async def test_a_sliding_window_retry_restores_its_stable_prefix() -> None:
                 "t1", [phase("a", "attempt 1"), phase("b", "review"), phase("a", "attempt two")]
             )
     retry = out.records[2]
-    assert retry.kv_restored_tokens == len(STABLE)
-    assert retry.kv_servable_tokens == len(STABLE + "attempt ")
+    assert retry.kv_restored_tokens == retry.kv_servable_tokens == len(STABLE + "attempt ")
 
 
 async def test_a_sliding_window_retry_restores_the_whole_previous_prompt() -> None:
     """A retry that repeats the previous prompt but not the answer as the model wrote it
     (the final state diverges inside the answer, and is longer than the window) restores
-    the previous prompt's state, kept beside the final state."""
+    the previous prompt's state (all but its last token, so that restoring it needs no cut),
+    kept beside the final state; so does a repeat of the same prompt."""
     clock = FakeClock()
     scripts = {"a": msgspec.structs.replace(SCRIPTS["a"], kv_window=16), "b": SCRIPTS["b"]}
     first = "attempt 1:"
     with anyio.fail_after(10):
         async with clock.autojump(), fake_system(scripts, budget=100, clock=clock) as (sys, _):
             out = await sys.run_phases(
-                "t1", [phase("a", first), phase("b", "review"), phase("a", first + "x  y; 2:")]
-            )
-    retry = out.records[2]
-    assert retry.kv_restored_tokens == len(STABLE + first)  # not just STABLE
+                "t1",
+                [phase("a", first), phase("b", "review"), phase("a", first + "x  y; 2:"),
+                 phase("a", first + "x  y; 2:")],
+            )  # fmt: skip
+    retry, repeat = out.records[2:]
+    assert retry.kv_restored_tokens == len(STABLE + first) - 1  # not just STABLE
     assert retry.kv_servable_tokens == len(STABLE + first + "x ")
+    assert repeat.kv_restored_tokens == repeat.prompt_tokens - 1  # the same prompt again
 
 
 async def test_diverging_state_is_found_on_disk_by_a_fresh_store(tmp_path: Path) -> None:

@@ -33,8 +33,9 @@ class GenerationOutput(msgspec.Struct, frozen=True, kw_only=True):
             an end-of-generation or stop token, never is).
         read: the tokens of ``final`` whether or not it was kept: what the model read.
         prompt_state: with ``save_final``, for a model whose states cannot be cut back (a
-            sliding window, ``kv_window``), the state holding exactly the prompt too: a retry
-            whose prompt diverges inside this answer can still restore the whole prompt.
+            sliding window, ``kv_window``), the state holding all of the prompt but its last
+            token, taken during the prefill: a retry whose prompt diverges inside this answer,
+            or repeats this prompt, restores it whole (no cut needed).
     """
 
     text: str

@@ -205,8 +205,9 @@ class FakeModel:
         if save_final and prompt:
             await self._save_faults()
             final = PrefixState(tokens=read, state=self.kv_identity.encode())
-            if script.kv_window is not None and len(read) > len(prompt):
-                prompt_state = PrefixState(tokens=tuple(prompt), state=self.kv_identity.encode())
+            if script.kv_window is not None and len(prompt) > 1:
+                held = tuple(prompt[:-1])  # all but the last token, as the llama backend keeps
+                prompt_state = PrefixState(tokens=held, state=self.kv_identity.encode())
         stats = GenerationStats(
             prompt_tokens=len(prompt),
             kv_restored_tokens=restored,

@@ -84,6 +84,12 @@ class Decoder:
             ok = self._eval(prompt[self.n_past : save_at])
             if ok:
                 saved = kv_state.snapshot(self.ctx, prompt[:save_at])
+        prompt_state: PrefixState | None = None
+        held = len(prompt) - 1  # all but the last prompt token: a whole prefix of any retry
+        if ok and save_final and self._windowed() and held > max(self.n_past, save_at or 0):
+            ok = self._eval(prompt[self.n_past : held])
+            if ok:
+                prompt_state = kv_state.snapshot(self.ctx, prompt[:held])
         ok = ok and self._eval(prompt[self.n_past :])
         prefilled = time.perf_counter()
         if not ok or not prompt:
@@ -96,11 +102,17 @@ class Decoder:
             text, prompt, restored, prefilled=prefilled, first=first, count=count,
             reason=reason, saved=saved,
         )  # fmt: skip
-        out = msgspec.structs.replace(out, read=(*prompt, *self.generated))
+        out = msgspec.structs.replace(
+            out, read=(*prompt, *self.generated), prompt_state=prompt_state
+        )
         if not save_final:
             return out
-        prompt_state, final = self._final_state(prompt)
-        return msgspec.structs.replace(out, final=final, prompt_state=prompt_state)
+        final = self._final_state(prompt)
+        return msgspec.structs.replace(out, final=final) if final is not None else out
+
+    def _windowed(self) -> bool:
+        """The model has sliding-window layers (its states cannot be cut back far)."""
+        return int(llama_cpp.llama_model_n_swa(self.h.model)) > 0
 
     def _eval(self, tokens: list[int]) -> bool:
         """Evaluate ``tokens`` in n_batch chunks; False when the context is full."""
@@ -170,11 +182,9 @@ class Decoder:
         self._emit(stream.finish(utf8.decode(b"", final=True)))
         return stream.text, count, "stop" if stream.stopped else reason, first
 
-    def _final_state(self, prompt: list[int]) -> tuple[PrefixState | None, PrefixState | None]:
-        """(the prompt's state, the final state): the state holding ``prompt`` + the
-        answer's decoded tokens, for a retry whose prompt appends to them; and, for a
-        sliding-window model (whose final state cannot be cut back), the state holding
-        exactly ``prompt``, taken on the way (None otherwise, or on failure).
+    def _final_state(self, prompt: list[int]) -> PrefixState | None:
+        """The state holding ``prompt`` + the answer's decoded tokens, for a retry whose
+        prompt appends to them.
 
         The answer's KV cells were computed one token at a time, and llama.cpp's CPU
         kernels are not batch-invariant: a later *prefill* of the same tokens gives slightly
@@ -185,16 +195,13 @@ class Decoder:
         """
         assert self.n_past == len(prompt) + len(self.generated), "KV cache and tokens disagree"
         answer = self.generated if len(self.generated) > 1 else []
-        prompt_state = None
         if self.generated:
             if not kv_state.truncate(self.ctx, len(prompt)):
-                return None, None
+                return None
             self.n_past = len(prompt)
-            if answer and int(llama_cpp.llama_model_n_swa(self.h.model)) > 0:
-                prompt_state = kv_state.snapshot(self.ctx, prompt)
             if answer and not self._eval(answer):
-                return prompt_state, None
-        return prompt_state, kv_state.snapshot(self.ctx, prompt + answer)
+                return None
+        return kv_state.snapshot(self.ctx, prompt + answer)
 
     def _output(
         self,
