@@ -22,7 +22,9 @@ from swapos.models.templates import CHATML
 from swapos.records.schema import TaskResult
 from swapos.serve import app
 from swapos.serve.hosting import listening_socket, serve_http
+from swapos.testing import FakeClock
 from tests.fakes import ADD_TASK, DOCTEST_TASK
+from tests.serve_fakes import in_process as served_in_process
 
 pytestmark = pytest.mark.anyio
 
@@ -113,3 +115,42 @@ async def test_a_pipeline_through_swapos_serve_keeps_the_in_process_records(task
     assert local.passed and local.iterations >= 2  # a retry, with the critic's review in it
     assert served_prompts == local_prompts  # every model read exactly the same text
     assert same(remote) == same(local)
+
+
+async def test_the_server_continues_a_final_assistant_message_and_refuses_misuse() -> None:
+    """``continue_final_message``: the prompt ends with the opened answer (no end of turn);
+    asked wrongly, a 400 naming the field, and the server serves on."""
+    clock = FakeClock()
+    scripts = {
+        "a": FakeModelScript(reply="return 1", load_s=0.0, token_s=0.1, chat_template=CHATML)
+    }
+    turns = [{"role": "user", "content": "Write f."}, {"role": "assistant", "content": "def f():"}]
+    with anyio.fail_after(30):
+        async with clock.autojump(), served_in_process(scripts, budget=100, clock=clock) as s:
+            ok = await s.client.post(
+                "/v1/chat/completions",
+                json={"model": "a", "messages": turns, "continue_final_message": True,
+                      "add_generation_prompt": False},
+            )  # fmt: skip
+            last_user = await s.client.post(
+                "/v1/chat/completions",
+                json={"model": "a", "messages": turns[:1], "continue_final_message": True,
+                      "add_generation_prompt": False},
+            )  # fmt: skip
+            half = await s.client.post(
+                "/v1/chat/completions",
+                json={"model": "a", "messages": turns, "continue_final_message": True},
+            )
+            alone = await s.client.post(
+                "/v1/chat/completions",
+                json={"model": "a", "messages": turns, "add_generation_prompt": False},
+            )
+    assert ok.status_code == 200
+    assert ok.json()["choices"][0]["message"]["content"] == "return 1"
+    assert s.backend.prompts[-1][1].endswith("<|im_start|>assistant\ndef f():")
+    assert [r.status_code for r in (last_user, half, alone)] == [400, 400, 400]
+    assert last_user.json()["error"]["param"] == "messages"
+    assert {half.json()["error"]["param"], alone.json()["error"]["param"]} == {
+        "add_generation_prompt"
+    }
+    assert len(s.backend.prompts) == 1  # the refused requests never reached a model
