@@ -24,7 +24,7 @@ from swapos.data.sampling import SamplingParams
 from swapos.errors import GenerationError, ModelFileError
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatFormat
-from swapos.policies.tokens import common_prefix_len
+from swapos.policies.tokens import can_cut_back, common_prefix_len
 
 
 class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
@@ -175,8 +175,7 @@ class FakeModel:
             await backend.stall("restore_hang")
             if not script.fail_restore and not backend.fault("restore_fail"):
                 common = common_prefix_len(restore.tokens, prompt)
-                n, window = len(restore.tokens), script.kv_window
-                if window is None or common == n or n <= window:
+                if can_cut_back(len(restore.tokens), common, script.kv_window):
                     restored = min(common, max(len(prompt) - 1, 0))
         await clock.sleep(script.prefill_s_per_token * (len(prompt) - restored))
         done = backend.generations.get(self._spec.name, 0)

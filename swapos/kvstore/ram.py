@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import msgspec
 
 from swapos.data.prefix import PrefixState
+from swapos.policies.tokens import can_cut_back
 
 Key = tuple[str, tuple[int, ...]]
 
@@ -35,7 +36,7 @@ def usable(common: int, saved: int, min_partial: int, window: int | None = None)
     one's oldest cells were reused, so it cannot be cut back)."""
     if common <= 0 or common == saved:
         return common > 0
-    return common >= min_partial and (window is None or saved <= window)
+    return common >= min_partial and can_cut_back(saved, common, window)
 
 
 class Dropped(msgspec.Struct, frozen=True, kw_only=True):

@@ -13,3 +13,11 @@ def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
             break
         n += 1
     return n
+
+
+def can_cut_back(saved: int, common: int, window: int | None) -> bool:
+    """Whether a restored state of ``saved`` tokens can be cut back to the ``common`` tokens
+    it shares with a prompt: always with full attention (``window`` None) or when nothing is
+    cut; with a sliding attention window only if the state fits in it (a longer state's
+    oldest cells were reused by later tokens)."""
+    return window is None or common >= saved or saved <= window

@@ -39,6 +39,8 @@ class Handles:
     n_vocab: int
     n_ctx: int
     n_batch: int
+    window: int | None = None
+    """The sliding attention window (``n_swa``), None with full attention."""
 
 
 class Decoder:
@@ -86,7 +88,8 @@ class Decoder:
                 saved = kv_state.snapshot(self.ctx, prompt[:save_at])
         prompt_state: PrefixState | None = None
         held = len(prompt) - 1  # all but the last prompt token: a whole prefix of any retry
-        if ok and save_final and self._windowed() and held > max(self.n_past, save_at or 0):
+        windowed = self.h.window is not None
+        if ok and save_final and windowed and held > max(self.n_past, save_at or 0):
             ok = self._eval(prompt[self.n_past : held])
             if ok:
                 prompt_state = kv_state.snapshot(self.ctx, prompt[:held])
@@ -109,10 +112,6 @@ class Decoder:
             return out
         final = self._final_state(prompt)
         return msgspec.structs.replace(out, final=final) if final is not None else out
-
-    def _windowed(self) -> bool:
-        """The model has sliding-window layers (its states cannot be cut back far)."""
-        return int(llama_cpp.llama_model_n_swa(self.h.model)) > 0
 
     def _eval(self, tokens: list[int]) -> bool:
         """Evaluate ``tokens`` in n_batch chunks; False when the context is full."""

@@ -63,6 +63,8 @@ class LlamaModel:
         self._lock = threading.Lock()
         self._footprint = footprint
         self._identity = identity
+        n_swa = int(llama_cpp.llama_model_n_swa(model))
+        self._window = n_swa if n_swa > 0 else None
 
     @property
     def spec(self) -> ModelSpec:
@@ -83,8 +85,7 @@ class LlamaModel:
     @property
     def kv_window(self) -> int | None:
         """llama.cpp's ``n_swa`` when the model has sliding-window layers, else None."""
-        n_swa = int(llama_cpp.llama_model_n_swa(self._model))
-        return n_swa if n_swa > 0 else None
+        return self._window
 
     @property
     def closed(self) -> bool:
@@ -157,6 +158,7 @@ class LlamaModel:
         return Handles(
             name=self._spec.name, model=self._model, ctx=self._ctx, vocab=self._vocab,
             n_vocab=self._n_vocab, n_ctx=self._n_ctx, n_batch=self._spec.n_batch,
+            window=self._window,
         )  # fmt: skip
 
     def _acquire(self, abort: threading.Event) -> bool:
