@@ -28,7 +28,6 @@ from hypothesis import strategies as st
 from swapos.actors.system import System, open_system
 from swapos.backends.fake import FakeBackend, FakeFaults, FakeModelScript
 from swapos.data.sampling import SamplingParams
-from swapos.data.task import Task, TaskMeta
 from swapos.messages.commands import PhaseSpec
 from swapos.messages.events import (
     AnyEvent,
@@ -47,7 +46,7 @@ from swapos.messages.events import (
 from swapos.models.spec import ModelSpec
 from swapos.records.aggregate import run_key
 from swapos.testing import FakeClock
-from tests.fakes import pipeline_profile
+from tests.fakes import ADD_TASK, pipeline_profile
 
 MODELS = ("planner", "coder", "critic")
 BUDGET = 250  # two of the three 100-byte models
@@ -61,15 +60,6 @@ QUIET_S = 2 * 600.0 + 100.0
 """Longer than any load can take (one stall of ``hang_s`` plus its scripted time)."""
 STABLE = "You are a careful coder. Here is the brief and the starter code. " * 2
 GOOD = "def add(a, b):\n    return a + b\n```"
-TASK = Task(
-    meta=TaskMeta(task_id="add", category="bugfix", difficulty=1),
-    root="",
-    problem="`add(a, b)` returns a + b.",
-    starter="def add(a, b):\n    return a - b\n",
-    tests={
-        "test_add.py": "from solution import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
-    },
-)
 FAULTS = {
     "load_fail": 0.15,
     "load_hang": 0.1,
@@ -216,7 +206,7 @@ class Scenario:
                 case Preload():
                     self.returned[i] = await system.preload(op.models)
                 case RunTask():
-                    self.returned[i] = await system.run_task(TASK, max_attempts=1)
+                    self.returned[i] = await system.run_task(ADD_TASK, max_attempts=1)
             tg.cancel_scope.cancel()  # the operation is done: stop its cancel timer
 
     async def _cancel_after(self, scope: anyio.CancelScope, delay: int, i: int) -> None:
