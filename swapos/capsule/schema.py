@@ -212,6 +212,12 @@ def with_artifact(capsule: Capsule, artifact: Artifact) -> Capsule:
     return msgspec.structs.replace(capsule, artifacts=(*capsule.artifacts, artifact))
 
 
+def with_newest_replaced(capsule: Capsule, artifact: Artifact) -> Capsule:
+    """Return ``capsule`` with its newest artifact replaced by ``artifact`` (a candidate drawn
+    in its place), or appended when there is none."""
+    return msgspec.structs.replace(capsule, artifacts=(*capsule.artifacts[:-1], artifact))
+
+
 def with_verdict(capsule: Capsule, *, attempt: int, passed: bool) -> Capsule:
     """Return ``capsule`` with the newest artifact of ``attempt`` marked passed or failed.
 

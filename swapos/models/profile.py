@@ -86,6 +86,10 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         resamples: when a candidate repeats one that already failed, generate it again at
             most this many times, sampling at ``resample_temperature`` with a recorded seed.
         resample_temperature: the temperature of those resamples.
+        draws: when the first attempt's candidate fails its docstring examples, draw up to
+            this many more from the same prompt (sampling at ``resample_temperature``, seeds
+            recorded) and grade the first that passes them; if none does, the failure goes
+            back to the coder as usual. 0: no draws.
     """
 
     max_attempts: int = 3
@@ -95,6 +99,7 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     selfcheck_retries: int = 1
     resamples: int = 2
     resample_temperature: float = 0.8
+    draws: int = 0
 
 
 class Profile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -291,9 +296,10 @@ def check_profile(profile: Profile, *, source: str = "<profile>") -> None:
     p = profile.pipeline
     if p.max_attempts < 1:
         raise ProfileError(f"{source}: `pipeline.max_attempts` must be at least 1")
-    if p.selfcheck_retries < 0 or p.resamples < 0:
+    if min(p.selfcheck_retries, p.resamples, p.draws) < 0:
         raise ProfileError(
-            f"{source}: `pipeline.selfcheck_retries` and `pipeline.resamples` must be >= 0"
+            f"{source}: `pipeline.selfcheck_retries`, `pipeline.resamples` and "
+            "`pipeline.draws` must be >= 0"
         )
     if p.resample_temperature <= 0:
         raise ProfileError(f"{source}: `pipeline.resample_temperature` must be > 0")

@@ -11,6 +11,11 @@ a grade), then graded; a failed grade goes to the critic, then to the next attem
 coder is the ``fix`` role. A candidate that repeats one whose grade failed is never graded
 again: it is generated anew, sampling with a recorded seed, and dropped if it still repeats.
 One that repeats a candidate only its self-check rejected is graded (the examples advise).
+
+When the first attempt's candidate fails its examples and the profile allows ``draws``, more
+candidates are drawn from the same prompt (sampled, seeds recorded); the first that passes the
+examples takes the attempt's place and is graded. Only if none does does the failure go back
+to the coder.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from swapos.capsule.schema import (
     with_decision,
     with_feedback,
     with_history,
+    with_newest_replaced,
     with_plan,
     with_verdict,
 )
@@ -137,6 +143,7 @@ class _Answer(msgspec.Struct, frozen=True, kw_only=True):
     text: str
     raw: str
     chat: bool
+    prompt: Prompt
 
 
 class Conducted(msgspec.Struct, frozen=True, kw_only=True):
@@ -198,17 +205,26 @@ async def _pipeline(
         found = await _candidate(runner, st, task, coder, attempt, upcoming=upcoming)
         if found is None:
             return
-        code, key = found
+        code, key, prompt = found
         if code.how != "empty" and key in st.failed:
             continue  # every resample repeated a failed candidate: not graded again
         # A candidate its self-check already sent back once is graded this time: the
         # docstring's examples advise (a few are wrong), the task's tests decide.
         checked = key in st.unchecked
         if selfchecks > 0 and not last and code.how != "empty" and not checked:
-            check = await _selfcheck(runner, st, task, plan, code.code, key, attempt)
+            check = await _selfcheck(runner, task, plan, code.code, attempt)
             if not check.passed:
-                selfchecks -= 1
-                continue
+                st.unchecked.setdefault(key, attempt)
+                drawn = None
+                if attempt == 1 and profile.pipeline.draws > 0:
+                    drawn = await _draw(runner, st, task, plan, coder, prompt, upcoming)
+                    if st.error is not None:
+                        return
+                if drawn is None:
+                    _record(st, attempt, check, "selfcheck", _selfcheck_text(check))
+                    selfchecks -= 1
+                    continue
+                code, key = drawn
         result = await _grade(runner, st, task, code, key, attempt)
         if result.passed:
             st.passed_attempt = attempt
@@ -231,9 +247,9 @@ async def _decide(runner: PhaseRunner, st: _State, phase: str, text: str) -> Non
 
 async def _candidate(
     runner: PhaseRunner, st: _State, task: Task, model: str, attempt: int, *, upcoming: list[str]
-) -> tuple[ExtractResult, str] | None:
-    """Generate attempt ``attempt``'s code and add it to the capsule: the extracted code and
-    its identity (:func:`_normalized`); None on error.
+) -> tuple[ExtractResult, str, Prompt] | None:
+    """Generate attempt ``attempt``'s code and add it to the capsule: the extracted code, its
+    identity (:func:`_normalized`) and the prompt it answered; None on error.
 
     A candidate that repeats a failed one is generated again (``resamples`` times at most,
     sampling at ``resample_temperature`` with a seed recorded in the decision); if it still
@@ -280,7 +296,55 @@ async def _candidate(
                 text=f"Identical to attempt {repeats}, which failed; not graded again.",
             ),
         )
-    return code, key
+    return code, key, out.prompt
+
+
+async def _draw(  # noqa: PLR0917
+    runner: PhaseRunner,
+    st: _State,
+    task: Task,
+    plan: RoutePlan,
+    model: str,
+    prompt: Prompt,
+    upcoming: list[str],
+) -> tuple[ExtractResult, str] | None:
+    """Draw up to ``draws`` more candidates for attempt 1 from ``prompt`` (the one its
+    rejected candidate answered; the KV cache holds it), sampling with recorded seeds, and
+    self-check each. The first that passes its examples replaces the attempt's artifact: its
+    code and identity; None when none passes (or on error: ``st.error`` says).
+
+    A draw that is empty or repeats a rejected candidate is not checked again.
+    """
+    cfg = runner.profile.pipeline
+    temperature = cfg.resample_temperature
+    for i in range(1, cfg.draws + 1):
+        seed = _seed(f"{task.task_id}:draw", 1, i)
+        out = await _generate(
+            runner, st, task, "code", model, 1, [model, *upcoming],
+            sampling=(temperature, seed), prompt=prompt,
+        )  # fmt: skip
+        if out is None:
+            return None
+        code = extract_code(out.text, task=task)
+        key = _normalized(code.code)
+        said = f"draw {i} of {cfg.draws} at temperature {temperature:g} with seed {seed}"
+        if code.how == "empty" or key in st.failed or key in st.unchecked:
+            await _decide(runner, st, "code", f"{said}: empty or a rejected candidate again")
+            continue
+        check = await _selfcheck(runner, task, plan, code.code, 1)
+        await _decide(
+            runner, st, "code",
+            f"{said}: {check.tests_passed}/{check.tests_total} examples pass"
+            + ("; graded in place of the first candidate" if check.passed else ""),
+        )  # fmt: skip
+        if check.passed:
+            artifact = Artifact(attempt=1, phase="code", code=code.code)
+            if out.chat:
+                artifact = replace_answer(artifact, out.raw)
+            st.capsule = with_newest_replaced(st.capsule, artifact)
+            return code, key
+        st.unchecked.setdefault(key, 1)
+    return None
 
 
 def _normalized(code: str) -> str:
@@ -330,8 +394,9 @@ async def _generate(  # noqa: PLR0917
     upcoming: Sequence[str],
     *,
     sampling: tuple[float, int] | None = None,
+    prompt: Prompt | None = None,
 ) -> _Answer | None:
-    """Build the prompt, run the phase; the answer or None on error.
+    """Build the prompt (unless given), run the phase; the answer or None on error.
 
     ``sampling`` overrides the phase's ``(temperature, seed)``.
     """
@@ -351,7 +416,8 @@ async def _generate(  # noqa: PLR0917
         return build_prompt(phase, task, st.capsule, counter, budget)
 
     try:
-        prompt = await anyio.to_thread.run_sync(build)
+        if prompt is None:
+            prompt = await anyio.to_thread.run_sync(build)
     except (CapsuleError, TemplateError) as exc:
         st.error = f"{phase} prompt: {exc}"
         return None
@@ -381,26 +447,25 @@ async def _generate(  # noqa: PLR0917
         st.error = f"{phase} phase failed: {out.error}"
         return None
     return _Answer(
-        text=prompt.answer_prefix + out.text, raw=prompt.opening + out.text, chat=prompt.chat
+        text=prompt.answer_prefix + out.text,
+        raw=prompt.opening + out.text,
+        chat=prompt.chat,
+        prompt=prompt,
     )
 
 
-async def _selfcheck(  # noqa: PLR0917
-    runner: PhaseRunner, st: _State, task: Task, plan: RoutePlan, code: str, key: str, attempt: int
+async def _selfcheck(
+    runner: PhaseRunner, task: Task, plan: RoutePlan, code: str, attempt: int
 ) -> GradeResult:
-    """Run the docstring's examples against ``code``; a failure becomes feedback."""
+    """Run the docstring's examples against ``code`` (the caller records a failure)."""
     check = selfcheck_task(task, plan.selfcheck)
     timeout = runner.profile.pipeline.grade_timeout_s
-    result = await runner.grade_phase(
+    return await runner.grade_phase(
         task_id=task.task_id,
         attempt=attempt,
         work=lambda abort: grade(check, code, timeout_s=timeout, cancel=abort),
         phase="selfcheck",
     )
-    if not result.passed:
-        st.unchecked.setdefault(key, attempt)
-        _record(st, attempt, result, "selfcheck", _selfcheck_text(result))
-    return result
 
 
 def _record(
