@@ -186,3 +186,49 @@ async def test_a_candidate_only_its_selfcheck_rejected_is_graded_when_it_comes_b
     phases = [p.phase for p in result.phases]
     assert phases[:4] == ["code", "selfcheck", "code", "grade"]  # graded, not resampled
     assert result.grades >= 1 and not result.passed
+
+
+async def test_draws_replace_a_first_candidate_its_examples_reject() -> None:
+    wrong = "def add(a, b):\n    return a * b\n```"
+    wrong2 = "def add(a, b):\n    return a - b\n```"
+    right = "def add(a, b):\n    return a + b\n```"
+    outcome, fb = await run(
+        (wrong, wrong2, right), max_attempts=3, task=DOCTEST_TASK, chat_template=CHATML, draws=4
+    )
+    result = outcome.result
+    assert [p.phase for p in result.phases] == [
+        *("code", "selfcheck") * 3,
+        "grade",
+    ]
+    assert result.passed and result.pass_at_1 and (result.passed_attempt, result.grades) == (1, 1)
+    assert {p.attempt for p in result.phases} == {1}
+    first, *drawn = [text for model, text in fb.prompts if model == "coder"]
+    assert drawn == [first, first]  # drawn from the prompt the first candidate answered
+    capsule = decode_capsule(outcome.capsule_json)
+    assert len(capsule.artifacts) == 1 and capsule.artifacts[0].code.endswith("return a + b\n")
+    assert capsule.feedback[-1].source == "grader"  # the rejected candidates left no feedback
+    draws = [d.text for d in capsule.decisions if d.text.startswith("draw ")]
+    assert len(draws) == 2 and all("temperature 0.8 with seed" in d for d in draws)
+    assert draws[0].endswith("0/1 examples pass")
+    assert draws[1].endswith("1/1 examples pass; graded in place of the first candidate")
+
+
+async def test_when_no_draw_passes_the_first_candidates_failure_goes_back_to_the_coder() -> None:
+    wrong = "def add(a, b):\n    return a * b\n```"
+    wrong2 = "def add(a, b):\n    return a - b\n```"
+    right = "def add(a, b):\n    return a + b\n```"
+    outcome, fb = await run(
+        (wrong, wrong, wrong2, right), max_attempts=3, task=DOCTEST_TASK, chat_template=CHATML,
+        draws=2,
+    )  # fmt: skip
+    result = outcome.result
+    assert [p.phase for p in result.phases] == [
+        *("code", "selfcheck", "code", "code", "selfcheck"),
+        *("code", "grade"),
+    ]  # the repeated draw is not checked again
+    assert result.passed and (result.passed_attempt, result.grades) == (2, 1)
+    retry = [text for model, text in fb.prompts if model == "coder"][-1]
+    assert "add(2, 3) returned 6; the docstring says 5" in retry  # the first candidate's
+    assert "return a - b" not in retry  # drawn candidates stay out of the conversation
+    capsule = decode_capsule(outcome.capsule_json)
+    assert "empty or a rejected candidate again" in capsule.decisions[-2].text
