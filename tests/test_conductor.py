@@ -232,3 +232,16 @@ async def test_when_no_draw_passes_the_first_candidates_failure_goes_back_to_the
     assert "return a - b" not in retry  # drawn candidates stay out of the conversation
     capsule = decode_capsule(outcome.capsule_json)
     assert "empty or a rejected candidate again" in capsule.decisions[-2].text
+
+
+async def test_a_task_passed_by_a_draw_is_counted_as_such_in_the_summary() -> None:
+    from swapos.records.schema import RunInfo
+    from swapos.records.summary import summarize
+
+    wrong = "def add(a, b):\n    return a * b\n```"
+    right = "def add(a, b):\n    return a + b\n```"
+    drawn, _ = await run((wrong, right), task=DOCTEST_TASK, chat_template=CHATML, draws=2)
+    greedy, _ = await run((right,), task=DOCTEST_TASK, chat_template=CHATML, draws=2)
+    summary = summarize([drawn.result, greedy.result], RunInfo())
+    assert (summary.tasks_passed, summary.pass_at_1, summary.draw_rescued) == (2, 1.0, 1)
+    assert summary.retry_rescued == 0

@@ -36,6 +36,8 @@ class ArmStats(msgspec.Struct, frozen=True, kw_only=True):
 
     ``retry_rescued``: tasks whose first graded candidate failed and a later one passed
     (``retry_rescue_rate``: of the tasks whose first graded candidate failed).
+    ``draw_rescued``: tasks whose first candidate failed its examples and a drawn one,
+    graded in its place, passed (counted in ``pass_at_1``).
     ``breakdown``: the mean seconds per task of :data:`BREAKDOWN` (``other``: the rest of
     the task's wall time: tokenizing, prompt building, messages).
     """
@@ -51,6 +53,7 @@ class ArmStats(msgspec.Struct, frozen=True, kw_only=True):
     load_hidden_fraction: float
     retry_rescued: int = 0
     retry_rescue_rate: float = 0.0
+    draw_rescued: int = 0
     breakdown: dict[str, float] = msgspec.field(default_factory=dict)
 
 
@@ -157,6 +160,7 @@ def _arm_stats(key: Key, s: RunSummary) -> ArmStats:
         load_hidden_fraction=s.load_hidden_fraction,
         retry_rescued=s.retry_rescued,
         retry_rescue_rate=s.retry_rescue_rate,
+        draw_rescued=s.draw_rescued,
         breakdown=breakdown(s),
     )
 

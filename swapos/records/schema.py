@@ -84,6 +84,7 @@ class RunSummary(RunInfo, kw_only=True):
     pass_at_1: float = 0.0
     retry_rescued: int = 0
     retry_rescue_rate: float = 0.0
+    draw_rescued: int = 0
     per_category: dict[str, CategoryStats] = msgspec.field(default_factory=dict)
     mean_wall_clock_s: float = 0.0
     phases_total: int = 0

@@ -24,6 +24,7 @@ def summarize(results: Sequence[TaskResult], info: RunInfo) -> RunSummary:
     passed = sum(r.passed for r in results)
     first_failed = sum(not r.pass_at_1 for r in results)
     rescued = sum(r.passed and not r.pass_at_1 for r in results)
+    drawn = sum(r.pass_at_1 and drew(r) for r in results)
     per_cat: dict[str, CategoryStats] = {}
     for r in results:
         c = per_cat.setdefault(r.category or "none", CategoryStats())
@@ -41,6 +42,7 @@ def summarize(results: Sequence[TaskResult], info: RunInfo) -> RunSummary:
         pass_at_1=sum(r.pass_at_1 for r in results) / n if n else 0.0,
         retry_rescued=rescued,
         retry_rescue_rate=rescued / first_failed if first_failed else 0.0,
+        draw_rescued=drawn,
         per_category=per_cat,
         mean_wall_clock_s=_mean([r.wall_clock_s for r in results]),
         phases_total=len(phases),
@@ -60,6 +62,13 @@ def summarize(results: Sequence[TaskResult], info: RunInfo) -> RunSummary:
         peak_rss_bytes=max((p.peak_rss_bytes for p in phases), default=0),
         results=results,
     )
+
+
+def drew(result: TaskResult) -> bool:
+    """Whether ``result``'s first attempt drew candidates (its first failed its examples):
+    it then has more than one code phase of attempt 1 (a resample needs a failed grade, so
+    attempt 1 has none)."""
+    return sum(p.phase == "code" and p.attempt == 1 for p in result.phases) > 1
 
 
 def kv_served(phases: Iterable[PhaseRecord]) -> tuple[int, int]:
