@@ -31,7 +31,8 @@ import platformdirs
 import structlog
 
 from swapos.data.prefix import PrefixState
-from swapos.kvstore.ram import Dropped, common_prefix, usable
+from swapos.kvstore.ram import Dropped, usable
+from swapos.policies.tokens import common_prefix_len
 
 log = structlog.get_logger(__name__)
 
@@ -182,7 +183,7 @@ class DiskStore:
                 if n > len(tokens) or _hash(packed[: 4 * n]) != token_hash:
                     continue
                 saved = tuple(tokens[:n])  # so that _read rejects (deletes) it below
-            common = common_prefix(saved, tokens)
+            common = common_prefix_len(saved, tokens)
             if common > longer_than and usable(common, len(saved), min_partial, window):
                 ranked.append((-common, len(saved), name, saved))
         rejected: list[Dropped] = []

@@ -3,29 +3,13 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
 
 import msgspec
 
 from swapos.data.prefix import PrefixState
-from swapos.policies.tokens import can_cut_back
+from swapos.policies.tokens import can_cut_back, common_prefix_len
 
 Key = tuple[str, tuple[int, ...]]
-
-
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the longest common prefix of two token sequences."""
-    n = min(len(a), len(b))
-    if list(a[:n]) == list(b[:n]):
-        return n
-    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]: bisect on slice equality (C speed)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if list(a[:mid]) == list(b[:mid]):
-            lo = mid
-        else:
-            hi = mid
-    return lo
 
 
 def usable(common: int, saved: int, min_partial: int, window: int | None = None) -> bool:
@@ -113,7 +97,7 @@ class RamStore:
             ident, prefix = key
             if ident != identity:
                 continue
-            common = common_prefix(prefix, tokens)
+            common = common_prefix_len(prefix, tokens)
             if not usable(common, len(prefix), min_partial, window):
                 continue
             if common > best_common or (common == best_common and len(prefix) < best_len):
