@@ -76,7 +76,11 @@ class Harness:
 
 @asynccontextmanager
 async def kvcache(
-    *, budget: int = 10_000, disk_dir: Path | None = None, disk_bytes: int = 10**6
+    *,
+    budget: int = 10_000,
+    disk_dir: Path | None = None,
+    disk_bytes: int = 10**6,
+    **options: Any,
 ) -> AsyncIterator[Harness]:
     inbox_send, inbox_recv = anyio.create_memory_object_stream[Any](32)
     gen_send, gen_recv = anyio.create_memory_object_stream[Any](32)
@@ -89,6 +93,7 @@ async def kvcache(
         budget_bytes=budget,
         disk_dir=disk_dir,
         disk_budget_bytes=disk_bytes,
+        **options,
     )
     with gen_recv, rec_recv:
         async with anyio.create_task_group() as tg:
@@ -431,3 +436,23 @@ async def test_cache_off_writes_nothing_to_disk(tmp_path: Path) -> None:
             out = await sys.run_phases("t1", [phase("a", "1"), phase("a", "2")])
     assert [r.kv_restored_tokens for r in out.records] == [0, 0]
     assert disk_bytes(tmp_path) == 0 and not any(tmp_path.iterdir())  # noqa: ASYNC240
+
+
+async def test_the_heap_is_given_back_after_enough_dropped_states() -> None:
+    trims: list[int] = []
+    async with kvcache(
+        budget=250, trim_after_bytes=200, release_heap=lambda: trims.append(1)
+    ) as kv:
+        for i in range(2):
+            await kv.save(ID, [i, 1, 2], size=100)  # fits: nothing dropped
+        await kv.lookup(ID, [9])  # a round trip: the saves were handled
+        assert trims == []
+        await kv.save(ID, [2, 1, 2], size=100)  # drops 100 bytes: under the threshold
+        await kv.lookup(ID, [9])
+        assert trims == []
+        await kv.save(ID, [3, 1, 2], size=100)  # 200 bytes dropped: trim once
+        await kv.save(ID, [4, 1, 2], size=100)  # the count starts again
+        await kv.lookup(ID, [9])
+        assert trims == [1]
+    dropped = [e for e in kv.seen if isinstance(e, KVDropped)]
+    assert [e.nbytes for e in dropped] == [100, 100, 100]

@@ -21,6 +21,7 @@ from swapos.kvstore.ram import Dropped, RamStore
 from swapos.messages.commands import LookupPrefix, PrefixFound, PrefixMissing, SavePrefix
 from swapos.messages.events import KVDropped, KVHit, KVMiss, KVSaved
 from swapos.messages.inboxes import KVCacheInbox
+from swapos.sysinfo import release_free_heap
 
 log = structlog.get_logger(__name__)
 
@@ -32,6 +33,9 @@ DEFAULT_KV_DISK_BYTES = 4 * 2**30
 MIN_COMMON_TOKENS = 32
 """Fewest common tokens for which a *diverging* state is offered (it is restored, then
 truncated): below that, restoring a whole state to reuse a few tokens is not worth it."""
+
+TRIM_AFTER_BYTES = 64 * 2**20
+"""RAM-tier drops (bytes) after which the KVCache gives freed heap back to the OS."""
 
 
 class KVCacheStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -83,6 +87,11 @@ class KVCache:
             :func:`~swapos.kvstore.disk.default_kv_dir` is the user's cache.
         disk_budget_bytes: size bound of the disk tier.
         min_common_tokens: fewest common tokens for which a diverging state is offered.
+        trim_after_bytes: after the RAM tier has dropped this many bytes of states, give
+            freed heap back to the OS (``release_heap``, in a worker thread): states are
+            10-30 MiB each and glibc keeps what worker threads free, so a long-running
+            server's RSS would carry every dropped state.
+        release_heap: what gives the heap back (:func:`swapos.sysinfo.release_free_heap`).
     """
 
     def __init__(
@@ -95,8 +104,13 @@ class KVCache:
         disk_dir: Path | None = None,
         disk_budget_bytes: int = DEFAULT_KV_DISK_BYTES,
         min_common_tokens: int = MIN_COMMON_TOKENS,
+        trim_after_bytes: int = TRIM_AFTER_BYTES,
+        release_heap: Callable[[], object] = release_free_heap,
     ) -> None:
         self._min_common = max(1, min_common_tokens)
+        self._trim_after = trim_after_bytes
+        self._release_heap = release_heap
+        self._dropped_since_trim = 0
         self._inbox = inbox
         self._outbox = outbox
         self._events = events
@@ -246,6 +260,10 @@ class KVCache:
         kept, dropped = self._ram.put(identity, state)
         for drop in dropped:
             await self._drop(drop, tier="ram", model=model)
+        self._dropped_since_trim += sum(d.nbytes for d in dropped)
+        if dropped and self._dropped_since_trim >= self._trim_after:
+            self._dropped_since_trim = 0
+            await self._in_thread(self._release_heap)
         return kept
 
     async def _put_disk(self, msg: SavePrefix) -> bool:
