@@ -92,6 +92,17 @@ def test_soak_on_the_fake_backend_reports_flat_figures_as_json(tmp_path: Path) -
     assert code == (0 if all(t["flat"] for t in part["trends"]) else 1)
 
 
+def test_without_sample_trim_the_samples_carry_raw_rss_only(tmp_path: Path) -> None:
+    out = tmp_path / "soak.json"
+    bench_main(
+        ["soak", "--fake-tasks", "2", "--real-tasks", "0", "--every", "1", "--no-sample-trim",
+         "--out", str(out), "--dir", str(tmp_path)]
+    )  # fmt: skip
+    (part,) = json.loads(out.read_text())["parts"]
+    assert [s["rss_trimmed_bytes"] for s in part["samples"]] == [0, 0, 0]
+    assert all(s["rss_bytes"] > 0 for s in part["samples"])
+
+
 def test_soak_refuses_a_warmup_that_leaves_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     assert bench_main(["soak", "--warmup", "1", "--real-tasks", "0"]) == 2
     assert "--warmup" in capsys.readouterr().err

@@ -74,11 +74,12 @@ class SoakReport(msgspec.Struct, frozen=True, kw_only=True):
     parts: list[SoakPart]
 
 
-def sample(tasks: int, t0: float, kv_ram_bytes: int = 0) -> Sample:
-    """The process now, after a full garbage collection (Linux ``/proc``)."""
+def sample(tasks: int, t0: float, kv_ram_bytes: int = 0, *, trim: bool = True) -> Sample:
+    """The process now, after a full garbage collection (Linux ``/proc``); with ``trim``,
+    also after giving freed heap back to the OS (which lowers later raw samples too)."""
     gc.collect()
     rss = rss_bytes()
-    trimmed = rss_bytes() if release_free_heap() else 0
+    trimmed = rss_bytes() if trim and release_free_heap() else 0
     return Sample(
         tasks=tasks,
         t_s=time.perf_counter() - t0,
@@ -125,9 +126,11 @@ async def soak(
     event_dir: Path,
     kv_cache_bytes: int = DEFAULT_KV_CACHE_BYTES,
     on_sample: Callable[[Sample], None] | None = None,
+    trim: bool = True,
 ) -> SoakPart:
     """Run ``count`` tasks (``tasks`` cycled) one after another on one system, sampling
-    before the first and after every ``every``-th task (and the last)."""
+    before the first and after every ``every``-th task (and the last); ``trim``: see
+    :func:`sample`."""
     backend: ModelBackend | None = None
     specs: dict[str, ModelSpec] | None = None
     if kind == "fake":
@@ -137,7 +140,7 @@ async def soak(
 
         profile = resolve_profile(profile_name)
     t0 = time.perf_counter()
-    samples = [sample(0, t0)]
+    samples = [sample(0, t0, trim=trim)]
     passed = errors = 0
     async with open_system(
         profile,
@@ -154,7 +157,7 @@ async def soak(
             errors += outcome.result.error is not None and not outcome.result.phases
             if (i + 1) % every == 0 or i + 1 == count:
                 kv_bytes = system.statistics()["kvcache"].bytes
-                samples.append(sample(i + 1, t0, kv_bytes))
+                samples.append(sample(i + 1, t0, kv_bytes, trim=trim))
                 if on_sample is not None:
                     on_sample(samples[-1])
     warmup_tasks = max(1, round(count * warmup))
@@ -202,6 +205,7 @@ def report(args: argparse.Namespace, command: str, console: Console) -> SoakRepo
                 event_dir=Path(tmp),
                 kv_cache_bytes=args.kv_ram_mib * MIB,
                 on_sample=functools.partial(_show, console, kind),
+                trim=args.sample_trim,
             )
             parts.append(anyio.run(run, backend=args.async_backend))
     return SoakReport(
@@ -282,6 +286,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_KV_CACHE_BYTES // MIB,
         help="the KV cache's RAM tier budget in MiB "
         f"(default {DEFAULT_KV_CACHE_BYTES // MIB}, as a run has)",
+    )
+    parser.add_argument(
+        "--sample-trim",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="give freed heap back to the OS at each sample and judge the trimmed RSS "
+        "(--no-sample-trim: raw RSS only, as a process that never trims would have)",
     )
     parser.add_argument(
         "--dir", type=Path, default=None, help="directory for the event logs (default: temp)"
