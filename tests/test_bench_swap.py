@@ -191,6 +191,31 @@ def test_targets_compare_against_the_issue_thresholds() -> None:
     assert not any("hidden" in c.name for c in no_two)
 
 
+def test_targets_against_lru_follow_the_schedule_and_the_budget() -> None:
+    ratios = [
+        Ratio(condition="cold", name="overlap/lru", per_round=[0.8, 0.88], median=0.84),
+        Ratio(condition="warm", name="overlap/lru", per_round=[0.97], median=0.97),
+        Ratio(condition="cold", name="overlap/resident", per_round=[1.1], median=1.1),
+    ]
+    modes = [_mode("cold", "overlap"), _mode("cold", "resident")]
+
+    def checks(*, holds_two: bool, schedule: str) -> dict[tuple[str, str], bool]:
+        found = targets(modes, ratios, budget=1000, holds_two=holds_two, schedule=schedule)
+        return {
+            (c.condition, c.name): c.met for c in found if "lru" in c.name or "resident" in c.name
+        }
+
+    assert checks(holds_two=True, schedule="rotation") == {
+        ("cold", "overlap wall / lru wall <="): True,
+        ("cold", "overlap wall / resident wall <="): False,
+    }
+    assert checks(holds_two=True, schedule="alternating") == {}
+    assert checks(holds_two=False, schedule="alternating") == {
+        ("cold", "overlap wall / lru wall <="): True,
+        ("warm", "overlap wall / lru wall <="): False,
+    }
+
+
 def test_round_order_rotates_so_each_mode_goes_first_in_turn() -> None:
     modes = ["overlap", "lru", "sequential"]
     assert [round_order(modes, k)[0] for k in range(4)] == [

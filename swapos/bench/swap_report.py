@@ -95,7 +95,7 @@ def _ratios_table(ratios: list[Ratio]) -> Table:
 
 
 def _targets_table(targets: list[TargetCheck]) -> Table:
-    t = Table(title="Targets (issue 4)")
+    t = Table(title="Targets")
     for col in ("verdict", "cond", "target", "value", "limit", "detail"):
         t.add_column(col)
     for c in targets:

@@ -1,5 +1,6 @@
 """The swap bench's statistics: medians per model and per mode, wall-time ratios between
-modes, and issue 4's targets checked on them. Pure functions of the measured samples."""
+modes, and the targets checked on them (issue 4's against ``sequential``, issue 13's against
+``lru``, the strongest peer). Pure functions of the measured samples."""
 
 from __future__ import annotations
 
@@ -17,6 +18,12 @@ WARM_NOISE = 1.02
 """Warm page cache: overlap wall <= 1.02 x sequential wall (never worse than noise)."""
 HIDDEN_FRACTION = 0.9
 """Cold page cache, budget holding two models: hidden-load fraction >= 0.9."""
+LRU_TWO = 0.85
+"""Cold page cache, budget for two, three-model rotation: overlap wall <= 0.85 x lru wall."""
+RESIDENT_TWO = 1.08
+"""Cold page cache, budget for two, three-model rotation: overlap wall <= 1.08 x resident."""
+LRU_ONE = 0.95
+"""Budget for one model, warm or cold: overlap wall <= 0.95 x lru wall."""
 RSS_SLACK = 0.05
 """Peak RSS above the pre-load baseline <= budget + 5%."""
 MiB = 2**20
@@ -159,10 +166,15 @@ def wall_ratios(runs: list[ModeRun], conditions: list[str]) -> list[Ratio]:
 
 
 def targets(
-    modes: list[ModeStats], ratios: list[Ratio], *, budget: int, holds_two: bool
+    modes: list[ModeStats],
+    ratios: list[Ratio],
+    *,
+    budget: int,
+    holds_two: bool,
+    schedule: str = "alternating",
 ) -> list[TargetCheck]:
-    """Issue 4's targets, on the medians (peak RSS: on the worst round)."""
-    checks = _wall_checks(ratios)
+    """The targets, on the medians (peak RSS: on the worst round)."""
+    checks = _wall_checks(ratios) + _lru_checks(ratios, holds_two=holds_two, schedule=schedule)
     for m in modes:
         if m.mode == "overlap" and m.condition == "cold" and holds_two:
             checks += _hidden_checks(m)
@@ -187,6 +199,29 @@ def _wall_checks(ratios: list[Ratio]) -> list[TargetCheck]:
             checks.append(TargetCheck(
                 name="overlap wall / sequential wall <=", condition=cond, value=r.median,
                 limit=limit, met=r.median <= limit, detail=f"median of rounds [{rounds}]",
+            ))  # fmt: skip
+    return checks
+
+
+def _lru_checks(ratios: list[Ratio], *, holds_two: bool, schedule: str) -> list[TargetCheck]:
+    """Against the strongest peer: under a budget for two on the three-model rotation
+    (cold), overlap <= 0.85 x lru and <= 1.08 x resident; under a budget for one (any
+    schedule, warm or cold), overlap <= 0.95 x lru."""
+    wanted: list[tuple[str, str, float]] = []
+    if holds_two and schedule == "rotation":
+        wanted = [("cold", "overlap/lru", LRU_TWO), ("cold", "overlap/resident", RESIDENT_TWO)]
+    elif not holds_two:
+        wanted = [(cond, "overlap/lru", LRU_ONE) for cond in ("cold", "warm")]
+    ratio = {(r.condition, r.name): r for r in ratios}
+    checks = []
+    for cond, name, limit in wanted:
+        r = ratio.get((cond, name))
+        if r is not None:
+            rounds = ", ".join(f"{v:.3f}" for v in r.per_round)
+            checks.append(TargetCheck(
+                name=f"{name.replace('/', ' wall / ')} wall <=", condition=cond,
+                value=r.median, limit=limit, met=r.median <= limit,
+                detail=f"median of rounds [{rounds}]",
             ))  # fmt: skip
     return checks
 
