@@ -152,3 +152,32 @@ async def test_next_tasks_model_is_prefetched_during_the_grade_behind_a_resident
     ]
     assert order.index(("prefetch", "critic")) < order.index(("prefetch", "planner"))
     assert order.index(("prefetch", "planner")) < order.index(("task", "hard"))
+
+
+async def test_once_candidates_mostly_pass_the_grade_keeps_the_coder_for_the_next_task() -> None:
+    # A budget for one model; every candidate passes. While candidates are as likely to fail
+    # as to pass (no grades yet), the grade window brings in the critic, and the next task
+    # loads the coder again. Once they mostly pass, the coder stays for the next task.
+    clock = FakeClock()
+    seen: list[AnyEvent] = []
+    tasks = [task(f"t{i}", difficulty=1) for i in range(4)]
+    with anyio.fail_after(60):
+        async with (
+            clock.autojump(),
+            fake_system(
+                scripts(0.5), budget=100, clock=clock, profile=profile("critic"),
+                on_event=seen.append,
+            ) as (sys, _),
+        ):  # fmt: skip
+            results = [
+                await sys.run_task(t, next_task=tasks[i + 1] if i + 1 < len(tasks) else None)
+                for i, t in enumerate(tasks)
+            ]
+    assert all(r.result.passed for r in results)
+    critic_prefetches = [e for e in seen if isinstance(e, PrefetchStarted) and e.model == "critic"]
+    assert {e.kind for e in critic_prefetches} >= {"load"}
+    loads = [r.result.phases[0].load_s for r in results]
+    assert loads[1] > 0  # after the first task the critic had displaced the coder
+    assert loads[2:] == [0.0, 0.0]  # the coder stayed: nothing to load
+    second_started = next(e.t for e in seen if isinstance(e, TaskStarted) and e.task_id == "t1")
+    assert [e for e in critic_prefetches if e.t >= second_started] == []

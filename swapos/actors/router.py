@@ -56,6 +56,7 @@ from swapos.models.spec import ModelSpec
 from swapos.models.templates import CHATML, ChatFormat
 from swapos.pipeline.conductor import PhaseOutput, conduct
 from swapos.pipeline.routing import first_use
+from swapos.policies.outcomes import PassRate
 from swapos.sysinfo import peak_rss_bytes, reset_peak_rss
 
 if TYPE_CHECKING:
@@ -108,6 +109,7 @@ class Router:
         self._tg: TaskGroup | None = None
         self._grade_limiter = grade_limiter or anyio.CapacityLimiter(1)
         self._running = self._done = self._phases = 0
+        self.pass_rate = PassRate()
 
     def statistics(self) -> RouterStatistics:
         return RouterStatistics(
@@ -488,6 +490,8 @@ class Router:
             PhaseFinished(t=self.events.t(), task_id=task_id, phase_id=pid, outcome=outcome.outcome)
         )
         self._phases += 1
+        if phase == "grade":
+            self.pass_rate.observe(outcome.passed)
         return outcome
 
     async def _end_phase(self, ids: dict[str, str], out: PhaseOutput) -> PhaseOutput:

@@ -58,6 +58,9 @@ class TaskRun:
             task_id=task_id, run_id=self._run_id, attempt=attempt, work=work, phase=phase
         )
 
+    def expects_pass(self) -> bool:
+        return self._router.pass_rate.expects_pass()
+
     async def decide(self, task_id: str, decision: str, text: str) -> None:
         await self._router.decide(task_id, decision, text)
 

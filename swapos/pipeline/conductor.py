@@ -100,6 +100,10 @@ class PhaseRunner(Protocol):
         phase: str = "grade",
     ) -> GradeResult: ...
 
+    def expects_pass(self) -> bool:
+        """Whether a graded candidate is more likely to pass than not (so far)."""
+        ...
+
     async def decide(self, task_id: str, decision: str, text: str) -> None: ...
 
     async def token_counter(self, model: str) -> Callable[[str], int]: ...
@@ -198,9 +202,10 @@ async def _pipeline(
     for attempt in range(1, max_attempts + 1):
         st.attempts = attempt
         last = attempt == max_attempts
-        # After the code phase comes grading; on failure (the likely case for small models)
-        # the critic, then the fixer: that is the schedule the Prefetcher acts on.
-        upcoming = [] if last else [m["critic"], m["fix"]]
+        # After the code phase comes grading; on failure the critic, then the fixer. That is
+        # the schedule the Prefetcher acts on while candidates more often fail than pass;
+        # once they more often pass, the next use after the grade is the next task's.
+        upcoming = [] if last or runner.expects_pass() else [m["critic"], m["fix"]]
         coder = m["code"] if attempt == 1 else m["fix"]
         found = await _candidate(runner, st, task, coder, attempt, upcoming=upcoming)
         if found is None:
