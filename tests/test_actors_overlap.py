@@ -8,6 +8,7 @@ import pytest
 from swapos.backends.fake import FakeModelScript
 from swapos.data.sampling import SamplingParams
 from swapos.messages.commands import PhaseSpec
+from swapos.messages.events import AnyEvent, FirstToken, PrefetchStarted
 from swapos.testing import FakeClock
 from tests.fakes import fake_system
 
@@ -38,6 +39,33 @@ async def test_load_of_next_model_overlaps_current_generation() -> None:
     assert second.load_s == 0.0
     assert second.load_hidden_s == pytest.approx(2.0)
     assert sys.summary().load_hidden_fraction == pytest.approx(0.5)
+
+
+async def test_the_next_model_loads_after_the_prefill_not_beside_it() -> None:
+    # a prefills for 3 s (a 3-token prompt at 1 s a token), then decodes 10 tokens in 3 s.
+    # The speculative load of b (2 s) starts at a's first token, so it never shares the CPU
+    # with the prefill, and it still ends before b is needed.
+    clock = FakeClock()
+    seen: list[AnyEvent] = []
+    scripts = {
+        "a": FakeModelScript(
+            load_s=2.0, prefill_s_per_token=1.0, token_s=0.3, reply=TEN_TOKENS,
+            footprint_bytes=100,
+        ),
+        "b": FakeModelScript(load_s=2.0, token_s=0.3, reply=TEN_TOKENS, footprint_bytes=100),
+    }  # fmt: skip
+    with anyio.fail_after(10):
+        async with (
+            clock.autojump(),
+            fake_system(scripts, budget=200, clock=clock, on_event=seen.append) as (sys, _),
+        ):
+            out = await sys.run_phases("t1", [phase("a"), phase("b")])
+    assert out.error is None
+    first_token = next(e.t for e in seen if isinstance(e, FirstToken))
+    prefetch = next(e for e in seen if isinstance(e, PrefetchStarted) and e.model == "b")
+    assert prefetch.t == pytest.approx(first_token)
+    assert first_token - out.records[0].started_t >= 3.0 + out.records[0].load_s - 1e-9
+    assert out.records[1].load_s == 0.0
 
 
 async def test_two_requests_for_one_model_share_one_load() -> None:

@@ -77,6 +77,8 @@ class Outbox:
             self._sends[to].send_nowait(message)
         except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
             return False
+        if not isinstance(message, Event):
+            self.sent[type(message).__name__] += 1
         return True
 
     async def aclose(self) -> None:

@@ -216,8 +216,8 @@ class Generator:
         self, req: Generate, ids: dict[str, str | None], t0: float
     ) -> Callable[[str], None]:
         """The ``on_token`` callback: the piece to the task's token tap (if any),
-        ``FirstToken`` on the first piece, then ``GenerationProgress`` every
-        :data:`PROGRESS_EVERY` pieces."""
+        ``FirstToken`` (and the request's ``at_first_token`` schedule to the Prefetcher) on
+        the first piece, then ``GenerationProgress`` every :data:`PROGRESS_EVERY` pieces."""
         count = 0
         tap = self._taps.get(req.task_id)
 
@@ -230,6 +230,8 @@ class Generator:
                 self._events.emit_nowait(
                     FirstToken(t=self._events.t(), ttft_s=self._events.t() - t0, **ids)
                 )
+                if req.at_first_token is not None:
+                    self._outbox.send_nowait("prefetcher", req.at_first_token)
             elif count % PROGRESS_EVERY == 0:
                 self._events.emit_nowait(
                     GenerationProgress(t=self._events.t(), tokens=count, text_tail=piece, **ids)

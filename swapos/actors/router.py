@@ -391,7 +391,7 @@ class Router:
         schedule = [ModelUse(model=model, order=0, task_id=task_id, phase=phase)] + [
             ModelUse(model=m, order=i + 1, task_id=task_id) for i, m in enumerate(upcoming)
         ]
-        await self.schedules.publish(run_id, schedule, current_ready=False)
+        await self.schedules.publish(run_id, schedule)
         lease = await self._pending.ask(
             self._outbox,
             "loader",
@@ -408,7 +408,7 @@ class Router:
         assert isinstance(lease, ModelLeased)
         gen_id = new_id("gen")
         try:
-            await self.schedules.publish(run_id, schedule, current_ready=True)
+            at_first_token = await self.schedules.ready(run_id, schedule)
             gen_started = self.events.t()
             reply = await self._pending.ask(
                 self._outbox,
@@ -424,6 +424,7 @@ class Router:
                     task_id=task_id,
                     phase_id=pid,
                     special=special,
+                    at_first_token=at_first_token,
                 ),
             )
         except anyio.get_cancelled_exc_class():

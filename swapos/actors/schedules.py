@@ -27,21 +27,30 @@ class Schedules:
         """The run ``run_id`` will be followed by a task whose first use is ``first_use``."""
         self._announced[run_id] = first_use
 
-    async def publish(self, run_id: str, schedule: list[ModelUse], *, current_ready: bool) -> None:
-        """Before the lease the Evictor learns the schedule (for its victim choice); once the
-        lease is held the same schedule goes to the Prefetcher, so it never competes with
-        the urgent load of the phase itself. An announced next task's first use follows the
-        task's own. Schedules are kept by run (``run_id``)."""
+    async def publish(self, run_id: str, schedule: list[ModelUse]) -> None:
+        """Before the lease the Evictor learns the schedule (for its victim choice). An
+        announced next task's first use follows the task's own. Schedules are kept by run
+        (``run_id``)."""
+        uses = self._store(run_id, schedule)
+        await self._outbox.send("evictor", ScheduleUpdated(uses=uses))
+
+    async def ready(self, run_id: str, schedule: list[ModelUse]) -> ScheduleUpdated:
+        """The lease is held: the same schedule for the Prefetcher (logged now as
+        ``SchedulePublished``). The Router has the Generator send it at the phase's first
+        token, so a speculative load competes neither with the phase's own load nor with
+        its prefill (on a small CPU box a load beside a prefill slows the prefill ~1.5-2x)."""
+        uses = self._store(run_id, schedule)
+        await self._emit(schedule[0].task_id, uses)
+        return ScheduleUpdated(uses=uses)
+
+    def _store(self, run_id: str, schedule: list[ModelUse]) -> list[ModelUse]:
+        """Keep ``run_id``'s schedule (the announced next task's first use appended); every
+        run's uses, merged."""
         after = self._announced.get(run_id)
         if after is not None:
             schedule = [*schedule, msgspec.structs.replace(after, order=len(schedule))]
         self._schedules[run_id] = schedule
-        uses = [u for s in self._schedules.values() for u in s]
-        if not current_ready:
-            await self._outbox.send("evictor", ScheduleUpdated(uses=uses))
-        else:
-            await self._outbox.send("prefetcher", ScheduleUpdated(uses=uses))
-            await self._emit(schedule[0].task_id, uses)
+        return [u for s in self._schedules.values() for u in s]
 
     async def _emit(self, task_id: str, uses: list[ModelUse]) -> None:
         models = [u.model for u in sorted(uses, key=lambda u: u.order)]

@@ -73,7 +73,7 @@ WIRING: dict[Address, tuple[Address, ...]] = {
     "loader": ("client", "router", "prefetcher", "evictor", "recorder"),
     "evictor": ("loader",),
     "prefetcher": ("loader", "recorder"),
-    "generator": ("router", "kvcache", "recorder"),
+    "generator": ("router", "kvcache", "prefetcher", "recorder"),
     "kvcache": ("generator", "recorder"),
 }
 

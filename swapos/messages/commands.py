@@ -235,7 +235,9 @@ class ScheduleUpdated(Message, frozen=True, kw_only=True):
 
 class Generate(Request, frozen=True, kw_only=True):
     """Generate with the model held by ``lease_id`` (``special``: the prompt is a rendered
-    chat, whose special-token text is tokenized as special tokens)."""
+    chat, whose special-token text is tokenized as special tokens). ``at_first_token``: the
+    Router's schedule, which the Generator sends to the Prefetcher once the first token is
+    out, so that a speculative load never competes with this generation's prefill."""
 
     lease_id: str
     model: str
@@ -245,6 +247,7 @@ class Generate(Request, frozen=True, kw_only=True):
     task_id: str | None = None
     phase_id: str | None = None
     special: bool = False
+    at_first_token: ScheduleUpdated | None = None
 
 
 class Generated(Reply, frozen=True, kw_only=True):
