@@ -242,6 +242,11 @@ async def test_a_task_passed_by_a_draw_is_counted_as_such_in_the_summary() -> No
     right = "def add(a, b):\n    return a + b\n```"
     drawn, _ = await run((wrong, right), task=DOCTEST_TASK, chat_template=CHATML, draws=2)
     greedy, _ = await run((right,), task=DOCTEST_TASK, chat_template=CHATML, draws=2)
-    summary = summarize([drawn.result, greedy.result], RunInfo())
-    assert (summary.tasks_passed, summary.pass_at_1, summary.draw_rescued) == (2, 1.0, 1)
+    wrong2 = "def add(a, b):\n    return a - b\n```"
+    fixed, _ = await run(  # the draw fails too: the fixer passes, first graded, not a draw
+        (wrong, wrong2, right), task=DOCTEST_TASK, chat_template=CHATML, draws=1
+    )
+    assert fixed.result.pass_at_1 and fixed.result.passed_attempt == 2
+    summary = summarize([drawn.result, greedy.result, fixed.result], RunInfo())
+    assert (summary.tasks_passed, summary.pass_at_1, summary.draw_rescued) == (3, 1.0, 1)
     assert summary.retry_rescued == 0

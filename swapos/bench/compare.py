@@ -37,7 +37,8 @@ class ArmStats(msgspec.Struct, frozen=True, kw_only=True):
     ``retry_rescued``: tasks whose first graded candidate failed and a later one passed
     (``retry_rescue_rate``: of the tasks whose first graded candidate failed).
     ``draw_rescued``: tasks whose first candidate failed its examples and a drawn one,
-    graded in its place, passed (counted in ``pass_at_1``).
+    graded in its place, passed (counted in ``pass_at_1``; a task whose draws all failed and
+    whose fixer then passed is not).
     ``breakdown``: the mean seconds per task of :data:`BREAKDOWN` (``other``: the rest of
     the task's wall time: tokenizing, prompt building, messages).
     """

@@ -24,7 +24,7 @@ def summarize(results: Sequence[TaskResult], info: RunInfo) -> RunSummary:
     passed = sum(r.passed for r in results)
     first_failed = sum(not r.pass_at_1 for r in results)
     rescued = sum(r.passed and not r.pass_at_1 for r in results)
-    drawn = sum(r.pass_at_1 and drew(r) for r in results)
+    drawn = sum(r.pass_at_1 and r.passed_attempt == 1 and drew(r) for r in results)
     per_cat: dict[str, CategoryStats] = {}
     for r in results:
         c = per_cat.setdefault(r.category or "none", CategoryStats())
