@@ -48,8 +48,7 @@ class Outbox:
                 cancellation, which is raised instead).
         """
         stream = self._sends[to]
-        if not isinstance(message, Event):
-            self.sent[type(message).__name__] += 1
+        self._count(message)
         try:
             try:
                 # Fast path: no scheduling round-trip when the inbox has room (anyio's send()
@@ -77,9 +76,12 @@ class Outbox:
             self._sends[to].send_nowait(message)
         except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
             return False
-        if not isinstance(message, Event):
-            self.sent[type(message).__name__] += 1
+        self._count(message)
         return True
+
+    def _count(self, message: Message) -> None:
+        if not isinstance(message, Event):  # events to the Recorder are not messages
+            self.sent[type(message).__name__] += 1
 
     async def aclose(self) -> None:
         for stream in self._sends.values():
