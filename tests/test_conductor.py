@@ -250,3 +250,62 @@ async def test_a_task_passed_by_a_draw_is_counted_as_such_in_the_summary() -> No
     summary = summarize([drawn.result, greedy.result, fixed.result], RunInfo())
     assert (summary.tasks_passed, summary.pass_at_1, summary.draw_rescued) == (3, 1.0, 1)
     assert summary.retry_rescued == 0
+
+
+async def second_opinion_run(code: tuple[str, ...], fix: tuple[str, ...], **pipeline: Any):  # type: ignore[no-untyped-def]
+    """TASK with a ``fixer`` model distinct from the coder, in ChatML."""
+    models = scripts(code, CHATML)
+    models["fixer"] = FakeModelScript(load_s=1.0, token_s=0.05, replies=fix, chat_template=CHATML)
+    models["critic"] = msgspec.structs.replace(models["critic"], chat_template=CHATML)
+    models["planner"] = msgspec.structs.replace(models["planner"], chat_template=CHATML)
+    base = profile(3, **pipeline)
+    roles = {**base.roles, "fix": "fixer"}
+    names = [*base.models, "fixer"]
+    prof = msgspec.structs.replace(
+        base,
+        roles=roles,
+        models={n: ModelConfig(path=f"/nonexistent/{n}.gguf", n_ctx=4096) for n in names},
+    )
+    clock = FakeClock()
+    with anyio.fail_after(60):
+        async with (
+            clock.autojump(),
+            fake_system(models, budget=400, clock=clock, profile=prof) as (sys, fb),
+        ):
+            outcome = await sys.run_task(TASK)
+    return outcome, fb
+
+
+async def test_a_second_opinion_answers_the_first_prompt_without_the_failed_candidate() -> None:
+    outcome, fb = await second_opinion_run((BAD,), (GOOD,), second_opinion=True)
+    result = outcome.result
+    assert [p.phase for p in result.phases] == ["reason", "code", "grade", "code", "grade"]
+    assert result.passed and (result.passed_attempt, result.grades) == (2, 2)
+    (first,) = [text for model, text in fb.prompts if model == "coder"]
+    (second,) = [text for model, text in fb.prompts if model == "fixer"]
+    assert second == first  # the task's first prompt, as the coder read it
+    assert "return a * b" not in second
+    capsule = decode_capsule(outcome.capsule_json)
+    assert any(d.text.startswith("attempt 2 is a second opinion: fixer") for d in capsule.decisions)
+    assert [a.attempt for a in capsule.artifacts] == [1, 2]
+
+
+async def test_after_a_failed_second_opinion_the_critic_reviews_and_the_fixer_fixes() -> None:
+    outcome, fb = await second_opinion_run((BAD,), (BAD2, GOOD), second_opinion=True)
+    result = outcome.result
+    assert [p.phase for p in result.phases] == [
+        *("reason", "code", "grade", "code", "grade"),
+        *("critic", "code", "grade"),
+    ]
+    assert result.passed and result.passed_attempt == 3
+    (review,) = [text for model, text in fb.prompts if model == "critic"]
+    assert "attempt 1: failed" in review and "Attempt 2:" in review  # one user turn
+    assert review.count("<|im_start|>user") == 1
+    fix = [text for model, text in fb.prompts if model == "fixer"][-1]
+    assert "multiplies instead of adding" in fix and "return a - b - 1" in fix
+
+
+async def test_no_second_opinion_without_the_option() -> None:
+    outcome, _ = await second_opinion_run((BAD,), (GOOD,))
+    phases = [p.phase for p in outcome.result.phases]
+    assert phases == ["reason", "code", "grade", "critic", "code", "grade"]

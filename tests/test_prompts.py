@@ -271,3 +271,28 @@ def test_tight_budget_collapses_whole_attempts_oldest_first_and_keeps_the_plan()
     assert "(len(xs) + 2)" in tight.variable and "(len(xs) + 3)" in tight.variable
     assert tight.stable == roomy.stable
     assert count_words(tight.text) <= budget
+
+
+@pytest.mark.parametrize("reviewed", [True, False])
+def test_a_chat_critic_turn_shows_every_attempt_it_has_not_reviewed(reviewed: bool) -> None:
+    """An attempt the critic never reviewed (a second opinion, a self-check failure) is
+    shown in the next user turn, not answered by an empty assistant turn."""
+    from swapos.models.templates import CHATML, ChatFormat, decode_messages
+    from swapos.pipeline.chat_prompts import build_chat_prompt
+
+    task = bugfix_task()
+    capsule = after_attempt(capsule_for_task(task), 1)
+    if not reviewed:
+        capsule = msgspec.structs.replace(
+            capsule, feedback=tuple(f for f in capsule.feedback if f.source != "critic")
+        )
+    capsule = after_attempt(capsule, 2)
+    fmt = ChatFormat(template=CHATML, messages=True)
+    prompt = build_chat_prompt("critic", task, capsule, count_words, 5000, fmt)
+    messages = decode_messages(prompt.text)
+    roles = ["system", "user", "assistant", "user"] if reviewed else ["system", "user"]
+    assert [m.role for m in messages] == roles
+    assert "Attempt 1:" in messages[1].content and "Attempt 2:" in messages[-1].content
+    assert all(m.content.strip() for m in messages)
+    assert messages[-1].content.endswith("Do not rewrite the whole file.")
+    assert "CRITIC NOTE 2" not in prompt.text

@@ -90,6 +90,12 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
             this many more from the same prompt (sampling at ``resample_temperature``, seeds
             recorded) and grade the first that passes them; if none does, the failure goes
             back to the coder as usual. 0: no draws.
+        second_opinion: when the first attempt fails (its grade, or its examples with no
+            draw passing them), the second attempt is the ``fix`` model's own answer to the
+            task's first prompt: it does not see the failed candidate (a model shown a failed
+            answer as its own tends to write it again) and no review is asked for it. Later
+            attempts are reviewed and fixed as usual. Only when ``fix`` and ``code`` are
+            different models.
     """
 
     max_attempts: int = 3
@@ -100,6 +106,7 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     resamples: int = 2
     resample_temperature: float = 0.8
     draws: int = 0
+    second_opinion: bool = False
 
 
 class Profile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -217,18 +217,19 @@ def _critic(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
         "Do not rewrite the whole file."
     )
     messages: list[ChatMessage] = []
+    shown = [stable]  # what the next user turn shows: attempts the critic has not reviewed
     attempts = _attempts(view)
     for i, attempt in enumerate(attempts):
-        shown = (
+        shown.append(
             f"Attempt {attempt.artifact.attempt}:\n{_answer(attempt.artifact)}\n\n"
-            f"{_outcome(attempt.status, attempt.feedback, with_review=False)}\n\n{ask}"
+            f"{_outcome(attempt.status, attempt.feedback, with_review=False)}"
         )
-        messages.append(_user(f"{stable}\n\n{shown}" if i == 0 else shown))
         review = [f.text for f in attempt.feedback if f.source == "critic"]
-        if i < len(attempts) - 1:
-            messages.append(ChatMessage(role="assistant", content=review[-1] if review else ""))
-    if not messages:
-        messages.append(_user(f"{stable}\n\n{ask}"))
+        if review and i < len(attempts) - 1:
+            messages.append(_user("\n\n".join([*shown, ask])))
+            messages.append(ChatMessage(role="assistant", content=review[-1]))
+            shown = []
+    messages.append(_user("\n\n".join([*shown, ask])))
     head, rest = _render(fmt, "critic", messages, stable, "")
     return Prompt(stable=head, variable=rest, stop=(), dropped=view.dropped, chat=True)
 

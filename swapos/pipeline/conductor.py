@@ -16,6 +16,10 @@ When the first attempt's candidate fails its examples and the profile allows ``d
 candidates are drawn from the same prompt (sampled, seeds recorded); the first that passes the
 examples takes the attempt's place and is graded. Only if none does does the failure go back
 to the coder.
+
+With ``second_opinion`` (and a ``fix`` model other than the ``code`` model), a failed first
+attempt is not reviewed: the second attempt is the fix model's own answer to the first
+prompt, blind to the failed candidate. Later attempts are reviewed and fixed.
 """
 
 from __future__ import annotations
@@ -199,15 +203,30 @@ async def _pipeline(
             return
         st.capsule = with_plan(st.capsule, extract_plan(out.text))
     selfchecks = profile.pipeline.selfcheck_retries if plan.selfcheck else 0
+    first = st.capsule  # what a first attempt reads: the brief and the plan
+    second_opinion = profile.pipeline.second_opinion and m["fix"] != m["code"]
     for attempt in range(1, max_attempts + 1):
         st.attempts = attempt
         last = attempt == max_attempts
-        # After the code phase comes grading; on failure the critic, then the fixer. That is
-        # the schedule the Prefetcher acts on while candidates more often fail than pass;
-        # once they more often pass, the next use after the grade is the next task's.
-        upcoming = [] if last or runner.expects_pass() else [m["critic"], m["fix"]]
+        fresh = attempt == 2 and second_opinion
+        # After the code phase comes grading; on failure the critic, then the fixer (after
+        # a first attempt with a second opinion: the fixer, then the critic). That is the
+        # schedule the Prefetcher acts on while candidates more often fail than pass; once
+        # they more often pass, the next use after the grade is the next task's.
+        after = (
+            [m["fix"], m["critic"]] if attempt == 1 and second_opinion else [m["critic"], m["fix"]]
+        )
+        upcoming = [] if last or runner.expects_pass() else after
         coder = m["code"] if attempt == 1 else m["fix"]
-        found = await _candidate(runner, st, task, coder, attempt, upcoming=upcoming)
+        if fresh:
+            await _decide(
+                runner, st, "code",
+                f"attempt 2 is a second opinion: {coder} answers the first prompt afresh, "
+                "without the failed candidate",
+            )  # fmt: skip
+        found = await _candidate(
+            runner, st, task, coder, attempt, upcoming=upcoming, capsule=first if fresh else None
+        )
         if found is None:
             return
         code, key, prompt = found
@@ -236,6 +255,8 @@ async def _pipeline(
             return
         if last:
             return
+        if attempt == 1 and second_opinion:
+            continue  # the second opinion reads the first prompt, not a review
         review = await _generate(runner, st, task, "critic", m["critic"], attempt, [m["fix"]])
         if review is None:
             return
@@ -251,10 +272,18 @@ async def _decide(runner: PhaseRunner, st: _State, phase: str, text: str) -> Non
 
 
 async def _candidate(
-    runner: PhaseRunner, st: _State, task: Task, model: str, attempt: int, *, upcoming: list[str]
+    runner: PhaseRunner,
+    st: _State,
+    task: Task,
+    model: str,
+    attempt: int,
+    *,
+    upcoming: list[str],
+    capsule: Capsule | None = None,
 ) -> tuple[ExtractResult, str, Prompt] | None:
     """Generate attempt ``attempt``'s code and add it to the capsule: the extracted code, its
-    identity (:func:`_normalized`) and the prompt it answered; None on error.
+    identity (:func:`_normalized`) and the prompt it answered; None on error. The prompt is
+    built from ``capsule`` when given (what the model is shown), else from the task's.
 
     A candidate that repeats a failed one is generated again (``resamples`` times at most,
     sampling at ``resample_temperature`` with a seed recorded in the decision); if it still
@@ -264,7 +293,10 @@ async def _candidate(
     sampling: tuple[float, int] | None = None
     out: _Answer | None = None
     for resample in range(cfg.resamples + 1):
-        out = await _generate(runner, st, task, "code", model, attempt, upcoming, sampling=sampling)
+        out = await _generate(
+            runner, st, task, "code", model, attempt, upcoming,
+            sampling=sampling, capsule=capsule,
+        )  # fmt: skip
         if out is None:
             return None
         code = extract_code(out.text, task=task)
@@ -400,8 +432,10 @@ async def _generate(  # noqa: PLR0917
     *,
     sampling: tuple[float, int] | None = None,
     prompt: Prompt | None = None,
+    capsule: Capsule | None = None,
 ) -> _Answer | None:
-    """Build the prompt (unless given), run the phase; the answer or None on error.
+    """Build the prompt (unless given; from ``capsule``, default the task's), run the phase;
+    the answer or None on error.
 
     ``sampling`` overrides the phase's ``(temperature, seed)``.
     """
@@ -415,10 +449,12 @@ async def _generate(  # noqa: PLR0917
         st.error = f"{phase} phase: model {model!r} is unusable: {exc}"
         return None
 
+    shown = capsule or st.capsule
+
     def build() -> Prompt:
         if fmt is not None:
-            return build_chat_prompt(phase, task, st.capsule, counter, budget, fmt)
-        return build_prompt(phase, task, st.capsule, counter, budget)
+            return build_chat_prompt(phase, task, shown, counter, budget, fmt)
+        return build_prompt(phase, task, shown, counter, budget)
 
     try:
         if prompt is None:
