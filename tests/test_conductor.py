@@ -309,3 +309,29 @@ async def test_no_second_opinion_without_the_option() -> None:
     outcome, _ = await second_opinion_run((BAD,), (GOOD,))
     phases = [p.phase for p in outcome.result.phases]
     assert phases == ["reason", "code", "grade", "critic", "code", "grade"]
+
+
+UNCHANGED = "def add(a, b):\n    return a - b\n```"  # TASK's starter, as it was
+
+
+async def test_a_candidate_that_leaves_the_starter_unchanged_goes_back_without_a_grade() -> None:
+    outcome, fb = await run((UNCHANGED, GOOD), max_attempts=3)
+    result = outcome.result
+    assert [p.phase for p in result.phases] == ["reason", "code", "code", "grade"]
+    assert result.passed and (result.passed_attempt, result.grades) == (2, 1)
+    retry = [text for model, text in fb.prompts if model == "coder"][1]
+    assert "solution.py unchanged" in retry
+
+
+async def test_draws_replace_a_first_candidate_that_changed_nothing() -> None:
+    outcome, fb = await run((UNCHANGED, GOOD), max_attempts=3, draws=2)
+    result = outcome.result
+    assert [p.phase for p in result.phases] == ["reason", "code", "code", "grade"]
+    assert result.passed and result.pass_at_1 and result.passed_attempt == 1
+    first, drawn = [text for model, text in fb.prompts if model == "coder"]
+    assert drawn == first
+    capsule = decode_capsule(outcome.capsule_json)
+    said = [d.text for d in capsule.decisions if d.text.startswith("draw ")]
+    assert said == [said[0]] and said[0].endswith(
+        "nothing to check; graded in place of the first candidate"
+    )

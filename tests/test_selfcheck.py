@@ -6,7 +6,13 @@ import pytest
 
 from swapos.data.task import Task, TaskMeta
 from swapos.pipeline.grader import grade
-from swapos.pipeline.selfcheck import Example, docstring_examples, selfcheck_task
+from swapos.pipeline.selfcheck import (
+    Example,
+    brief_examples,
+    docstring_examples,
+    selfcheck_task,
+    task_examples,
+)
 
 
 def task(starter: str, entry: str = "f") -> Task:
@@ -95,3 +101,45 @@ def test_every_humaneval_reference_passes_its_own_selfcheck() -> None:
             failed.append(t.task_id)
     assert checked >= 100, checked
     assert set(failed) == set(DOCSTRINGS_THAT_DISAGREE), failed
+
+
+BRIEF = """Add `slug(title: str) -> str`: for example `slug("A b") == "a-b"`, `slug("") == ""`
+and `slug(x) == x.lower()`; `Point(1, 2) == Point(1, 2)` and `slug("z") == Point(1)` are not
+examples. Keep `old(2) == 3` (`slug("A b") == "a-b"` again)."""
+
+
+def repo_task(category: str) -> Task:
+    return Task(
+        meta=TaskMeta(task_id="t", category=category),
+        root="",
+        problem=BRIEF,
+        starter="def old(x):\n    return x + 1\n",
+        tests={},
+    )
+
+
+@pytest.mark.parametrize("category", ["feature", "refactor"])
+def test_inline_examples_of_a_repository_brief_are_found(category: str) -> None:
+    found = task_examples(repo_task(category))
+    assert [(e.call, e.want) for e in found] == [
+        ('slug("A b")', '"a-b"'),
+        ('slug("")', '""'),
+        ("old(2)", "3"),
+    ]
+
+
+def test_a_bugfix_brief_gives_no_examples_it_may_quote_the_bug() -> None:
+    assert brief_examples(repo_task("bugfix")) == []
+
+
+def test_a_repository_task_is_checked_against_its_brief_in_the_sandbox() -> None:
+    t = repo_task("feature")
+    check = selfcheck_task(t, task_examples(t))
+    right = (
+        "def old(x):\n    return x + 1\n\n\ndef slug(t):\n    return t.lower().replace(' ', '-')\n"
+    )
+    assert grade(check, right, timeout_s=30).passed
+    wrong = grade(check, right.replace("'-'", "'_'"), timeout_s=30)
+    assert not wrong.passed and 'slug("A b") returned \'a_b\'; the task says "a-b"' in (
+        wrong.output_tail
+    )

@@ -58,7 +58,7 @@ CRITIC: Final = (
 _SYSTEM: Final = {"reason": PLANNER, "code": CODER, "critic": CRITIC}
 _FEEDBACK_TITLE: Final = {
     "grader": "Test output",
-    "selfcheck": "Running the examples from the docstring",
+    "selfcheck": "Checked before running the tests",
     "critic": "Review",
 }
 

@@ -29,7 +29,7 @@ import hashlib
 import re
 import threading
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 import anyio.to_thread
 import msgspec
@@ -202,7 +202,7 @@ async def _pipeline(
         if out is None:
             return
         st.capsule = with_plan(st.capsule, extract_plan(out.text))
-    selfchecks = profile.pipeline.selfcheck_retries if plan.selfcheck else 0
+    selfchecks = profile.pipeline.selfcheck_retries if profile.pipeline.selfcheck else 0
     first = st.capsule  # what a first attempt reads: the brief and the plan
     second_opinion = profile.pipeline.second_opinion and m["fix"] != m["code"]
     for attempt in range(1, max_attempts + 1):
@@ -236,8 +236,8 @@ async def _pipeline(
         # docstring's examples advise (a few are wrong), the task's tests decide.
         checked = key in st.unchecked
         if selfchecks > 0 and not last and code.how != "empty" and not checked:
-            check = await _selfcheck(runner, task, plan, code.code, attempt)
-            if not check.passed:
+            check = await _check(runner, task, plan, code.code, key, attempt)
+            if check is not None and not check.passed:
                 st.unchecked.setdefault(key, attempt)
                 drawn = None
                 if attempt == 1 and profile.pipeline.draws > 0:
@@ -368,13 +368,14 @@ async def _draw(  # noqa: PLR0917
         if code.how == "empty" or key in st.failed or key in st.unchecked:
             await _decide(runner, st, "code", f"{said}: empty or a rejected candidate again")
             continue
-        check = await _selfcheck(runner, task, plan, code.code, 1)
+        check = await _check(runner, task, plan, code.code, key, 1)
+        passed = check is None or check.passed
         await _decide(
             runner, st, "code",
-            f"{said}: {check.tests_passed}/{check.tests_total} examples pass"
-            + ("; graded in place of the first candidate" if check.passed else ""),
+            f"{said}: {_check_said(check)}"
+            + ("; graded in place of the first candidate" if passed else ""),
         )  # fmt: skip
-        if check.passed:
+        if passed:
             artifact = Artifact(attempt=1, phase="code", code=code.code)
             if out.chat:
                 artifact = replace_answer(artifact, out.raw)
@@ -495,10 +496,44 @@ async def _generate(  # noqa: PLR0917
     )
 
 
+UNCHANGED: Final = "the answer is solution.py unchanged, and the task asks for a change"
+
+
+async def _check(  # noqa: PLR0917
+    runner: PhaseRunner, task: Task, plan: RoutePlan, code: str, key: str, attempt: int
+) -> GradeResult | None:
+    """Check a candidate before it is graded (the caller records a failure): a repository
+    task's candidate must change its starter, and the examples of its docstring or brief
+    must hold. None when there is nothing to check."""
+    if task.category != "completion" and task.starter.strip() and key == _normalized(task.starter):
+        await runner.decide(task.task_id, "selfcheck", UNCHANGED)
+        return GradeResult(
+            passed=False,
+            tests_passed=0,
+            tests_total=1,
+            outcome="fail",
+            reason=UNCHANGED,
+            duration_s=0.0,
+            sandbox=["not run: the starter code needs no sandbox"],
+        )
+    if not plan.selfcheck:
+        return None
+    return await _selfcheck(runner, task, plan, code, attempt)
+
+
+def _check_said(check: GradeResult | None) -> str:
+    """A pre-grade check's verdict in a few words."""
+    if check is None:
+        return "nothing to check"
+    if check.reason == UNCHANGED:
+        return "solution.py unchanged"
+    return f"{check.tests_passed}/{check.tests_total} examples pass"
+
+
 async def _selfcheck(
     runner: PhaseRunner, task: Task, plan: RoutePlan, code: str, attempt: int
 ) -> GradeResult:
-    """Run the docstring's examples against ``code`` (the caller records a failure)."""
+    """Run the examples of the docstring or brief against ``code``."""
     check = selfcheck_task(task, plan.selfcheck)
     timeout = runner.profile.pipeline.grade_timeout_s
     return await runner.grade_phase(

@@ -6,7 +6,7 @@ import msgspec
 
 from swapos.data.task import Task
 from swapos.models.profile import Profile
-from swapos.pipeline.selfcheck import Example, docstring_examples
+from swapos.pipeline.selfcheck import Example, task_examples
 
 PHASES = ("reason", "code", "critic", "fix")
 """The model roles a plan assigns; ``fix`` is the coder of attempts after the first."""
@@ -29,8 +29,9 @@ def model_for(profile: Profile, phase: str) -> str:
 
 def route(task: Task, profile: Profile) -> RoutePlan:
     """Plan ``task``: skip ``reason`` for completion tasks and for tasks at or under the
-    profile's ``skip_reason_max_difficulty``; self-check against the docstring's examples
-    when the profile allows it and the task has some; pick each phase's model from the roles.
+    profile's ``skip_reason_max_difficulty``; self-check against the examples of the
+    docstring or brief when the profile allows it and the task has some; pick each phase's
+    model from the roles.
     """
     why: list[str] = []
     reason = True
@@ -45,9 +46,10 @@ def route(task: Task, profile: Profile) -> RoutePlan:
         )
     else:
         why.append(f"plan first: difficulty {task.meta.difficulty}")
-    examples = docstring_examples(task) if profile.pipeline.selfcheck else []
+    examples = task_examples(task) if profile.pipeline.selfcheck else []
     if examples:
-        why.append(f"self-check: {len(examples)} docstring examples run before grading")
+        where = "docstring" if task.category == "completion" else "brief"
+        why.append(f"self-check: {len(examples)} {where} examples run before grading")
     models = {p: model_for(profile, p) for p in PHASES}
     why.extend(f"{p} -> {m}" for p, m in models.items() if p != "reason" or reason)
     return RoutePlan(reason=reason, models=models, why=why, selfcheck=examples)

@@ -4,10 +4,12 @@ HumanEval prompts (and many briefs) show examples in the docstring: ``>>> f(2)``
 the expected value, or ``f(2) ➞ 4``, ``f(2) == 4``. Those are part of what the model is shown,
 so checking a candidate against them is fair, where peeking at the hidden tests is not. A
 candidate that fails its own examples goes back to the coder with the failure, without
-spending a grade.
+spending a grade. A repository task's brief can give them too, inline:
+```` `slugify("A b") == "a-b"` ````.
 
-:func:`docstring_examples` finds the examples; :func:`selfcheck_task` turns them into a task
-whose one test file asserts each, so the same sandboxed grader runs them.
+:func:`task_examples` finds the examples (:func:`docstring_examples`,
+:func:`brief_examples`); :func:`selfcheck_task` turns them into a task whose one test file
+asserts each, so the same sandboxed grader runs them.
 """
 
 from __future__ import annotations
@@ -31,6 +33,35 @@ class Example(msgspec.Struct, frozen=True, kw_only=True):
 
     call: str
     want: str
+
+
+_SPAN: Final = re.compile(r"`([^`\n]+)`")
+_EQUALS: Final = re.compile(r"^(?P<call>[A-Za-z_]\w*\(.*\))\s*==\s*(?P<want>.+)$")
+
+
+def task_examples(task: Task) -> list[Example]:
+    """The examples a task's own text gives: its docstring's for a ``completion`` task, its
+    brief's for the others (:func:`brief_examples`)."""
+    return docstring_examples(task) if task.category == "completion" else brief_examples(task)
+
+
+def brief_examples(task: Task) -> list[Example]:
+    """The inline examples of a repository task's brief: code spans ``call == value`` where
+    the call is a plain function name applied to literals and the value is a literal. None
+    for a ``bugfix`` brief, which may well quote the behaviour that is wrong. At most
+    :data:`MAX_EXAMPLES`, in order, without repeats."""
+    if task.category == "bugfix":
+        return []
+    found: list[Example] = []
+    for span in _SPAN.findall(task.problem):
+        m = _EQUALS.match(span.strip())
+        if m is None:
+            continue
+        name = m.group("call").split("(", 1)[0]
+        example = _example(m.group("call"), m.group("want"), name)
+        if example is not None and example not in found:
+            found.append(example)
+    return found[:MAX_EXAMPLES]
 
 
 def docstring_examples(task: Task) -> list[Example]:
@@ -110,6 +141,7 @@ def _same(got, want):
 
 def selfcheck_task(task: Task, examples: list[Example]) -> Task:
     """A task whose one test file checks ``examples`` against ``solution.py``."""
+    source = "docstring" if task.category == "completion" else "task"
     tests = [_TEST_HEADER]
     for i, ex in enumerate(examples, 1):
         tests.append(
@@ -117,7 +149,7 @@ def selfcheck_task(task: Task, examples: list[Example]) -> Task:
             f"    got = {ex.call}\n"
             f"    want = {ex.want}\n"
             f"    assert _same(got, want), f'{_escape(ex.call)} returned {{got!r}}; "
-            f"the docstring says {_escape(ex.want)}'\n"
+            f"the {source} says {_escape(ex.want)}'\n"
         )
     return Task(
         meta=TaskMeta(
