@@ -1,8 +1,9 @@
 """``python -m swapos.run [TASK]``: one coding task, end to end, on the real models.
 
-With no arguments it runs the default builtin task on the embedded default profile (three
-variants of the bundled Gemma 3 270M standing in for planner, coder and critic), shows what
-happens as it happens, prints the per-phase table and writes ``result.json``,
+With no arguments it runs the default builtin task on the embedded default profile
+(Qwen2.5-Coder 0.5B and 1.5B Instruct: the 0.5B codes, the 1.5B plans, reviews and fixes;
+``--profile tiny`` is the small Gemma 3 270M set for quick runs), shows what happens as it
+happens, prints the per-phase table and writes ``result.json``,
 ``events.jsonl`` and ``capsule.json`` into the output folder.
 
 Exit codes: 0 the task passed, 1 it failed, 2 it could not run (the reason is printed and
