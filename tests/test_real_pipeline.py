@@ -58,7 +58,11 @@ def short_profile(max_attempts: int) -> Profile:
     return msgspec.structs.replace(
         base,
         phases=phases,
-        pipeline=PipelineConfig(max_attempts=max_attempts, skip_reason_max_difficulty=1),
+        # No pre-grade checks: these tests follow the grade -> critic -> retry path (a
+        # candidate that leaves the starter unchanged would go back without a grade).
+        pipeline=PipelineConfig(
+            max_attempts=max_attempts, skip_reason_max_difficulty=1, selfcheck=False
+        ),
     )
 
 
