@@ -143,6 +143,9 @@ class _State:
         self.passed_attempt = 0
         self.failed: dict[str, int] = {}  # normalized candidate -> the attempt whose grade failed
         self.unchecked: dict[str, int] = {}  # ... whose self-check failed (never graded)
+        # A repository task's starter, normalized: a candidate equal to it changed nothing.
+        repository = task.category != "completion" and bool(task.starter.strip())
+        self.starter = _normalized(task.starter) if repository else None
 
 
 class _Answer(msgspec.Struct, frozen=True, kw_only=True):
@@ -236,8 +239,10 @@ async def _pipeline(
         # docstring's examples advise (a few are wrong), the task's tests decide.
         checked = key in st.unchecked
         if selfchecks > 0 and not last and code.how != "empty" and not checked:
-            check = await _check(runner, task, plan, code.code, key, attempt)
+            check = await _check(runner, st, task, plan, code.code, key, attempt)
             if check is not None and not check.passed:
+                if check.reason == UNCHANGED:
+                    await runner.decide(task.task_id, "selfcheck", UNCHANGED)
                 st.unchecked.setdefault(key, attempt)
                 drawn = None
                 if attempt == 1 and profile.pipeline.draws > 0:
@@ -368,7 +373,7 @@ async def _draw(  # noqa: PLR0917
         if code.how == "empty" or key in st.failed or key in st.unchecked:
             await _decide(runner, st, "code", f"{said}: empty or a rejected candidate again")
             continue
-        check = await _check(runner, task, plan, code.code, key, 1)
+        check = await _check(runner, st, task, plan, code.code, key, 1)
         passed = check is None or check.passed
         await _decide(
             runner, st, "code",
@@ -500,13 +505,18 @@ UNCHANGED: Final = "the answer is solution.py unchanged, and the task asks for a
 
 
 async def _check(  # noqa: PLR0917
-    runner: PhaseRunner, task: Task, plan: RoutePlan, code: str, key: str, attempt: int
+    runner: PhaseRunner,
+    st: _State,
+    task: Task,
+    plan: RoutePlan,
+    code: str,
+    key: str,
+    attempt: int,
 ) -> GradeResult | None:
     """Check a candidate before it is graded (the caller records a failure): a repository
     task's candidate must change its starter, and the examples of its docstring or brief
     must hold. None when there is nothing to check."""
-    if task.category != "completion" and task.starter.strip() and key == _normalized(task.starter):
-        await runner.decide(task.task_id, "selfcheck", UNCHANGED)
+    if key == st.starter:
         return GradeResult(
             passed=False,
             tests_passed=0,
