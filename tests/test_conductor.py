@@ -335,3 +335,40 @@ async def test_draws_replace_a_first_candidate_that_changed_nothing() -> None:
     assert said == [said[0]] and said[0].endswith(
         "nothing to check; graded in place of the first candidate"
     )
+
+
+async def test_a_second_opinion_that_repeats_the_failure_is_reviewed_before_the_fixer() -> None:
+    outcome, fb = await second_opinion_run(
+        (BAD,), (BAD, BAD, GOOD), second_opinion=True, resamples=1
+    )
+    result = outcome.result
+    assert [p.phase for p in result.phases] == [
+        *("reason", "code", "grade", "code", "code"),  # the second opinion, resampled: BAD
+        *("critic", "code", "grade"),
+    ]
+    assert result.passed and (result.passed_attempt, result.grades) == (3, 2)
+    fix = [text for model, text in fb.prompts if model == "fixer"][-1]
+    assert "multiplies instead of adding" in fix
+
+
+async def test_a_fixer_that_keeps_repeating_a_failure_hands_the_attempt_to_the_coder() -> None:
+    outcome, fb = await second_opinion_run((BAD, GOOD), (BAD,), resamples=1)
+    result = outcome.result
+    assert [p.phase for p in result.phases] == [
+        *("reason", "code", "grade", "critic"),
+        *("code", "code", "code", "grade"),  # fixer, fixer resampled, then the coder
+    ]
+    assert result.passed and (result.passed_attempt, result.grades) == (2, 2)
+    assert [model for model, _ in fb.prompts if model in {"coder", "fixer"}] == [
+        *("coder", "fixer", "fixer", "coder"),
+    ]
+    capsule = decode_capsule(outcome.capsule_json)
+    said = [d.text for d in capsule.decisions]
+    assert "attempt 2 repeats attempt 1: asking coder instead" in said
+
+
+async def test_an_unchanged_candidate_goes_back_even_when_the_selfcheck_budget_is_spent() -> None:
+    outcome, _ = await run((UNCHANGED, GOOD), max_attempts=3, selfcheck_retries=0)
+    result = outcome.result
+    assert [p.phase for p in result.phases] == ["reason", "code", "code", "grade"]
+    assert result.passed and result.grades == 1

@@ -82,9 +82,11 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         grade_timeout_s: wall-clock limit of one sandboxed test run.
         selfcheck: run the examples of a task's docstring before grading (where it has some).
         selfcheck_retries: code attempts a failed self-check may send back to the coder
-            (after that, the candidate is graded whatever its examples say).
+            (after that, the candidate is graded whatever its examples say). A candidate that
+            leaves a repository task's starter unchanged is sent back regardless.
         resamples: when a candidate repeats one that already failed, generate it again at
-            most this many times, sampling at ``resample_temperature`` with a recorded seed.
+            most this many times, sampling at ``resample_temperature`` with a recorded seed
+            (then, for a fixer, once by the ``code`` model if that is another).
         resample_temperature: the temperature of those resamples.
         draws: when the first attempt's candidate fails its docstring examples, draw up to
             this many more from the same prompt (sampling at ``resample_temperature``, seeds

@@ -8,9 +8,12 @@ models, generating, grading off the event loop, recording.
 An *attempt* is one code phase. A candidate is checked against its docstring's examples first
 when the router chose self-check (a failure goes straight back to the coder, without spending
 a grade), then graded; a failed grade goes to the critic, then to the next attempt, whose
-coder is the ``fix`` role. A candidate that repeats one whose grade failed is never graded
-again: it is generated anew, sampling with a recorded seed, and dropped if it still repeats.
-One that repeats a candidate only its self-check rejected is graded (the examples advise).
+coder is the ``fix`` role: every fixer reads a review of the newest failed grade. A candidate
+that repeats one whose grade failed is never graded again: it is generated anew, sampling with
+a recorded seed, then by the ``code`` model when the fixer is another, and dropped if it still
+repeats. One that repeats a candidate only its self-check rejected is graded (the examples
+advise). A repository task's candidate that leaves ``solution.py`` unchanged is sent back
+without a grade (but on the last attempt).
 
 When the first attempt's candidate fails its examples and the profile allows ``draws``, more
 candidates are drawn from the same prompt (sampled, seeds recorded); the first that passes the
@@ -143,6 +146,7 @@ class _State:
         self.passed_attempt = 0
         self.failed: dict[str, int] = {}  # normalized candidate -> the attempt whose grade failed
         self.unchecked: dict[str, int] = {}  # ... whose self-check failed (never graded)
+        self.selfchecks = 0  # attempts a failed self-check may still send back to the coder
         # A repository task's starter, normalized: a candidate equal to it changed nothing.
         repository = task.category != "completion" and bool(task.starter.strip())
         self.starter = _normalized(task.starter) if repository else None
@@ -171,6 +175,8 @@ async def conduct(task: Task, runner: PhaseRunner, *, max_attempts: int | None =
     (the task is recorded as cancelled)."""
     profile = runner.profile
     st = _State(task)
+    if profile.pipeline.selfcheck:
+        st.selfchecks = profile.pipeline.selfcheck_retries
     await runner.task_started(task)
     try:
         await _pipeline(task, profile, runner, st, max_attempts or profile.pipeline.max_attempts)
@@ -205,13 +211,19 @@ async def _pipeline(
         if out is None:
             return
         st.capsule = with_plan(st.capsule, extract_plan(out.text))
-    selfchecks = profile.pipeline.selfcheck_retries if profile.pipeline.selfcheck else 0
     first = st.capsule  # what a first attempt reads: the brief and the plan
     second_opinion = profile.pipeline.second_opinion and m["fix"] != m["code"]
+    review_due = False  # a failed grade the critic has not reviewed yet
     for attempt in range(1, max_attempts + 1):
         st.attempts = attempt
         last = attempt == max_attempts
         fresh = attempt == 2 and second_opinion
+        if review_due and not fresh:
+            # Every fixer reads a review of the newest failed grade, also when the attempt
+            # after it was not graded (it repeated a failed candidate, or its checks failed).
+            if not await _review(runner, st, task, m, attempt - 1):
+                return
+            review_due = False
         # After the code phase comes grading; on failure the critic, then the fixer (after
         # a first attempt with a second opinion: the fixer, then the critic). That is the
         # schedule the Prefetcher acts on while candidates more often fail than pass; once
@@ -227,48 +239,84 @@ async def _pipeline(
                 f"attempt 2 is a second opinion: {coder} answers the first prompt afresh, "
                 "without the failed candidate",
             )  # fmt: skip
+        # A fixer that keeps repeating a failed candidate hands the attempt to the other
+        # model (not for a second opinion: the code model already answered its prompt).
+        other = m["code"] if attempt > 1 and not fresh and coder != m["code"] else None
         found = await _candidate(
-            runner, st, task, coder, attempt, upcoming=upcoming, capsule=first if fresh else None
-        )
+            runner, st, task, coder, attempt,
+            upcoming=upcoming, capsule=first if fresh else None, other=other,
+        )  # fmt: skip
         if found is None:
             return
-        code, key, prompt = found
+        code, key, _ = found
         if code.how != "empty" and key in st.failed:
-            continue  # every resample repeated a failed candidate: not graded again
-        # A candidate its self-check already sent back once is graded this time: the
-        # docstring's examples advise (a few are wrong), the task's tests decide.
-        checked = key in st.unchecked
-        if selfchecks > 0 and not last and code.how != "empty" and not checked:
-            check = await _check(runner, st, task, plan, code.code, key, attempt)
-            if check is not None and not check.passed:
-                if check.reason == UNCHANGED:
-                    await runner.decide(task.task_id, "selfcheck", UNCHANGED)
-                st.unchecked.setdefault(key, attempt)
-                drawn = None
-                if attempt == 1 and profile.pipeline.draws > 0:
-                    drawn = await _draw(runner, st, task, plan, coder, prompt, upcoming)
-                    if st.error is not None:
-                        return
-                if drawn is None:
-                    _record(st, attempt, check, "selfcheck", _selfcheck_text(check))
-                    selfchecks -= 1
-                    continue
-                code, key = drawn
+            continue  # every try repeated a failed candidate: not graded again
+        vetted = await _vetted(runner, st, task, plan, found, coder, attempt, upcoming, last=last)
+        if vetted is None:
+            if st.error is not None:
+                return
+            continue  # sent back to the coder without a grade
+        code, key = vetted
         result = await _grade(runner, st, task, code, key, attempt)
         if result.passed:
             st.passed_attempt = attempt
             return
         if last:
             return
-        if attempt == 1 and second_opinion:
-            continue  # the second opinion reads the first prompt, not a review
-        review = await _generate(runner, st, task, "critic", m["critic"], attempt, [m["fix"]])
-        if review is None:
-            return
-        text = extract_feedback(review.text)
-        st.capsule = with_feedback(
-            st.capsule, Feedback(attempt=attempt, source="critic", text=text)
-        )
+        review_due = True  # the next fixer's review (a second opinion reads none)
+
+
+async def _vetted(  # noqa: PLR0917
+    runner: PhaseRunner,
+    st: _State,
+    task: Task,
+    plan: RoutePlan,
+    found: tuple[ExtractResult, str, Prompt],
+    coder: str,
+    attempt: int,
+    upcoming: list[str],
+    *,
+    last: bool,
+) -> tuple[ExtractResult, str] | None:
+    """The candidate to grade, after its pre-grade checks: ``found``'s, or (on attempt 1) the
+    draw that replaced it; None when it goes back to the coder (or on error: ``st.error``).
+
+    A candidate its self-check already sent back once is graded this time: the docstring's
+    examples advise (a few are wrong), the task's tests decide. One that leaves a repository
+    task's starter unchanged is checked whatever is left of the self-check budget (it costs no
+    sandbox run), and graded only on the last attempt.
+    """
+    code, key, prompt = found
+    unchanged = runner.profile.pipeline.selfcheck and key == st.starter
+    checked = key in st.unchecked and not unchanged
+    if last or code.how == "empty" or checked or not (st.selfchecks > 0 or unchanged):
+        return code, key
+    check = await _check(runner, st, task, plan, code.code, key, attempt)
+    if check is None or check.passed:
+        return code, key
+    if unchanged:
+        await runner.decide(task.task_id, "selfcheck", UNCHANGED)
+    st.unchecked.setdefault(key, attempt)
+    if attempt == 1 and runner.profile.pipeline.draws > 0:
+        drawn = await _draw(runner, st, task, plan, coder, prompt, upcoming)
+        if drawn is not None or st.error is not None:
+            return drawn
+    _record(st, attempt, check, "selfcheck", _selfcheck_text(check))
+    st.selfchecks -= 0 if unchanged else 1
+    return None
+
+
+async def _review(
+    runner: PhaseRunner, st: _State, task: Task, m: dict[str, str], attempt: int
+) -> bool:
+    """The critic reviews the attempts up to ``attempt`` (the newest); its review goes into
+    the capsule. False on error (``st.error`` says)."""
+    review = await _generate(runner, st, task, "critic", m["critic"], attempt, [m["fix"]])
+    if review is None:
+        return False
+    text = extract_feedback(review.text)
+    st.capsule = with_feedback(st.capsule, Feedback(attempt=attempt, source="critic", text=text))
+    return True
 
 
 async def _decide(runner: PhaseRunner, st: _State, phase: str, text: str) -> None:
@@ -285,21 +333,28 @@ async def _candidate(
     *,
     upcoming: list[str],
     capsule: Capsule | None = None,
+    other: str | None = None,
 ) -> tuple[ExtractResult, str, Prompt] | None:
     """Generate attempt ``attempt``'s code and add it to the capsule: the extracted code, its
     identity (:func:`_normalized`) and the prompt it answered; None on error. The prompt is
     built from ``capsule`` when given (what the model is shown), else from the task's.
 
     A candidate that repeats a failed one is generated again (``resamples`` times at most,
-    sampling at ``resample_temperature`` with a seed recorded in the decision); if it still
-    repeats, it is recorded as failed with the attempt it repeats.
+    sampling at ``resample_temperature`` with a seed recorded in the decision), then once by
+    the ``other`` model (greedy) when given; if it still repeats, it is recorded as failed
+    with the attempt it repeats.
     """
     cfg = runner.profile.pipeline
-    sampling: tuple[float, int] | None = None
+    tries: list[tuple[str, tuple[float, int] | None]] = [(model, None)]
+    tries += [
+        (model, (cfg.resample_temperature, _seed(task.task_id, attempt, r)))
+        for r in range(cfg.resamples)
+    ]
+    tries += [(other, None)] if other is not None else []
     out: _Answer | None = None
-    for resample in range(cfg.resamples + 1):
+    for i, (who, sampling) in enumerate(tries):
         out = await _generate(
-            runner, st, task, "code", model, attempt, upcoming,
+            runner, st, task, "code", who, attempt, upcoming,
             sampling=sampling, capsule=capsule,
         )  # fmt: skip
         if out is None:
@@ -309,20 +364,21 @@ async def _candidate(
         repeats = st.failed.get(key) if code.how != "empty" else None
         if repeats is None:
             break
-        if resample == cfg.resamples:
+        if i + 1 == len(tries):
             await _decide(
                 runner, st, "code",
-                f"attempt {attempt} repeats attempt {repeats} after {resample} resamples; "
-                "not graded again",
+                f"attempt {attempt} repeats attempt {repeats} after {cfg.resamples} resamples"
+                + (f" and {other}'s answer" if other is not None else "")
+                + "; not graded again",
             )  # fmt: skip
             break
-        seed = _seed(task.task_id, attempt, resample)
-        sampling = (cfg.resample_temperature, seed)
-        await _decide(
-            runner, st, "code",
-            f"attempt {attempt} repeats attempt {repeats}: sampling again at temperature "
-            f"{cfg.resample_temperature:g} with seed {seed}",
-        )  # fmt: skip
+        then, resampled = tries[i + 1]
+        again = (
+            f"asking {then} instead"
+            if resampled is None
+            else f"sampling again at temperature {resampled[0]:g} with seed {resampled[1]}"
+        )
+        await _decide(runner, st, "code", f"attempt {attempt} repeats attempt {repeats}: {again}")
     assert out is not None  # the loop ran at least once
     artifact = Artifact(attempt=attempt, phase="code", code=code.code)
     if out.chat:
