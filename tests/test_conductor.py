@@ -12,6 +12,7 @@ from swapos.backends.fake import FakeModelScript
 from swapos.capsule.schema import CAPSULE_VERSION, decode_capsule
 from swapos.data.task import Task, TaskMeta
 from swapos.models.profile import ModelConfig, PipelineConfig, Profile
+from swapos.pipeline.identity import candidate_identity
 from swapos.testing import FakeClock
 from tests.fakes import DOCTEST_TASK, fake_system
 
@@ -170,13 +171,12 @@ async def test_an_instruct_model_is_asked_in_its_chat_template() -> None:
 
 
 def test_a_candidates_identity_ignores_docstrings_layout_and_a_redefined_stub() -> None:
-    from swapos.pipeline.conductor import _normalized
-
+    same = candidate_identity
     continuation = 'def f(x):\n    """Twice x."""\n    return 2 * x\n'
     rewrite = 'def f(x):\n    """Twice x."""\n\n\ndef f(x):\n    # doubled\n    return 2*x\n'
-    assert _normalized(continuation) == _normalized(rewrite)
-    assert _normalized(continuation) != _normalized("def f(x):\n    return x + x\n")
-    assert _normalized("def f(:\n") == _normalized("def  f(:")  # unparsable: by its words
+    assert same(continuation) == same(rewrite)
+    assert same(continuation) != same("def f(x):\n    return x + x\n")
+    assert same("def f(:\n") == same("def  f(:")  # unparsable: by its words
 
 
 async def test_a_candidate_only_its_selfcheck_rejected_is_graded_when_it_comes_back() -> None:

@@ -54,7 +54,8 @@ from swapos.messages.inboxes import RouterInbox
 from swapos.models.profile import Profile
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import CHATML, ChatFormat
-from swapos.pipeline.conductor import PhaseOutput, conduct
+from swapos.pipeline.conductor import conduct
+from swapos.pipeline.phase_runner import PhaseOutput
 from swapos.pipeline.routing import first_use
 from swapos.policies.outcomes import PassRate
 from swapos.sysinfo import peak_rss_bytes, reset_peak_rss

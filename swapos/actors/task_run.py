@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from swapos.data.sampling import SamplingParams
 from swapos.data.task import Task
 from swapos.models.templates import ChatFormat
-from swapos.pipeline.conductor import PhaseOutput
+from swapos.pipeline.phase_runner import PhaseOutput
 
 if TYPE_CHECKING:
     from swapos.actors.router import GradeWork, Router

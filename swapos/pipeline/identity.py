@@ -1,0 +1,43 @@
+"""A candidate's identity (what makes two candidates the same code) and reproducible seeds."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+
+
+def candidate_identity(code: str) -> str:
+    """A candidate's identity: its syntax tree, where a redefined function or class counts
+    once, as defined last (comments, layout and docstrings do not count). So a chat model's
+    rewrite after the prompt's stub equals the same function written as a continuation."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return " ".join(code.split())
+    body: dict[object, ast.stmt] = {}
+    for i, node in enumerate(tree.body):
+        key: object = i
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if node.body and _is_docstring(node.body[0]):
+                node.body = node.body[1:] or [ast.Pass()]
+            key = node.name
+        body.pop(key, None)
+        body[key] = node
+    try:
+        return ast.dump(ast.Module(body=list(body.values()), type_ignores=[]))
+    except (RecursionError, MemoryError):
+        return " ".join(code.split())
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
+
+
+def resample_seed(task_id: str, attempt: int, resample: int) -> int:
+    """A reproducible sampling seed for one resample of one attempt of one task."""
+    digest = hashlib.blake2b(f"{task_id}:{attempt}:{resample}".encode(), digest_size=4)
+    return int.from_bytes(digest.digest(), "big")

@@ -1,0 +1,79 @@
+"""What a conductor needs from the Router: :class:`PhaseRunner`, and what a phase gives back."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import msgspec
+
+from swapos.data.sampling import SamplingParams
+from swapos.data.task import Task
+from swapos.models.profile import Profile
+from swapos.models.templates import ChatFormat
+from swapos.pipeline.grader import GradeResult
+
+
+class PhaseOutput(msgspec.Struct, frozen=True, kw_only=True):
+    """What a generate phase gave back."""
+
+    text: str = ""
+    tokens: int = 0
+    hit_cap: bool = False
+    error: str | None = None
+
+
+class PhaseRunner(Protocol):
+    """What a conductor needs from the Router."""
+
+    profile: Profile
+
+    async def generate_phase(
+        self,
+        *,
+        task_id: str,
+        phase: str,
+        model: str,
+        prompt: str,
+        stable_prefix: str,
+        params: SamplingParams,
+        attempt: int,
+        upcoming: Sequence[str],
+        special: bool = False,
+    ) -> PhaseOutput: ...
+
+    async def grade_phase(
+        self,
+        *,
+        task_id: str,
+        attempt: int,
+        work: Callable[[threading.Event], GradeResult],
+        phase: str = "grade",
+    ) -> GradeResult: ...
+
+    def expects_pass(self) -> bool:
+        """Whether a graded candidate is more likely to pass than not (so far)."""
+        ...
+
+    async def decide(self, task_id: str, decision: str, text: str) -> None: ...
+
+    async def token_counter(self, model: str) -> Callable[[str], int]: ...
+
+    async def chat_format(self, model: str) -> ChatFormat | None: ...
+
+    async def task_started(self, task: Task) -> None: ...
+
+    async def task_finished(
+        self,
+        task: Task,
+        *,
+        passed: bool,
+        pass_at_1: bool,
+        iterations: int,
+        tests_passed: int,
+        tests_total: int,
+        error: str | None,
+        passed_attempt: int = 0,
+        grades: int = 0,
+    ) -> None: ...
