@@ -182,3 +182,23 @@ async def test_failing_load_is_a_reply_not_a_crash() -> None:
         async with clock.autojump(), fake_system(scripts, budget=200, clock=clock) as (sys, _):
             out = await sys.run_phases("t1", [phase("a")])
     assert out.error is not None and "truncated" in out.error
+
+
+async def test_a_generation_that_says_nothing_still_hands_on_its_schedule() -> None:
+    # a answers with no token at all, so no first token ever comes: the schedule it carried
+    # for the Prefetcher goes out when the generation ends, and b is still prefetched.
+    clock = FakeClock()
+    seen: list[AnyEvent] = []
+    scripts = {
+        "a": FakeModelScript(load_s=2.0, prefill_s_per_token=1.0, reply="", footprint_bytes=100),
+        "b": FakeModelScript(load_s=2.0, token_s=0.3, reply=TEN_TOKENS, footprint_bytes=100),
+    }
+    with anyio.fail_after(10):
+        async with (
+            clock.autojump(),
+            fake_system(scripts, budget=200, clock=clock, on_event=seen.append) as (sys, _),
+        ):
+            out = await sys.run_phases("t1", [phase("a"), phase("b")])
+    assert out.error is None and out.records[0].tokens == 0
+    assert not any(isinstance(e, FirstToken) for e in seen if e.model == "a")
+    assert any(isinstance(e, PrefetchStarted) and e.model == "b" for e in seen)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import assert_never
 
 import anyio
@@ -14,7 +14,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from swapos.actors.base import Events, Outbox, Pending, serving
 from swapos.actors.residency import Residency
-from swapos.actors.taps import TokenTaps
+from swapos.actors.taps import Tap, TokenTaps
 from swapos.backends.base import GenerationOutput, LoadedModel, TextPromptModel
 from swapos.data.prefix import PrefixState
 from swapos.errors import GenerationError, SwapOSError
@@ -168,9 +168,11 @@ class Generator:
     ) -> Generated:
         if isinstance(model, TextPromptModel):  # a remote model: no tokens, no KV state
             t0 = self._events.t()
+            progress = self._progress(req, ids, t0)
             out = await model.generate_text(
-                req.prompt, req.params, chat=req.special, on_token=self._progress(req, ids, t0)
+                req.prompt, req.params, chat=req.special, on_token=progress
             )
+            await progress.ended()
             return await self._finished_with(req, out, ids, prompt=None)
         tokens = await model.tokenize(req.prompt, special=req.special)
         if len(tokens) >= model.spec.n_ctx:
@@ -187,6 +189,7 @@ class Generator:
             if n > common:
                 save_at = n
         t0 = self._events.t()
+        progress = self._progress(req, ids, t0)
         out = await model.generate(
             tokens,
             req.params,
@@ -194,8 +197,9 @@ class Generator:
             save_at=save_at,
             # Only a prompt with a stable prefix is part of a retry loop that appends to it.
             save_final=self._use_kv and bool(req.stable_prefix),
-            on_token=self._progress(req, ids, t0),
+            on_token=progress,
         )
+        await progress.ended()
         if restore is not None and out.stats.kv_restored_tokens == 0:
             await self._events.emit(
                 KVRestoreFailed(
@@ -212,32 +216,9 @@ class Generator:
                 )
         return await self._finished_with(req, out, ids, prompt=tokens)
 
-    def _progress(
-        self, req: Generate, ids: dict[str, str | None], t0: float
-    ) -> Callable[[str], None]:
-        """The ``on_token`` callback: the piece to the task's token tap (if any),
-        ``FirstToken`` (and the request's ``at_first_token`` schedule to the Prefetcher) on
-        the first piece, then ``GenerationProgress`` every :data:`PROGRESS_EVERY` pieces."""
-        count = 0
-        tap = self._taps.get(req.task_id)
-
-        def on_token(piece: str) -> None:
-            nonlocal count
-            count += 1
-            if tap is not None:
-                tap(piece)
-            if count == 1:
-                self._events.emit_nowait(
-                    FirstToken(t=self._events.t(), ttft_s=self._events.t() - t0, **ids)
-                )
-                if req.at_first_token is not None:
-                    self._outbox.send_nowait("prefetcher", req.at_first_token)
-            elif count % PROGRESS_EVERY == 0:
-                self._events.emit_nowait(
-                    GenerationProgress(t=self._events.t(), tokens=count, text_tail=piece, **ids)
-                )
-
-        return on_token
+    def _progress(self, req: Generate, ids: dict[str, str | None], t0: float) -> _Progress:
+        """The ``on_token`` callback of one generation (see :class:`_Progress`)."""
+        return _Progress(self._events, self._outbox, self._taps.get(req.task_id), req, ids, t0)
 
     async def _finished_with(
         self,
@@ -285,3 +266,44 @@ class Generator:
         if not isinstance(reply, PrefixFound):
             return None, 0
         return reply.state, reply.common_tokens or common_prefix_len(reply.state.tokens, tokens)
+
+
+class _Progress:
+    """The ``on_token`` callback of one generation: each piece to the task's token tap (if
+    any); on the first piece ``FirstToken``, and the request's ``at_first_token`` schedule to
+    the Prefetcher; then ``GenerationProgress`` every :data:`PROGRESS_EVERY` pieces. A
+    generation with no piece at all hands the schedule on when it ends (:meth:`ended`)."""
+
+    def __init__(  # noqa: PLR0917
+        self,
+        events: Events,
+        outbox: Outbox,
+        tap: Tap | None,
+        req: Generate,
+        ids: dict[str, str | None],
+        t0: float,
+    ) -> None:
+        self._events, self._outbox, self._tap = events, outbox, tap
+        self._req, self._ids, self._t0 = req, ids, t0
+        self.count = 0
+
+    def __call__(self, piece: str) -> None:
+        self.count += 1
+        if self._tap is not None:
+            self._tap(piece)
+        if self.count == 1:
+            t = self._events.t()
+            self._events.emit_nowait(FirstToken(t=t, ttft_s=t - self._t0, **self._ids))
+            if self._req.at_first_token is not None:
+                self._outbox.send_nowait("prefetcher", self._req.at_first_token)
+        elif self.count % PROGRESS_EVERY == 0:
+            self._events.emit_nowait(
+                GenerationProgress(
+                    t=self._events.t(), tokens=self.count, text_tail=piece, **self._ids
+                )
+            )
+
+    async def ended(self) -> None:
+        """The generation ended: if no piece came, its schedule goes to the Prefetcher now."""
+        if self.count == 0 and self._req.at_first_token is not None:
+            await self._outbox.send("prefetcher", self._req.at_first_token)

@@ -237,7 +237,8 @@ class Generate(Request, frozen=True, kw_only=True):
     """Generate with the model held by ``lease_id`` (``special``: the prompt is a rendered
     chat, whose special-token text is tokenized as special tokens). ``at_first_token``: the
     Router's schedule, which the Generator sends to the Prefetcher once the first token is
-    out, so that a speculative load never competes with this generation's prefill."""
+    out (or the generation ended without one), so that a speculative load never competes
+    with this generation's prefill."""
 
     lease_id: str
     model: str
