@@ -127,8 +127,10 @@ async def test_hidden_load_is_credited_once_not_to_every_later_user() -> None:
     from swapos.clock import MonotonicClock
 
     clock = MonotonicClock()  # real time: a resident model is ready a few µs after asking
+    # a decodes for ~0.5 s, so b's prefetch (from a's first token) starts before b's phase
+    # asks for it even on a loaded machine (at 2 ms it sometimes did not: a flaky test).
     scripts = {
-        "a": FakeModelScript(load_s=0.05, token_s=0.001, reply="x y"),
+        "a": FakeModelScript(load_s=0.05, token_s=0.05, reply=" ".join(["x"] * 10)),
         "b": FakeModelScript(load_s=0.05, token_s=0.001, reply="x y"),
     }
     with anyio.fail_after(10):
