@@ -367,8 +367,14 @@ async def test_a_fixer_that_keeps_repeating_a_failure_hands_the_attempt_to_the_c
     assert "attempt 2 repeats attempt 1: asking coder instead" in said
 
 
-async def test_an_unchanged_candidate_goes_back_even_when_the_selfcheck_budget_is_spent() -> None:
-    outcome, _ = await run((UNCHANGED, GOOD), max_attempts=3, selfcheck_retries=0)
+async def test_an_unchanged_candidate_is_graded_once_the_check_budget_is_spent() -> None:
+    # The second unchanged answer is graded (selfcheck_retries=1 is spent): the critic and
+    # the fixer then see which tests fail, which "unchanged" alone does not tell them.
+    outcome, fb = await run((UNCHANGED, UNCHANGED, GOOD), max_attempts=3)
     result = outcome.result
-    assert [p.phase for p in result.phases] == ["reason", "code", "code", "grade"]
-    assert result.passed and result.grades == 1
+    assert [p.phase for p in result.phases] == [
+        *("reason", "code", "code", "grade", "critic", "code", "grade"),
+    ]
+    assert result.passed and (result.passed_attempt, result.grades) == (3, 2)
+    fix = [text for model, text in fb.prompts if model == "coder"][-1]
+    assert "test_add" in fix  # the failing test, from the grade of the unchanged answer

@@ -82,8 +82,7 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         grade_timeout_s: wall-clock limit of one sandboxed test run.
         selfcheck: run the examples of a task's docstring before grading (where it has some).
         selfcheck_retries: code attempts a failed self-check may send back to the coder
-            (after that, the candidate is graded whatever its examples say). A candidate that
-            leaves a repository task's starter unchanged is sent back regardless.
+            (after that, the candidate is graded whatever its examples say).
         resamples: when a candidate repeats one that already failed, generate it again at
             most this many times, sampling at ``resample_temperature`` with a recorded seed
             (then, for a fixer, once by the ``code`` model if that is another).

@@ -13,7 +13,7 @@ that repeats one whose grade failed is never graded again: it is generated anew,
 a recorded seed, then by the ``code`` model when the fixer is another, and dropped if it still
 repeats. One that repeats a candidate only its self-check rejected is graded (the examples
 advise). A repository task's candidate that leaves ``solution.py`` unchanged is sent back
-without a grade (but on the last attempt).
+like one that fails its examples.
 
 When the first attempt's candidate fails its examples and the profile allows ``draws``, more
 candidates are drawn from the same prompt (sampled, seeds recorded); the first that passes the

@@ -35,20 +35,19 @@ async def vetted(  # noqa: PLR0917
     """The candidate to grade, after its pre-grade checks: ``found``'s, or (on attempt 1) the
     draw that replaced it; None when it goes back to the coder (or on error: ``st.error``).
 
-    A candidate its self-check already sent back once is graded this time: the docstring's
-    examples advise (a few are wrong), the task's tests decide. One that leaves a repository
-    task's starter unchanged is checked whatever is left of the self-check budget (it costs no
-    sandbox run), and graded only on the last attempt.
+    A candidate its pre-grade check already sent back once is graded this time: the
+    docstring's examples advise (a few are wrong), the task's tests decide. Checks send back
+    at most ``selfcheck_retries`` candidates; after that a candidate is graded whatever they
+    would say, even an unchanged ``solution.py``: its grade shows the critic and the fixer
+    which tests fail, which "unchanged" alone does not.
     """
     code, key, prompt = found
-    unchanged = runner.profile.pipeline.selfcheck and key == st.starter
-    checked = key in st.unchecked and not unchanged
-    if last or code.how == "empty" or checked or not (st.selfchecks > 0 or unchanged):
+    if last or code.how == "empty" or key in st.unchecked or st.selfchecks <= 0:
         return code, key
     check = await pre_grade_check(runner, st, task, plan, code.code, key, attempt)
     if check is None or check.passed:
         return code, key
-    if unchanged:
+    if check.reason == UNCHANGED:
         await runner.decide(task.task_id, "selfcheck", UNCHANGED)
     st.unchecked.setdefault(key, attempt)
     if attempt == 1 and runner.profile.pipeline.draws > 0:
@@ -56,7 +55,7 @@ async def vetted(  # noqa: PLR0917
         if drawn is not None or st.error is not None:
             return drawn
     record(st, attempt, check, "selfcheck", selfcheck_text(check))
-    st.selfchecks -= 0 if unchanged else 1
+    st.selfchecks -= 1
     return None
 
 
