@@ -69,9 +69,8 @@ async def conduct(task: Task, runner: PhaseRunner, *, max_attempts: int | None =
     failure ends the task with a reason, never a crash of the system. Cancellation propagates
     (the task is recorded as cancelled)."""
     profile = runner.profile
-    st = TaskState(task)
-    if profile.pipeline.selfcheck:
-        st.selfchecks = profile.pipeline.selfcheck_retries
+    cfg = profile.pipeline
+    st = TaskState(task, selfchecks=cfg.selfcheck_retries if cfg.selfcheck else 0)
     await runner.task_started(task)
     try:
         await _pipeline(task, profile, runner, st, max_attempts or profile.pipeline.max_attempts)
@@ -186,8 +185,9 @@ async def _candidate(
     other: str | None = None,
 ) -> tuple[ExtractResult, str, Prompt] | None:
     """Generate attempt ``attempt``'s code and add it to the capsule: the extracted code, its
-    identity (:func:`candidate_identity`) and the prompt it answered; None on error. The prompt is
-    built from ``capsule`` when given (what the model is shown), else from the task's.
+    identity (:func:`candidate_identity`) and the prompt it answered; None on error. The
+    prompt is built from ``capsule`` when given (what the model is shown), else from the
+    task's.
 
     A candidate that repeats a failed one is generated again (``resamples`` times at most,
     sampling at ``resample_temperature`` with a seed recorded in the decision), then once by

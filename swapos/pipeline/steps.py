@@ -40,7 +40,7 @@ _TIMINGS = re.compile(r" in \d+(?:\.\d+)?s\b")
 class TaskState:
     """The mutable state of one conducted task."""
 
-    def __init__(self, task: Task) -> None:
+    def __init__(self, task: Task, *, selfchecks: int = 0) -> None:
         self.capsule: Capsule = capsule_for_task(task)
         self.last: GradeResult | None = None
         self.error: str | None = None
@@ -49,7 +49,7 @@ class TaskState:
         self.passed_attempt = 0
         self.failed: dict[str, int] = {}  # normalized candidate -> the attempt whose grade failed
         self.unchecked: dict[str, int] = {}  # ... whose self-check failed (never graded)
-        self.selfchecks = 0  # attempts a failed self-check may still send back to the coder
+        self.selfchecks = selfchecks  # candidates pre-grade checks may still send back
         # A repository task's starter, normalized: a candidate equal to it changed nothing.
         repository = task.category != "completion" and bool(task.starter.strip())
         self.starter = candidate_identity(task.starter) if repository else None
