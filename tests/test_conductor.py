@@ -339,11 +339,12 @@ async def test_draws_replace_a_first_candidate_that_changed_nothing() -> None:
 
 async def test_a_second_opinion_that_repeats_the_failure_is_reviewed_before_the_fixer() -> None:
     outcome, fb = await second_opinion_run(
-        (BAD,), (BAD, BAD, GOOD), second_opinion=True, resamples=1
+        (BAD,), (BAD, BAD, BAD, GOOD), second_opinion=True, resamples=1
     )
     result = outcome.result
     assert [p.phase for p in result.phases] == [
-        *("reason", "code", "grade", "code", "code"),  # the second opinion, resampled: BAD
+        *("reason", "code", "grade"),
+        *("code", "code", "code"),  # the second opinion, in a recap, resampled: BAD
         *("critic", "code", "grade"),
     ]
     assert result.passed and (result.passed_attempt, result.grades) == (3, 2)
@@ -356,15 +357,53 @@ async def test_a_fixer_that_keeps_repeating_a_failure_hands_the_attempt_to_the_c
     result = outcome.result
     assert [p.phase for p in result.phases] == [
         *("reason", "code", "grade", "critic"),
-        *("code", "code", "code", "grade"),  # fixer, fixer resampled, then the coder
+        *("code", "code", "code", "code", "grade"),  # fixer, in a recap, resampled; the coder
     ]
     assert result.passed and (result.passed_attempt, result.grades) == (2, 2)
     assert [model for model, _ in fb.prompts if model in {"coder", "fixer"}] == [
-        *("coder", "fixer", "fixer", "coder"),
+        *("coder", "fixer", "fixer", "fixer", "coder"),
     ]
     capsule = decode_capsule(outcome.capsule_json)
     said = [d.text for d in capsule.decisions]
-    assert "attempt 2 repeats attempt 1: asking coder instead" in said
+    assert (
+        "attempt 2 repeats attempt 1: asking fixer again in a recap of the failed answers" in said
+    )
+    assert (
+        "attempt 2 repeats attempt 1: asking coder instead in a recap of the failed answers" in said
+    )
+
+
+async def test_a_chat_fixer_that_repeats_its_failed_answer_is_asked_again_in_a_recap() -> None:
+    outcome, fb = await second_opinion_run((BAD,), (BAD, GOOD), resamples=1)
+    result = outcome.result
+    assert [p.phase for p in result.phases] == [
+        *("reason", "code", "grade", "critic", "code", "code", "grade"),
+    ]
+    assert result.passed and (result.passed_attempt, result.grades) == (2, 2)
+    in_conversation, recap = [text for model, text in fb.prompts if model == "fixer"]
+    # The conversation shows the failed code as the model's own turn; the recap shows it once,
+    # in the user's turn, with its test output and the review, and asks for a different answer.
+    assert "<|im_start|>assistant\n```python\ndef add(a, b):\n    return a * b" in in_conversation
+    assert recap.count("<|im_start|>user") == 1 and recap.count("<|im_start|>assistant") == 1
+    assert recap.count("return a * b") == 1
+    assert "Attempt 1:" in recap and "test_add" in recap
+    assert "multiplies instead of adding" in recap
+    assert recap.endswith(
+        "Write a different answer that passes the tests. Reply with the "
+        "corrected complete solution.py in one ```python code block.<|im_end|>\n"
+        "<|im_start|>assistant\n```python\n"
+    )
+    stable = in_conversation[: in_conversation.index("Reply with")]
+    assert recap.startswith(stable)  # the brief first: the KV prefix cache keeps it
+
+
+async def test_a_base_model_is_never_asked_in_a_recap() -> None:
+    outcome, _ = await run((BAD, BAD, GOOD), max_attempts=2, resamples=1)
+    assert [p.phase for p in outcome.result.phases] == [
+        *("reason", "code", "grade", "critic", "code", "code", "grade"),
+    ]
+    capsule = decode_capsule(outcome.capsule_json)
+    assert not any("recap" in d.text for d in capsule.decisions)
 
 
 async def test_an_unchanged_candidate_is_graded_once_the_check_budget_is_spent() -> None:

@@ -10,6 +10,12 @@ Each phase has its role (the system message) and its request:
   signature and docstring too, so the model writes only the body;
 * **critic**: why the tests fail and what to change, briefly.
 
+A **recap** is the code request asked afresh: one user turn with the brief, every failed
+answer (each distinct code once, with its outcome and review) and a request for a different
+answer. A model whose conversation shows its own failed answer tends to write it again, even
+after a review that names the fix; shown the same answer as one that was tried and failed,
+it changes it. The conductor asks for a recap when an answer repeats a failed candidate.
+
 Conversations are *append-only* across attempts, as the completion prompts are: the coder's
 conversation of attempt N is its conversation of attempt N-1, its own answer (as it wrote it),
 then a user turn with the test output, the review and the request to fix; the critic's is its
@@ -37,6 +43,7 @@ from swapos.capsule.compress import AttemptView, CapsuleView, CountTokens
 from swapos.capsule.schema import Artifact, Capsule, Feedback
 from swapos.data.task import Task
 from swapos.models.templates import ChatFormat, ChatMessage, render_chat
+from swapos.pipeline.identity import candidate_identity
 from swapos.pipeline.prompts import PLAN_CUE, Assembler, Phase, Prompt, compose
 
 CODE_CUE: Final = "```python\n"
@@ -70,15 +77,19 @@ def build_chat_prompt(  # noqa: PLR0917  (build_prompt's arguments, and the form
     count_tokens: CountTokens,
     budget_tokens: int,
     fmt: ChatFormat,
+    *,
+    recap: bool = False,
 ) -> Prompt:
-    """Build the chat prompt of ``phase`` within ``budget_tokens`` (see ``build_prompt``).
+    """Build the chat prompt of ``phase`` within ``budget_tokens`` (see ``build_prompt``);
+    with ``recap``, the code request as a recap (see the module's docstring).
 
     Raises:
         ValueError: ``phase`` is not one of the three.
         CapsuleBudgetError: goal, starter and newest attempt alone exceed the budget.
         TemplateError: the model's chat template fails on the conversation.
     """
-    assemblers = {p: _in_format(assemble, fmt) for p, assemble in _ASSEMBLERS.items()}
+    layouts = {**_ASSEMBLERS, "code": _recap} if recap else _ASSEMBLERS
+    assemblers = {p: _in_format(assemble, fmt) for p, assemble in layouts.items()}
     return compose(phase, task, capsule, count_tokens, budget_tokens, assemblers)
 
 
@@ -199,6 +210,29 @@ def _code(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
     return Prompt(
         stable=head, variable=rest, stop=CODE_STOP if fmt.opens_answer else (),
         answer_prefix=prefix, dropped=view.dropped, chat=True, opening=opening,
+    )  # fmt: skip
+
+
+def _recap(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
+    stable = stable_text(task, view)
+    tried: list[str] = []
+    shown: dict[str, int] = {}  # a candidate's identity -> the attempt that shows its code
+    for attempt in _attempts(view):
+        n = attempt.artifact.attempt
+        key = candidate_identity(attempt.artifact.code)
+        first = shown.setdefault(key, n)
+        code = attempt.artifact.code.strip("\n")
+        code = f"{CODE_CUE}{code}\n```\n\n" if first == n else ""
+        same = "" if first == n else f" the same code as attempt {first}."
+        outcome = _outcome(attempt.status, attempt.feedback, with_review=True)
+        tried.append(f"Attempt {n}:{same}\n{code}{outcome}".strip())
+    ask = "None of these passed. Write a different answer that passes the tests. "
+    ask += _request(task, retry=True)
+    content = "\n\n".join([stable, "These answers were tried:", *tried, ask])
+    head, rest = _render(fmt, "code", [_user(content)], stable, CODE_CUE)
+    return Prompt(
+        stable=head, variable=rest, stop=CODE_STOP if fmt.opens_answer else (),
+        answer_prefix=CODE_CUE if fmt.opens_answer else "", dropped=view.dropped, chat=True,
     )  # fmt: skip
 
 

@@ -33,6 +33,8 @@ the draws in :mod:`~swapos.pipeline.prechecks`, what makes two candidates the sa
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import anyio
 import msgspec
 
@@ -46,6 +48,7 @@ from swapos.capsule.schema import (
     with_verdict,
 )
 from swapos.data.task import Task
+from swapos.errors import SwapOSError
 from swapos.models.profile import Profile
 from swapos.pipeline.extract import ExtractResult, extract_code, extract_feedback, extract_plan
 from swapos.pipeline.identity import candidate_identity, resample_seed
@@ -189,23 +192,27 @@ async def _candidate(
     prompt is built from ``capsule`` when given (what the model is shown), else from the
     task's.
 
-    A candidate that repeats a failed one is generated again (``resamples`` times at most,
-    sampling at ``resample_temperature`` with a seed recorded in the decision), then once by
-    the ``other`` model (greedy) when given; if it still repeats, it is recorded as failed
+    A candidate that repeats a failed one is generated again: by a chat model first in a
+    recap (greedy), then ``resamples`` times at most sampling at ``resample_temperature`` with
+    a seed recorded in the decision (in a recap too), then once by the ``other`` model
+    (greedy; in a recap if it chats) when given; if it still repeats, it is recorded as failed
     with the attempt it repeats.
     """
     cfg = runner.profile.pipeline
-    tries: list[tuple[str, tuple[float, int] | None]] = [(model, None)]
+    recap = await _chats(runner, st, model)
+    tries = [_Try(model, None, recap=False)]
+    tries += [_Try(model, None, recap=True)] if recap else []
     tries += [
-        (model, (cfg.resample_temperature, resample_seed(task.task_id, attempt, r)))
+        _Try(model, (cfg.resample_temperature, resample_seed(task.task_id, attempt, r)), recap)
         for r in range(cfg.resamples)
     ]
-    tries += [(other, None)] if other is not None else []
+    if other is not None:
+        tries.append(_Try(other, None, await _chats(runner, st, other), instead=True))
     out: Answer | None = None
-    for i, (who, sampling) in enumerate(tries):
+    for i, now in enumerate(tries):
         out = await generate(
-            runner, st, task, "code", who, attempt, upcoming,
-            sampling=sampling, capsule=capsule,
+            runner, st, task, "code", now.model, attempt, upcoming,
+            sampling=now.sampling, capsule=None if now.recap else capsule, recap=now.recap,
         )  # fmt: skip
         if out is None:
             return None
@@ -215,20 +222,20 @@ async def _candidate(
         if repeats is None:
             break
         if i + 1 == len(tries):
+            tried = [
+                *(["a recap"] if recap else []),
+                f"{cfg.resamples} resamples",
+                *([f"{other}'s answer"] if other is not None else []),
+            ]
             await decide(
                 runner, st, "code",
-                f"attempt {attempt} repeats attempt {repeats} after {cfg.resamples} resamples"
-                + (f" and {other}'s answer" if other is not None else "")
-                + "; not graded again",
+                f"attempt {attempt} repeats attempt {repeats} after {_listed(tried)}; "
+                "not graded again",
             )  # fmt: skip
             break
-        then, resampled = tries[i + 1]
-        again = (
-            f"asking {then} instead"
-            if resampled is None
-            else f"sampling again at temperature {resampled[0]:g} with seed {resampled[1]}"
+        await decide(
+            runner, st, "code", f"attempt {attempt} repeats attempt {repeats}: {tries[i + 1]}"
         )
-        await decide(runner, st, "code", f"attempt {attempt} repeats attempt {repeats}: {again}")
     assert out is not None  # the loop ran at least once
     st.capsule = with_artifact(st.capsule, out.artifact(attempt, code.code))
     if repeats is not None:
@@ -242,3 +249,33 @@ async def _candidate(
             ),
         )
     return code, key, out.prompt
+
+
+class _Try(NamedTuple):
+    """One try at an attempt's candidate: who answers, sampled how, shown what."""
+
+    model: str
+    sampling: tuple[float, int] | None  # (temperature, seed); None: the phase's own
+    recap: bool  # asked afresh, shown the failed answers (a chat model only)
+    instead: bool = False  # the other model, in place of the attempt's
+
+    def __str__(self) -> str:
+        if self.instead:
+            how = f"asking {self.model} instead"
+        elif self.sampling is not None:
+            how = f"sampling again at temperature {self.sampling[0]:g} with seed {self.sampling[1]}"
+        else:
+            how = f"asking {self.model} again"
+        return how + (" in a recap of the failed answers" if self.recap else "")
+
+
+async def _chats(runner: PhaseRunner, st: TaskState, model: str) -> bool:
+    """``model`` is prompted as a chat (so it can be asked in a recap)."""
+    try:
+        return await runner.chat_format(model) is not None
+    except SwapOSError:
+        return False  # generate() says why the model is unusable
+
+
+def _listed(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

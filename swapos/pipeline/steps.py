@@ -87,11 +87,13 @@ async def generate(  # noqa: PLR0917
     sampling: tuple[float, int] | None = None,
     prompt: Prompt | None = None,
     capsule: Capsule | None = None,
+    recap: bool = False,
 ) -> Answer | None:
     """Build the prompt (unless given; from ``capsule``, default the task's), run the phase;
     the answer or None on error.
 
-    ``sampling`` overrides the phase's ``(temperature, seed)``.
+    ``sampling`` overrides the phase's ``(temperature, seed)``; ``recap`` asks a chat model
+    for its code in a recap (:func:`~swapos.pipeline.chat_prompts.build_chat_prompt`).
     """
     cfg = runner.profile.phase(phase)
     n_ctx = runner.profile.models[model].n_ctx
@@ -107,7 +109,7 @@ async def generate(  # noqa: PLR0917
 
     def build() -> Prompt:
         if fmt is not None:
-            return build_chat_prompt(phase, task, shown, counter, budget, fmt)
+            return build_chat_prompt(phase, task, shown, counter, budget, fmt, recap=recap)
         return build_prompt(phase, task, shown, counter, budget)
 
     try:
