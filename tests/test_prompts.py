@@ -296,3 +296,34 @@ def test_a_chat_critic_turn_shows_every_attempt_it_has_not_reviewed(reviewed: bo
     assert all(m.content.strip() for m in messages)
     assert messages[-1].content.endswith("Do not rewrite the whole file.")
     assert "CRITIC NOTE 2" not in prompt.text
+
+
+def test_a_recap_shows_each_failed_answer_once_in_one_user_turn() -> None:
+    """A recap asks afresh: one user turn with the brief, every failed answer (an identical
+    one named, not shown again), its outcome and review; no assistant turn to copy."""
+    from swapos.models.templates import CHATML, ChatFormat, decode_messages
+    from swapos.pipeline.chat_prompts import build_chat_prompt
+
+    task = bugfix_task()
+    capsule = after_attempt(capsule_for_task(task), 1)
+    again = capsule.artifacts[0].code.replace("return", "return  ")  # the same code
+    capsule = with_artifact(capsule, Artifact(attempt=2, phase="code", code=again))
+    capsule = with_verdict(capsule, attempt=2, passed=False)
+    capsule = with_feedback(capsule, Feedback(attempt=2, source="critic", text="USE A GUARD"))
+    fmt = ChatFormat(template=CHATML, messages=True)
+    recap = build_chat_prompt("code", task, capsule, count_words, 5000, fmt, recap=True)
+    messages = decode_messages(recap.text)
+    assert [m.role for m in messages] == ["system", "user"]
+    turn = messages[1].content
+    assert turn.startswith("`mean([])` crashes; make it return 0.0.")  # the stable part first
+    assert turn.count("(len(xs) + 1)") == 1  # shown once ...
+    assert "Attempt 2: the same code as attempt 1." in turn  # ... and named when repeated
+    assert "assert 1 == 2.0" in turn and "CRITIC NOTE 1" in turn and "USE A GUARD" in turn
+    assert turn.index("Attempt 1:") < turn.index("Attempt 2:") < turn.index("USE A GUARD")
+    assert turn.endswith(
+        "None of these passed. Write a different answer that passes the tests. Reply with the "
+        "corrected complete solution.py in one ```python code block."
+    )
+    assert "SECRET" not in recap.text
+    plain = build_chat_prompt("code", task, capsule, count_words, 5000, fmt)
+    assert [m.role for m in decode_messages(plain.text)][1:4] == ["user", "assistant", "user"]

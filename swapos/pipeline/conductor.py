@@ -9,11 +9,11 @@ An *attempt* is one code phase. A candidate is checked against its docstring's e
 when the router chose self-check (a failure goes straight back to the coder, without spending
 a grade), then graded; a failed grade goes to the critic, then to the next attempt, whose
 coder is the ``fix`` role: every fixer reads a review of the newest failed grade. A candidate
-that repeats one whose grade failed is never graded again: it is generated anew, sampling with
-a recorded seed, then by the ``code`` model when the fixer is another, and dropped if it still
-repeats. One that repeats a candidate only its self-check rejected is graded (the examples
-advise). A repository task's candidate that leaves ``solution.py`` unchanged is sent back
-like one that fails its examples.
+that repeats one whose grade failed is never graded again: it is asked for again, in a recap
+of the failed answers (a chat model), sampling with a recorded seed, then by the ``code``
+model when the fixer is another, and dropped if it still repeats. One that repeats a
+candidate only its self-check rejected is graded (the examples advise). A repository task's
+candidate that leaves ``solution.py`` unchanged is sent back like one that fails its examples.
 
 When the first attempt's candidate fails its examples and the profile allows ``draws``, more
 candidates are drawn from the same prompt (sampled, seeds recorded); the first that passes the
