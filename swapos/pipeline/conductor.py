@@ -199,7 +199,7 @@ async def _candidate(
     with the attempt it repeats.
     """
     cfg = runner.profile.pipeline
-    recap = await _chats(runner, st, model)
+    recap = await _chats(runner, model)
     tries = [_Try(model, None, recap=False)]
     tries += [_Try(model, None, recap=True)] if recap else []
     tries += [
@@ -207,7 +207,7 @@ async def _candidate(
         for r in range(cfg.resamples)
     ]
     if other is not None:
-        tries.append(_Try(other, None, await _chats(runner, st, other), instead=True))
+        tries.append(_Try(other, None, await _chats(runner, other), instead=True))
     out: Answer | None = None
     for i, now in enumerate(tries):
         out = await generate(
@@ -269,7 +269,7 @@ class _Try(NamedTuple):
         return how + (" in a recap of the failed answers" if self.recap else "")
 
 
-async def _chats(runner: PhaseRunner, st: TaskState, model: str) -> bool:
+async def _chats(runner: PhaseRunner, model: str) -> bool:
     """``model`` is prompted as a chat (so it can be asked in a recap)."""
     try:
         return await runner.chat_format(model) is not None
