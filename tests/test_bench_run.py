@@ -18,6 +18,7 @@ from swapos.bench.cli import main as bench_main
 from swapos.bench.coldcache import ColdCache
 from swapos.bench.results import info_of, read_summary, summarize
 from swapos.bench.run import arm_profile, parse_choices, run_bench, write_comparison
+from swapos.capsule.schema import decode_capsule
 from swapos.data.task import Task, TaskMeta
 from swapos.errors import EventLogError, SwapOSError
 from swapos.models.profile import MODES as ALL_MODES
@@ -110,6 +111,12 @@ async def test_every_mode_and_arm_runs_every_task_then_compares_and_reports(
         assert (tmp_path / f"{mode}-{arm}" / "events.jsonl").stat().st_size > 0
         assert summary.wall_clock_s >= sum(r.wall_clock_s for r in summary.results)
         assert summarize(summary.results, info_of(summary)) == summary
+        # Each task's final capsule is kept beside the results: the candidates' code.
+        capsules = {p.stem: p for p in (tmp_path / f"{mode}-{arm}" / "capsules").glob("*.json")}
+        assert sorted(capsules) == sorted(r.task_id for r in summary.results)
+        for r in summary.results:
+            capsule = decode_capsule(capsules[r.task_id].read_bytes())
+            assert capsule.meta.task_id == r.task_id and capsule.artifacts
         phases = [[p.phase for p in r.phases] for r in summary.results]
         if arm == "single":
             assert phases == [["code", "grade"]] * 3

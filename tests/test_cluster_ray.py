@@ -22,6 +22,7 @@ from swapos.bench.compare import Key
 from swapos.bench.replay import load_events
 from swapos.bench.results import read_summary
 from swapos.bench.run import run_bench
+from swapos.capsule.schema import decode_capsule
 from swapos.cluster.driver import ClusterReport
 from swapos.cluster.session import run_on_ray
 from swapos.data.task import Task, TaskMeta
@@ -119,6 +120,9 @@ async def test_two_workers_share_the_suite_and_match_a_local_run(
             == (summaries[key])
         )
     assert summaries[PIPELINE].tasks_passed == 7  # add2, add5, add8 fail
+    capsules = sorted((tmp_path / "ray" / "overlap-pipeline" / "capsules").glob("*.json"))
+    assert [p.stem for p in capsules] == sorted(t.task_id for t in TASKS)  # sent back too
+    assert all(decode_capsule(p.read_bytes()).artifacts for p in capsules)
     assert sorted(w.state for w in report.workers) == ["closed", "closed"]
     assert sum(w.tasks for w in report.workers) == 10 and report.reruns == 0
     assert all(w.tasks >= 1 for w in report.workers), "one queue feeds both workers"

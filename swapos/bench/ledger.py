@@ -3,7 +3,9 @@
 A suite run is a set of *triples* (task, mode, arm). The :class:`Ledger` knows which are
 finished (read back from ``<out>/<mode>-<arm>/results.json`` on ``--resume``), commits each new
 one by rewriting that file atomically (so a crash or a kill loses at most the triples in
-flight), and rebuilds every summary with the same :func:`~swapos.bench.results.summarize`.
+flight) after writing the task's final capsule to ``capsules/<task_id>.json`` beside it (the
+code of every candidate, its feedback and every decision: what the event log does not hold),
+and rebuilds every summary with the same :func:`~swapos.bench.results.summarize`.
 The local runner (:mod:`swapos.bench.run`) and the Ray driver (:mod:`swapos.cluster.driver`)
 share it, so their results files are built the same way.
 
@@ -25,6 +27,7 @@ from swapos.bench.results import (
     info_of,
     read_summary,
     summarize,
+    write_atomic,
     write_summary,
 )
 from swapos.data.task import Task
@@ -108,8 +111,12 @@ class Ledger:
         """Triples of ``tasks`` not finished yet."""
         return sum(len(v) for v in self.todo(tasks).values())
 
-    def commit(self, key: Key, result: TaskResult, live: RunInfo, source: str = "") -> RunSummary:
-        """Record ``result`` of ``key`` and rewrite its ``results.json``.
+    def commit(
+        self, key: Key, result: TaskResult, live: RunInfo, source: str = "", capsule: bytes = b""
+    ) -> RunSummary:
+        """Record ``result`` of ``key`` and rewrite its ``results.json``; its ``capsule`` (the
+        task's final capsule JSON: every candidate's code, feedback and decision) goes to
+        ``capsules/<task_id>.json`` beside it, first.
 
         Args:
             key: the mode/arm.
@@ -117,6 +124,7 @@ class Ledger:
             live: the run-wide counters of the system that ran it (cumulative for that
                 system: each call replaces the previous report of ``source``).
             source: which system (one per Ray worker; "" for a local run).
+            capsule: the task's final capsule (none written when empty).
 
         Raises:
             SwapOSError: ``result``'s task was already committed for ``key`` (a bug of the
@@ -127,6 +135,8 @@ class Ledger:
                 f"{result.task_id} in {label(key)} was already recorded: a triple is never "
                 "counted twice (this is a bug in the runner)"
             )
+        if capsule:
+            write_atomic(self.out / label(key) / "capsules" / f"{result.task_id}.json", capsule)
         results = self._results[key]
         results.append(result)
         results.sort(key=lambda r: self._order.get(r.task_id, -1))

@@ -26,6 +26,7 @@ import anyio
 import msgspec
 import structlog
 
+from swapos.actors.handle import TaskOutcome
 from swapos.actors.system import System, open_system
 from swapos.bench.coldcache import ColdCache
 from swapos.bench.compare import Key, compare, label, ordered
@@ -137,11 +138,10 @@ async def run_triple(
     *,
     max_attempts: int | None,
     next_task: Task | None,
-) -> TaskResult:
+) -> TaskOutcome:
     """Run ``task`` on ``system`` (one mode/arm): the single arm gets one code attempt."""
     attempts = 1 if arm == "single" else max_attempts
-    outcome = await system.run_task(task, max_attempts=attempts, next_task=next_task)
-    return outcome.result
+    return await system.run_task(task, max_attempts=attempts, next_task=next_task)
 
 
 async def _run_task_everywhere(
@@ -161,7 +161,7 @@ async def _run_task_everywhere(
         if cold is not None:
             await cold.drop()
         t0 = session.clock.now()
-        result = await run_triple(
+        outcome = await run_triple(
             session.systems[key],
             task,
             key[1],
@@ -171,9 +171,9 @@ async def _run_task_everywhere(
         session.wall[key] += session.clock.now() - t0
         live = info_of(session.systems[key].summary())
         live.wall_clock_s = session.wall[key]
-        ledger.commit(key, result, live)
+        ledger.commit(key, outcome.result, live, capsule=outcome.capsule_json)
         if reporter is not None:
-            reporter.advance(key, result)
+            reporter.advance(key, outcome.result)
 
 
 async def run_bench(
@@ -199,7 +199,8 @@ async def run_bench(
     Args:
         tasks: the suite, in order (its index rotates the mode/arm order).
         profile: the profile of the ``pipeline`` arm (see :func:`arm_profile`).
-        out: output folder; ``<mode>-<arm>/results.json`` and ``events*.jsonl`` go there.
+        out: output folder; ``<mode>-<arm>/results.json``, ``events*.jsonl`` and
+            ``capsules/<task_id>.json`` (each task's final capsule) go there.
             Each task run announces the next task that system will run.
         modes, arms: what to compare (validated by :func:`parse_choices`).
         factory: opens one mode/arm's system (tests pass fake systems).

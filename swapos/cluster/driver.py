@@ -191,7 +191,9 @@ class _Run:
         t0, worker_s = time.perf_counter(), 0.0
         try:
             async for done in worker.run(work):
-                self.ledger.commit(done.key, done.result, done.live, source=worker.name)
+                self.ledger.commit(
+                    done.key, done.result, done.live, source=worker.name, capsule=done.capsule
+                )
                 remaining.remove(done.key)
                 worker_s += done.run_s
                 status.triples += 1

@@ -75,6 +75,7 @@ class TripleDone(ClusterMessage, frozen=True, kw_only=True):
     ``live``: the run-wide counters of that worker's system for ``key`` (cumulative),
     ``wall_clock_s`` being the time spent in it. ``run_s``: the worker's own time in
     ``run_task`` for this triple (what the driver subtracts to measure Ray's overhead).
+    ``capsule``: the task's final capsule JSON (the driver writes it beside the results).
     """
 
     key: Key
@@ -82,6 +83,7 @@ class TripleDone(ClusterMessage, frozen=True, kw_only=True):
     live: RunInfo
     run_s: float
     node: str
+    capsule: bytes = b""
 
 
 class LogFile(ClusterMessage, frozen=True, kw_only=True):

@@ -163,7 +163,7 @@ class BenchWorker:
             system = self._systems[key]
             attempts = self.config.max_attempts
             t0 = time.perf_counter()
-            result = self._portal.call(
+            outcome = self._portal.call(
                 partial(run_triple, system, work.task, key[1], max_attempts=attempts,
                         next_task=work.next_task)
             )  # fmt: skip
@@ -171,7 +171,12 @@ class BenchWorker:
             self._wall[key] += run_s
             live = self._portal.call(partial(_live_info, system))
             live.wall_clock_s = self._wall[key]
-            yield encode(TripleDone(key=key, result=result, live=live, run_s=run_s, node=self.node))
+            yield encode(
+                TripleDone(
+                    key=key, result=outcome.result, live=live, run_s=run_s, node=self.node,
+                    capsule=outcome.capsule_json,
+                )
+            )  # fmt: skip
 
     def close(self) -> bytes:
         """Close every system (logs flushed, ``RunFinished`` written); an encoded
