@@ -236,3 +236,17 @@ def test_missing_pytest_is_a_clear_error_not_a_crash(monkeypatch: pytest.MonkeyP
     )
     result = grade(task, "x = 1\n")
     assert result.outcome == "error" and "pip install pytest" in result.reason
+
+
+def test_a_failures_feedback_is_the_same_text_in_every_run() -> None:
+    """What the critic and the fixer read of a failed grade has no wall times and no memory
+    addresses (pytest prints ``<function add at 0x7f...>``), so a rerun's prompts repeat."""
+    from swapos.pipeline.steps import feedback_text
+
+    tests = "from solution import add\n\n\ndef check(f):\n    assert f(1, 2) == 3\n\n\n"
+    tests += "def test_add() -> None:\n    check(add)\n"
+    runs = [grade(make_task(tests), "def add(a, b):\n    return a * b\n") for _ in range(2)]
+    assert all(" at 0x" in r.output_tail for r in runs)  # pytest shows the function's address
+    first, second = (feedback_text(r) for r in runs)
+    assert first == second
+    assert "f = <function add>" in first and "assert 2 == 3" in first

@@ -35,6 +35,9 @@ from swapos.pipeline.prompts import Phase, Prompt, build_prompt, capsule_for_tas
 
 _TIMINGS = re.compile(r" in \d+(?:\.\d+)?s\b")
 """Wall times in pytest's output; kept out of prompts so runs (and KV prefixes) repeat."""
+_ADDRESSES = re.compile(r" at 0x[0-9a-fA-F]+\b")
+"""Memory addresses in pytest's output (``<function f at 0x7f9a39d2cc20>``): they differ in
+every run, so they too are kept out of prompts."""
 
 
 class TaskState:
@@ -170,7 +173,8 @@ def record(
 
 def feedback_text(result: GradeResult) -> str:
     text = result.reason if result.passed else f"{result.reason}\n{result.output_tail}"
-    return _TIMINGS.sub("", text).strip()  # "1 failed in 0.34s": same prompt in every run
+    # "1 failed in 0.34s", "<function f at 0x7f...>": the same prompt in every run
+    return _ADDRESSES.sub("", _TIMINGS.sub("", text)).strip()
 
 
 def selfcheck_text(result: GradeResult) -> str:
