@@ -22,7 +22,8 @@ to the coder.
 
 With ``second_opinion`` (and a ``fix`` model other than the ``code`` model), a failed first
 attempt is not reviewed: the second attempt is the fix model's own answer to the first
-prompt, blind to the failed candidate. Later attempts are reviewed and fixed.
+prompt, blind to the failed candidate (unless it writes that candidate again: then the recap
+shows it). Later attempts are reviewed and fixed.
 
 This module holds the state machine and the retry rules; the steps it takes on a task (state,
 generate, record, grade) are in :mod:`~swapos.pipeline.steps`, the checks before a grade and
