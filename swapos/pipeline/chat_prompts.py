@@ -147,8 +147,11 @@ def _outcome(status: str, feedback: tuple[Feedback, ...], *, with_review: bool) 
 
 def _answer(artifact: Artifact) -> str:
     """The coder's turn as it wrote it: the fenced code."""
-    code = (artifact.answer or artifact.code).strip("\n")
-    return f"{CODE_CUE}{code}\n```"
+    return _fenced(artifact.answer or artifact.code)
+
+
+def _fenced(code: str) -> str:
+    return f"{CODE_CUE}{code.strip(chr(10))}\n```"
 
 
 def _own_answer(artifact: Artifact) -> str:
@@ -221,8 +224,7 @@ def _recap(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
         n = attempt.artifact.attempt
         key = candidate_identity(attempt.artifact.code)
         first = shown.setdefault(key, n)
-        code = attempt.artifact.code.strip("\n")
-        code = f"{CODE_CUE}{code}\n```\n\n" if first == n else ""
+        code = f"{_fenced(attempt.artifact.code)}\n\n" if first == n else ""
         same = "" if first == n else f" the same code as attempt {first}."
         outcome = _outcome(attempt.status, attempt.feedback, with_review=True)
         tried.append(f"Attempt {n}:{same}\n{code}{outcome}".strip())
