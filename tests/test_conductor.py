@@ -210,7 +210,7 @@ async def test_draws_replace_a_first_candidate_its_examples_reject() -> None:
     draws = [d.text for d in capsule.decisions if d.text.startswith("draw ")]
     assert len(draws) == 2 and all("temperature 0.8 with seed" in d for d in draws)
     assert draws[0].endswith("0/1 examples pass")
-    assert draws[1].endswith("1/1 examples pass; graded in place of the first candidate")
+    assert draws[1].endswith("1/1 examples pass; graded in place of attempt 1's candidate")
 
 
 async def test_when_no_draw_passes_the_first_candidates_failure_goes_back_to_the_coder() -> None:
@@ -333,8 +333,43 @@ async def test_draws_replace_a_first_candidate_that_changed_nothing() -> None:
     capsule = decode_capsule(outcome.capsule_json)
     said = [d.text for d in capsule.decisions if d.text.startswith("draw ")]
     assert said == [said[0]] and said[0].endswith(
-        "nothing to check; graded in place of the first candidate"
+        "nothing to check; graded in place of attempt 1's candidate"
     )
+
+
+async def test_a_second_opinion_that_fails_its_check_is_replaced_by_its_own_draw() -> None:
+    # The coder's answer and its draw leave solution.py unchanged (the self-check budget is
+    # spent); the second opinion does too, and is checked anyway: the fixer's draw is graded.
+    outcome, fb = await second_opinion_run(
+        (UNCHANGED,), (UNCHANGED, GOOD), second_opinion=True, draws=1
+    )
+    result = outcome.result
+    assert [p.phase for p in result.phases] == [
+        *("reason", "code", "code"),  # the coder's answer and its draw
+        *("code", "code", "grade"),  # the second opinion and its draw
+    ]
+    assert result.passed and (result.passed_attempt, result.grades) == (2, 1)
+    opinion, drawn = [text for model, text in fb.prompts if model == "fixer"]
+    assert drawn == opinion  # drawn from the prompt the second opinion answered
+    capsule = decode_capsule(outcome.capsule_json)
+    said = [d.text for d in capsule.decisions if d.text.startswith("draw ")]
+    assert said[-1].endswith("nothing to check; graded in place of attempt 2's candidate")
+    assert [a.attempt for a in capsule.artifacts] == [1, 2]
+    assert "return a + b" in capsule.artifacts[-1].code
+
+
+async def test_a_second_opinion_none_of_whose_draws_passes_is_graded_as_it_is() -> None:
+    outcome, _ = await second_opinion_run(
+        (UNCHANGED,), (UNCHANGED, UNCHANGED, GOOD), second_opinion=True, draws=1
+    )
+    result = outcome.result
+    assert [p.phase for p in result.phases] == [
+        *("reason", "code", "code", "code", "code", "grade"),
+        *("critic", "code", "grade"),  # reviewed and fixed as before
+    ]
+    assert result.passed and (result.passed_attempt, result.grades) == (3, 2)
+    said = [d.text for d in decode_capsule(outcome.capsule_json).decisions]
+    assert "no draw passes its examples: attempt 2 is graded as it is" in said
 
 
 async def test_a_second_opinion_that_repeats_the_failure_is_reviewed_before_the_fixer() -> None:

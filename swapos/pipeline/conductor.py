@@ -18,7 +18,8 @@ candidate that leaves ``solution.py`` unchanged is sent back like one that fails
 When the first attempt's candidate fails its examples and the profile allows ``draws``, more
 candidates are drawn from the same prompt (sampled, seeds recorded); the first that passes the
 examples takes the attempt's place and is graded. Only if none does does the failure go back
-to the coder.
+to the coder. A second opinion is checked and drawn for the same way, by its own model, even
+when the first attempt spent the self-check budget; if none of its draws passes, it is graded.
 
 With ``second_opinion`` (and a ``fix`` model other than the ``code`` model), a failed first
 attempt is not reviewed: the second attempt is the fix model's own answer to the first
@@ -149,7 +150,9 @@ async def _pipeline(
         code, key, _ = found
         if code.how != "empty" and key in st.failed:
             continue  # every try repeated a failed candidate: not graded again
-        graded = await vetted(runner, st, task, plan, found, coder, attempt, upcoming, last=last)
+        graded = await vetted(
+            runner, st, task, plan, found, coder, attempt, upcoming, last=last, opinion=fresh
+        )
         if graded is None:
             if st.error is not None:
                 return

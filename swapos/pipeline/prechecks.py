@@ -1,6 +1,6 @@
 """Checks before a candidate is graded: a repository task's candidate must change its starter,
-and the examples of the task's docstring or brief must hold; on attempt 1 a failure draws more
-candidates from the same prompt (:func:`draw`)."""
+and the examples of the task's docstring or brief must hold; on attempt 1 and on a second
+opinion a failure draws more candidates from the same prompt (:func:`draw`)."""
 
 from __future__ import annotations
 
@@ -31,18 +31,27 @@ async def vetted(  # noqa: PLR0917
     upcoming: list[str],
     *,
     last: bool,
+    opinion: bool = False,
 ) -> tuple[ExtractResult, str] | None:
-    """The candidate to grade, after its pre-grade checks: ``found``'s, or (on attempt 1) the
-    draw that replaced it; None when it goes back to the coder (or on error: ``st.error``).
+    """The candidate to grade, after its pre-grade checks: ``found``'s, or (on attempt 1 or
+    a second opinion, ``opinion``) the draw that replaced it; None when it goes back to the
+    coder (or on error: ``st.error``).
 
     A candidate its pre-grade check already sent back once is graded this time: the
     docstring's examples advise (a few are wrong), the task's tests decide. Checks send back
     at most ``selfcheck_retries`` candidates; after that a candidate is graded whatever they
     would say, even an unchanged ``solution.py``: its grade shows the critic and the fixer
-    which tests fail, which "unchanged" alone does not.
+    which tests fail, which "unchanged" alone does not. A second opinion is checked whatever
+    the budget when the profile draws: if it fails, the draws are the stronger model's; if
+    none passes and the budget is spent, the second opinion is graded as it is.
     """
     code, key, prompt = found
-    if last or code.how == "empty" or key in st.unchecked or st.selfchecks <= 0:
+    cfg = runner.profile.pipeline
+    if last or code.how == "empty":
+        return code, key
+    budget = key not in st.unchecked and st.selfchecks > 0
+    drawing = (attempt == 1 or opinion) and cfg.draws > 0
+    if not budget and not (opinion and drawing and cfg.selfcheck):
         return code, key
     check = await pre_grade_check(runner, st, task, plan, code.code, key, attempt)
     if check is None or check.passed:
@@ -50,10 +59,15 @@ async def vetted(  # noqa: PLR0917
     if check.reason == UNCHANGED:
         await runner.decide(task.task_id, "selfcheck", UNCHANGED)
     st.unchecked.setdefault(key, attempt)
-    if attempt == 1 and runner.profile.pipeline.draws > 0:
-        drawn = await draw(runner, st, task, plan, coder, prompt, upcoming)
+    if drawing:
+        drawn = await draw(runner, st, task, plan, coder, prompt, upcoming, attempt=attempt)
         if drawn is not None or st.error is not None:
             return drawn
+    if not budget:
+        await decide(
+            runner, st, "code", f"no draw passes its examples: attempt {attempt} is graded as it is"
+        )
+        return code, key
     record(st, attempt, check, "selfcheck", selfcheck_text(check))
     st.selfchecks -= 1
     return None
@@ -67,8 +81,10 @@ async def draw(  # noqa: PLR0917
     model: str,
     prompt: Prompt,
     upcoming: list[str],
+    *,
+    attempt: int = 1,
 ) -> tuple[ExtractResult, str] | None:
-    """Draw up to ``draws`` more candidates for attempt 1 from ``prompt`` (the one its
+    """Draw up to ``draws`` more candidates for ``attempt`` from ``prompt`` (the one its
     rejected candidate answered; the KV cache holds it), sampling with recorded seeds, and
     self-check each. The first that passes its examples replaces the attempt's artifact: its
     code and identity; None when none passes (or on error: ``st.error`` says).
@@ -78,9 +94,9 @@ async def draw(  # noqa: PLR0917
     cfg = runner.profile.pipeline
     temperature = cfg.resample_temperature
     for i in range(1, cfg.draws + 1):
-        seed = resample_seed(f"{task.task_id}:draw", 1, i)
+        seed = resample_seed(f"{task.task_id}:draw", attempt, i)
         out = await generate(
-            runner, st, task, "code", model, 1, [model, *upcoming],
+            runner, st, task, "code", model, attempt, [model, *upcoming],
             sampling=(temperature, seed), prompt=prompt,
         )  # fmt: skip
         if out is None:
@@ -91,17 +107,17 @@ async def draw(  # noqa: PLR0917
         if code.how == "empty" or key in st.failed or key in st.unchecked:
             await decide(runner, st, "code", f"{said}: empty or a rejected candidate again")
             continue
-        check = await pre_grade_check(runner, st, task, plan, code.code, key, 1)
+        check = await pre_grade_check(runner, st, task, plan, code.code, key, attempt)
         passed = check is None or check.passed
         await decide(
             runner, st, "code",
             f"{said}: {check_said(check)}"
-            + ("; graded in place of the first candidate" if passed else ""),
+            + (f"; graded in place of attempt {attempt}'s candidate" if passed else ""),
         )  # fmt: skip
         if passed:
-            st.capsule = with_newest_replaced(st.capsule, out.artifact(1, code.code))
+            st.capsule = with_newest_replaced(st.capsule, out.artifact(attempt, code.code))
             return code, key
-        st.unchecked.setdefault(key, 1)
+        st.unchecked.setdefault(key, attempt)
     return None
 
 
