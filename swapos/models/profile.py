@@ -90,7 +90,9 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         draws: when the first attempt's candidate fails its docstring examples, draw up to
             this many more from the same prompt (sampling at ``resample_temperature``, seeds
             recorded) and grade the first that passes them; if none does, the failure goes
-            back to the coder as usual. 0: no draws.
+            back to the coder as usual. A second opinion is checked and drawn for the same
+            way, by the ``fix`` model, even once the self-check budget is spent; if none of
+            its draws passes, it is graded as it is. 0: no draws.
         second_opinion: when the first attempt fails (its grade, or its examples with no
             draw passing them), the second attempt is the ``fix`` model's own answer to the
             task's first prompt: it does not see the failed candidate (a model shown a failed
