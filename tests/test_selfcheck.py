@@ -59,6 +59,49 @@ def test_arrow_examples_with_literal_values_are_found() -> None:
     assert [(e.call, e.want) for e in found] == [('f("ab")', '"ba"'), ('f("")', '""')]
 
 
+MORE_FORMS = '''def f(xs, k):
+    """Examples:
+    >>> f([1], 1) == [1]
+    * f([2], 1) => [2]
+    for f([3], 1) == [3]
+    f([4], 1) = [4]
+    f([5], 1) => true
+    f([6], 1) should return False.
+    For xs = [7], k = 1 the output should be [7]
+    For xs = [8], k = 1, the result should be [8]
+
+    Example 1:
+        Input: xs = [9], k = 1
+        Output: [9] # the one element
+    Example 2:
+        Input:
+            xs : [10]
+            k : 1
+        Output: [10]
+    Input: [11]
+    Output: [11]
+    f(y) = a list
+    """
+'''
+
+
+def test_the_other_example_forms_of_humaneval_docstrings_are_found() -> None:
+    found = [(e.call, e.want) for e in docstring_examples(task(MORE_FORMS))]
+    assert found == [
+        ("f([1], 1)", "[1]"),
+        ("f([2], 1)", "[2]"),
+        ("f([3], 1)", "[3]"),
+        ("f([4], 1)", "[4]"),
+        ("f([5], 1)", "True"),
+        ("f([6], 1)", "False"),
+        ("f([7], 1)", "[7]"),
+        ("f([8], 1)", "[8]"),
+        ("f([9], 1)", "[9]"),
+        ("f([10], 1)", "[10]"),
+        ("f([11])", "[11]"),
+    ]
+
+
 def test_no_entry_point_or_no_examples_means_no_selfcheck() -> None:
     assert docstring_examples(task(DOCTEST, entry="")) == []
     assert docstring_examples(task('def f(x):\n    """Twice x."""\n')) == []
@@ -76,9 +119,12 @@ def test_the_examples_pass_a_right_candidate_and_fail_a_wrong_one_with_the_value
 
 DOCSTRINGS_THAT_DISAGREE = {
     "HumanEval_047": "median([-10, 4, 6, 1000, 10, 20]) is 8.0; the docstring says 15.0",
+    "HumanEval_116": "sort_array([1, 5, 2, 3, 4]) sorts by ones in binary; the docstring by value",
+    "HumanEval_130": "the recurrence is written `tri(1) = 3`, read as an example of tri(1)",
     "HumanEval_148": 'bf("Earth", "Mercury") is a 1-tuple; the docstring writes ("Venus")',
 }
-"""HumanEval problems whose own docstring examples contradict the canonical solution."""
+"""HumanEval problems whose own docstring examples contradict the canonical solution (or, for
+HumanEval_130, whose definitions read as examples)."""
 
 
 @pytest.mark.slow
@@ -99,7 +145,7 @@ def test_every_humaneval_reference_passes_its_own_selfcheck() -> None:
         result = grade(selfcheck_task(t, examples), t.reference or "", timeout_s=20)
         if not result.passed:
             failed.append(t.task_id)
-    assert checked >= 100, checked
+    assert checked >= 150, checked
     assert set(failed) == set(DOCSTRINGS_THAT_DISAGREE), failed
 
 
