@@ -369,7 +369,7 @@ async def test_a_second_opinion_none_of_whose_draws_passes_is_graded_as_it_is() 
     ]
     assert result.passed and (result.passed_attempt, result.grades) == (3, 2)
     said = [d.text for d in decode_capsule(outcome.capsule_json).decisions]
-    assert "no draw passes its examples: attempt 2 is graded as it is" in said
+    assert "no draw passes the checks: attempt 2 is graded as it is" in said
 
 
 async def test_a_second_opinion_that_repeats_the_failure_is_reviewed_before_the_fixer() -> None:

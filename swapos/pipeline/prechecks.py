@@ -65,7 +65,7 @@ async def vetted(  # noqa: PLR0917
             return drawn
     if not budget:
         await decide(
-            runner, st, "code", f"no draw passes its examples: attempt {attempt} is graded as it is"
+            runner, st, "code", f"no draw passes the checks: attempt {attempt} is graded as it is"
         )
         return code, key
     record(st, attempt, check, "selfcheck", selfcheck_text(check))
