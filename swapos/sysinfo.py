@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import platform
 import resource
+from importlib import metadata
 from pathlib import Path
 
 
@@ -55,8 +57,9 @@ NODE_ENV = "SWAPOS_NODE"
 
 
 def host_info() -> dict[str, str]:
-    """What a results file (and an event log's header) says about the machine it ran on;
-    ``node`` when :data:`NODE_ENV` names one (a cluster worker)."""
+    """What a results file (and an event log's header) says about the machine it ran on:
+    its CPU and llama-cpp-python version too; ``node`` when :data:`NODE_ENV` names one (a
+    cluster worker)."""
     info = {
         "hostname": platform.node(),
         "system": f"{platform.system()} {platform.release()}",
@@ -64,7 +67,25 @@ def host_info() -> dict[str, str]:
         "python": platform.python_version(),
         "cpus": str(os.cpu_count() or 0),
     }
+    cpu = _cpu_model()
+    if cpu:
+        info["cpu"] = cpu
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        info["llama_cpp_python"] = metadata.version("llama_cpp_python")
     node = os.environ.get(NODE_ENV)
     if node:
         info["node"] = node
     return info
+
+
+def _cpu_model() -> str:
+    """The CPU's model name (Linux), or "": greedy decoding can differ between CPUs and
+    between llama.cpp builds, so results say both."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+    for line in text.splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return ""

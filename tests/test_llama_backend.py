@@ -15,7 +15,7 @@ from swapos.data.sampling import SamplingParams
 from swapos.errors import ModelFileError
 from swapos.models.bundled import bundled_model_path
 from swapos.models.spec import ModelSpec
-from swapos.sysinfo import rss_bytes
+from swapos.sysinfo import host_info, rss_bytes
 
 pytestmark = pytest.mark.real_model
 
@@ -199,3 +199,10 @@ async def test_token_counter_agrees_with_the_loaded_tokenizer(model: LlamaModel)
     with anyio.fail_after(30):
         counter = await anyio.to_thread.run_sync(LlamaBackend().token_counter, model.spec)
         assert counter(PROMPT) == len(await model.tokenize(PROMPT))
+
+
+def test_results_name_the_llama_cpp_python_build_they_ran_on() -> None:
+    # Greedy output can differ between llama.cpp builds and CPUs: results say which.
+    from importlib import metadata
+
+    assert host_info()["llama_cpp_python"] == metadata.version("llama_cpp_python")
