@@ -80,6 +80,9 @@ MORE_FORMS = '''def f(xs, k):
         Output: [10]
     Input: [11]
     Output: [11]
+    Input: one that no Output answers
+
+    f([12], 1) => [12]
     f(y) = a list
     """
 '''
@@ -99,6 +102,7 @@ def test_the_other_example_forms_of_humaneval_docstrings_are_found() -> None:
         ("f([9], 1)", "[9]"),
         ("f([10], 1)", "[10]"),
         ("f([11])", "[11]"),
+        ("f([12], 1)", "[12]"),
     ]
 
 

@@ -106,8 +106,8 @@ def docstring_examples(task: Task) -> list[Example]:
         elif (m := _OUTPUT.match(line)) is not None and given:
             example = _example(_call(entry, given), m.group("want"), entry)
             given = None
-        elif given is not None and line:
-            given.append(line)
+        elif given is not None:
+            given = [*given, line] if line else None  # a blank line ends an unanswered Input
         elif (m := _FOR.match(line)) is not None:
             example = _example(_call(entry, [m.group("args")]), m.group("want"), entry)
         elif (m := _ARROW.match(line)) is not None:
