@@ -92,7 +92,7 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
             recorded) and grade the first that passes them; if none does, the failure goes
             back to the coder as usual. A second opinion is checked and drawn for the same
             way, by the ``fix`` model, even once the self-check budget is spent; if none of
-            its draws passes, it is graded as it is. 0: no draws.
+            its draws passes, it is graded as it is once the budget is spent. 0: no draws.
         second_opinion: when the first attempt fails (its grade, or its examples with no
             draw passing them), the second attempt is the ``fix`` model's own answer to the
             task's first prompt: it does not see the failed candidate (a model shown a failed
