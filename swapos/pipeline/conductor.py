@@ -19,7 +19,8 @@ When the first attempt's candidate fails its examples and the profile allows ``d
 candidates are drawn from the same prompt (sampled, seeds recorded); the first that passes the
 examples takes the attempt's place and is graded. Only if none does does the failure go back
 to the coder. A second opinion is checked and drawn for the same way, by its own model, even
-when the first attempt spent the self-check budget; if none of its draws passes, it is graded.
+when the first attempt spent the self-check budget; if none of its draws passes, it is graded
+(once the budget is spent; before, its failure goes back as any other).
 
 With ``second_opinion`` (and a ``fix`` model other than the ``code`` model), a failed first
 attempt is not reviewed: the second attempt is the fix model's own answer to the first
