@@ -151,7 +151,9 @@ def _answer(artifact: Artifact) -> str:
 
 
 def _fenced(code: str) -> str:
-    return f"{CODE_CUE}{code.strip(chr(10))}\n```"
+    """``code`` in the coder's fence, as a chat answer writes it (the cue opens it)."""
+    body = code.strip("\n")
+    return f"{CODE_CUE}{body}\n```"
 
 
 def _own_answer(artifact: Artifact) -> str:
