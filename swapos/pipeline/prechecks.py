@@ -82,7 +82,7 @@ async def draw(  # noqa: PLR0917
     prompt: Prompt,
     upcoming: list[str],
     *,
-    attempt: int = 1,
+    attempt: int,
 ) -> tuple[ExtractResult, str] | None:
     """Draw up to ``draws`` more candidates for ``attempt`` from ``prompt`` (the one its
     rejected candidate answered; the KV cache holds it), sampling with recorded seeds, and
