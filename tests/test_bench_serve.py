@@ -8,10 +8,10 @@ import itertools
 import anyio
 import pytest
 
-from swapos.bench.serve import budgets, build_args, roles_of
-from swapos.bench.serve_client import replay, request_body
-from swapos.bench.serve_servers import peer_config
-from swapos.bench.serve_stats import (
+from swapos.bench.serve.command import budgets, build_args, roles_of
+from swapos.bench.serve.client import replay, request_body
+from swapos.bench.serve.servers import peer_config
+from swapos.bench.serve.stats import (
     RequestSample,
     RunStats,
     TargetRun,
@@ -19,7 +19,7 @@ from swapos.bench.serve_stats import (
     run_stats,
     targets,
 )
-from swapos.bench.serve_trace import build_trace
+from swapos.bench.serve.trace import build_trace
 from swapos.errors import SwapOSError
 from swapos.models.bundled import builtin_profile
 from swapos.models.profile import ModelConfig, Profile

@@ -10,8 +10,8 @@ import pytest
 
 from swapos.backends.fake import FakeBackend, FakeModelScript
 from swapos.bench import cli
-from swapos.bench.swap import build_args, round_order, run_bench
-from swapos.bench.swap_measure import (
+from swapos.bench.swap.command import build_args, round_order, run_bench
+from swapos.bench.swap.measure import (
     CacheDropper,
     ModeRun,
     Rig,
@@ -22,8 +22,8 @@ from swapos.bench.swap_measure import (
     run_mode,
     schedule_models,
 )
-from swapos.bench.swap_report import SwapReport
-from swapos.bench.swap_stats import ModeStats, Ratio, median, targets, wall_ratios
+from swapos.bench.swap.report import SwapReport
+from swapos.bench.swap.stats import ModeStats, Ratio, median, targets, wall_ratios
 from swapos.clock import MonotonicClock
 from swapos.models.profile import ModelConfig, Profile
 from swapos.models.spec import ModelSpec

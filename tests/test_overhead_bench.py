@@ -9,9 +9,9 @@ import msgspec
 import pytest
 
 from swapos.bench import cli
-from swapos.bench.overhead import OverheadReport, targets
-from swapos.bench.overhead_events import phase_events
-from swapos.bench.overhead_measure import (
+from swapos.bench.overhead.command import OverheadReport, targets
+from swapos.bench.overhead.events import phase_events
+from swapos.bench.overhead.measure import (
     RecorderThroughput,
     hop_latency,
     measure_hop,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from swapos.bench.cli import main as bench_main
-from swapos.bench.soak_stats import MIB, Sample, after_warmup, slope, trend, trends
+from swapos.bench.soak.stats import MIB, Sample, after_warmup, slope, trend, trends
 
 
 def samples(rss_per_task: float, fds_every: int = 0) -> list[Sample]:

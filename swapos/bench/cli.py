@@ -6,8 +6,12 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from swapos.bench import kv, overhead, replay, report, serve, soak, swap
-from swapos.bench import run as suite_run
+from swapos.bench import kv, replay, report
+from swapos.bench.overhead import command as overhead
+from swapos.bench.serve import command as serve
+from swapos.bench.soak import command as soak
+from swapos.bench.suite import command as suite_run
+from swapos.bench.swap import command as swap
 from swapos.cluster import overhead as ray_overhead
 from swapos.errors import SwapOSError
 from swapos.logconfig import configure_logging

@@ -1,7 +1,7 @@
 """The driver of a cluster run: one queue of tasks, one loop per worker, one ledger.
 
 ``python -m swapos.bench run ... --ray [ADDRESS] [--workers N]`` comes here. The driver
-reads what ``--out`` already holds (the same :class:`~swapos.bench.ledger.Ledger` as a local
+reads what ``--out`` already holds (the same :class:`~swapos.bench.suite.ledger.Ledger` as a local
 run), starts the workers (:class:`WorkerPool`: Ray actors in :mod:`swapos.cluster.ray_pool`),
 and runs one loop per worker that pulls the next task from the :class:`WorkQueue`, hands it
 over with the mode/arms it still needs, and commits every (task, mode, arm) result the
@@ -28,9 +28,9 @@ import sniffio
 import structlog
 
 from swapos.bench.compare import Key, label, ordered
-from swapos.bench.ledger import Ledger, rotated
+from swapos.bench.suite.ledger import Ledger, rotated
 from swapos.bench.results import write_atomic
-from swapos.bench.run import Reporter
+from swapos.bench.suite.command import Reporter
 from swapos.cluster.protocol import (
     OpenReply,
     TripleDone,
@@ -258,7 +258,7 @@ async def run_cluster(
 
     Args:
         tasks, profile, out, modes, arms, max_attempts, resume, reporter: as for
-            :func:`swapos.bench.run.run_bench`.
+            :func:`swapos.bench.suite.command.run_bench`.
         pool: starts the workers (only when work is left).
         shared_logs: ``out`` is a folder every node mounts: workers write their event logs
             into it directly (a killed worker's log then survives up to its last flush).

@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 
 from swapos.bench.compare import Key
-from swapos.bench.run import Reporter, SystemFactory
+from swapos.bench.suite.command import Reporter, SystemFactory
 from swapos.cluster.driver import ClusterReport, run_cluster
 from swapos.cluster.ray_pool import RayPool, connect, import_ray
 from swapos.data.task import Task

@@ -5,7 +5,7 @@
 [--architect-tokens 64] [--editor-tokens 96] [--conditions one,both] [--targets swapos,peer]
 [--name serve] [--results docs/results]``
 
-The trace (:mod:`~swapos.bench.serve_trace`): ``--sessions`` concurrent sessions, each
+The trace (:mod:`~swapos.bench.serve.trace`): ``--sessions`` concurrent sessions, each
 ``--rounds`` rounds of an architect request (the profile's ``reason`` model, the large one)
 then an editor request (its ``code`` model, the small one), fixed prompts whose chat history
 grows every round, fixed ``max_tokens``, temperature 0, seed 0.
@@ -36,11 +36,11 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from swapos.bench import serve_servers as servers
-from swapos.bench.serve_client import replay
-from swapos.bench.serve_stats import RunStats, TargetRun, run_stats, targets
-from swapos.bench.serve_trace import TraceRequest, build_trace
-from swapos.bench.swap_stats import TargetCheck
+from swapos.bench.serve import servers
+from swapos.bench.serve.client import replay
+from swapos.bench.serve.stats import RunStats, TargetRun, run_stats, targets
+from swapos.bench.serve.trace import TraceRequest, build_trace
+from swapos.bench.swap.stats import TargetCheck
 from swapos.errors import SwapOSError
 from swapos.models.bundled import resolve_profile
 from swapos.models.profile import Profile

@@ -29,7 +29,7 @@ from swapos.actors.kvcache import KVCache
 from swapos.actors.recorder import Recorder
 from swapos.actors.system import INBOX_SIZES, open_system
 from swapos.backends.fake import FakeBackend, FakeModelScript
-from swapos.bench.overhead_events import phase_events
+from swapos.bench.overhead.events import phase_events
 from swapos.clock import MonotonicClock
 from swapos.data.sampling import SamplingParams
 from swapos.messages.base import Reply, new_id

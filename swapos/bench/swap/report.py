@@ -11,8 +11,8 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from swapos.bench.swap_measure import ModeRun
-from swapos.bench.swap_stats import MiB, ModelStats, ModeStats, Ratio, TargetCheck
+from swapos.bench.swap.measure import ModeRun
+from swapos.bench.swap.stats import MiB, ModelStats, ModeStats, Ratio, TargetCheck
 
 
 class SwapReport(msgspec.Struct, frozen=True, kw_only=True):

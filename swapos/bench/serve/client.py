@@ -11,8 +11,8 @@ import anyio
 import httpx
 import msgspec
 
-from swapos.bench.serve_stats import RequestSample
-from swapos.bench.serve_trace import TraceRequest
+from swapos.bench.serve.stats import RequestSample
+from swapos.bench.serve.trace import TraceRequest
 
 REQUEST_TIMEOUT_S = 1800.0
 """A request may wait this long (queued behind swaps on a slow machine)."""
@@ -60,7 +60,7 @@ async def replay(
     (first request sent to last response) and one sample per request, in completion order.
 
     Args:
-        sessions: the trace (:func:`~swapos.bench.serve_trace.build_trace`).
+        sessions: the trace (:func:`~swapos.bench.serve.trace.build_trace`).
         urls: model name -> base URL (``http://127.0.0.1:N/v1``) of the server serving it.
         seed: the sampling seed of every request.
 

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from swapos.bench.swap_measure import ModeRun
-from swapos.bench.swap_stats import median
+from swapos.bench.swap.measure import ModeRun
+from swapos.bench.swap.stats import median
 from swapos.errors import ProfileError
 from swapos.models.profile import parse_size
 

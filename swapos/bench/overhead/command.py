@@ -1,7 +1,7 @@
 """The overhead microbench (DESIGN §8): message hop, Recorder throughput, phase overhead.
 
 ``python -m swapos.bench overhead [--out FILE.json]`` measures, on asyncio and trio, what
-:mod:`swapos.bench.overhead_measure` describes, and checks the figures against the issue's
+:mod:`swapos.bench.overhead.measure` describes, and checks the figures against the issue's
 targets. Targets are checked here, never by tests.
 """
 
@@ -19,7 +19,7 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from swapos.bench.overhead_measure import (
+from swapos.bench.overhead.measure import (
     HopLatency,
     PhaseOverhead,
     RecorderThroughput,

@@ -7,7 +7,7 @@ then ``--real-tasks`` (default 20) on a real profile, each part on one system as
 would be, and samples the process every ``--every`` tasks after a garbage collection: RSS,
 open file descriptors, OS threads. After the warm-up (``--warmup``, a share of the tasks) a
 least-squares line through each metric must not climb more than its tolerance
-(:data:`~swapos.bench.soak_stats.TOLERANCES`). Exit 0 when every metric is flat, 1 if one
+(:data:`~swapos.bench.soak.stats.TOLERANCES`). Exit 0 when every metric is flat, 1 if one
 is not; the figures as a table and, with ``--out``, as JSON.
 """
 
@@ -32,7 +32,7 @@ from rich.table import Table
 from swapos.actors.system import DEFAULT_KV_CACHE_BYTES, open_system
 from swapos.backends.base import ModelBackend
 from swapos.backends.fake import FakeBackend, FakeModelScript
-from swapos.bench.soak_stats import MIB, Sample, Trend, trends
+from swapos.bench.soak.stats import MIB, Sample, Trend, trends
 from swapos.cliargs import positive_int
 from swapos.clock import MonotonicClock
 from swapos.data.task import Task

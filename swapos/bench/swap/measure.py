@@ -20,7 +20,7 @@ import structlog
 from swapos.actors.prefetcher import PrefetchPolicy
 from swapos.actors.system import open_system
 from swapos.backends.base import ModelBackend
-from swapos.bench.coldcache import DROP_CACHES, drop_page_cache
+from swapos.bench.swap.coldcache import DROP_CACHES, drop_page_cache
 from swapos.data.sampling import SamplingParams
 from swapos.messages.commands import PhaseSpec
 from swapos.models.profile import Mode, Profile

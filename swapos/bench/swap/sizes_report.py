@@ -12,7 +12,7 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from swapos.bench.sizes_stats import (
+from swapos.bench.swap.sizes_stats import (
     Fit,
     GiB,
     SizeModeStats,

@@ -28,10 +28,10 @@ import structlog
 
 from swapos.actors.handle import TaskOutcome
 from swapos.actors.system import System, open_system
-from swapos.bench.coldcache import ColdCache
+from swapos.bench.swap.coldcache import ColdCache
 from swapos.bench.compare import Key, compare, label, ordered
-from swapos.bench.ledger import Ledger, rotated
-from swapos.bench.progress import RichReporter
+from swapos.bench.suite.ledger import Ledger, rotated
+from swapos.bench.suite.progress import RichReporter
 from swapos.bench.results import info_of, write_atomic
 from swapos.cliargs import positive_int
 from swapos.clock import Clock, MonotonicClock
@@ -192,7 +192,7 @@ async def run_bench(
 ) -> dict[Key, RunSummary]:
     """Run every task in every mode x arm, interleaved; write results after every task.
 
-    The steps: read what ``out`` already holds (:class:`~swapos.bench.ledger.Ledger`), open
+    The steps: read what ``out`` already holds (:class:`~swapos.bench.suite.ledger.Ledger`), open
     one system per mode/arm with work left, then for each task run every mode/arm that has
     not finished it, in an order rotated by the task's index, committing each result.
 

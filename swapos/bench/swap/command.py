@@ -3,7 +3,7 @@
 ``python -m swapos.bench swap [--repeats 3] [--rounds 3] [--phases 9] [--tokens 48]
 [--schedule alternating|rotation] [--budget SIZE] [--conditions warm,cold] [--modes MODE,...]
 [--prefetch POLICY] [--out swap-bench.json]``; with ``--sizes 0.25,0.5,1,2,4``, the size
-scaling bench of :mod:`~swapos.bench.sizes` instead.
+scaling bench of :mod:`~swapos.bench.swap.sizes` instead.
 
 1. **Per model**, cold (page cache dropped) and warm: load, time to first token right
    after the load (a 200-token prompt), close, peak RSS and RSS delta; ``--repeats`` times,
@@ -17,9 +17,9 @@ scaling bench of :mod:`~swapos.bench.sizes` instead.
 3. **Targets** (issue 4's against `sequential`, issue 13's against `lru`), each reported
    met or missed with its numbers.
 
-This module is the command; the measurements are in :mod:`~swapos.bench.swap_measure`, the
-statistics and targets in :mod:`~swapos.bench.swap_stats`, the report in
-:mod:`~swapos.bench.swap_report`. See ``docs/benchmarks.md`` for how to read the output.
+This module is the command; the measurements are in :mod:`~swapos.bench.swap.measure`, the
+statistics and targets in :mod:`~swapos.bench.swap.stats`, the report in
+:mod:`~swapos.bench.swap.report`. See ``docs/benchmarks.md`` for how to read the output.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from rich.console import Console
 
 from swapos.actors.prefetcher import PrefetchPolicy
 from swapos.backends.base import ModelBackend
-from swapos.bench.sizes_stats import parse_sizes
-from swapos.bench.swap_measure import (
+from swapos.bench.swap.sizes_stats import parse_sizes
+from swapos.bench.swap.measure import (
     SCHEDULES,
     CacheDropper,
     ModeRun,
@@ -51,8 +51,8 @@ from swapos.bench.swap_measure import (
     run_mode,
     schedule_models,
 )
-from swapos.bench.swap_report import SwapReport, print_report
-from swapos.bench.swap_stats import mode_stats, model_stats, targets, wall_ratios
+from swapos.bench.swap.report import SwapReport, print_report
+from swapos.bench.swap.stats import mode_stats, model_stats, targets, wall_ratios
 from swapos.errors import ProfileError
 from swapos.messages.commands import PhaseSpec
 from swapos.models.profile import MODES, Mode, parse_size
@@ -132,7 +132,7 @@ def build_args(argv: Sequence[str]) -> argparse.Namespace:
 def main(args: argparse.Namespace) -> int:
     """Swap microbench: per-model cold/warm load, TTFT, close, RSS; pipeline by mode."""
     if args.sizes:
-        from swapos.bench.sizes import main_sizes  # it imports this module
+        from swapos.bench.swap.sizes import main_sizes  # it imports this module
 
         return main_sizes(args)
     rig = real_rig(args.profile)

@@ -9,7 +9,7 @@ For each size (GiB, or with a unit), two synthetic F16 ``llama`` models of that 
 1. **Per model**, warm and cold, ``--repeats`` times, interleaved (repeat, condition, size,
    touch; the touches' order rotating from repeat to repeat, since on a virtual machine the
    first cold read of a file after a while can be slower than the next ones): load, then a
-   *touch* (:data:`~swapos.bench.sizes_stats.TOUCHES`: nothing, a one-token warm-up decode,
+   *touch* (:data:`~swapos.bench.swap.sizes_stats.TOUCHES`: nothing, a one-token warm-up decode,
    or a read-through of the file), then the time to first token on a 16-token probe, then
    the same again (the steady time to first token), close, peak RSS.
    The ``none`` samples give the fitted bytes/s of the load; the touches answer whether
@@ -43,9 +43,9 @@ import msgspec
 from rich.console import Console
 
 from swapos.backends.base import ModelBackend
-from swapos.bench.coldcache import DROP_CACHES
-from swapos.bench.sizes_report import SizesReport, plot_sizes, print_sizes
-from swapos.bench.sizes_stats import (
+from swapos.bench.swap.coldcache import DROP_CACHES
+from swapos.bench.swap.sizes_report import SizesReport, plot_sizes, print_sizes
+from swapos.bench.swap.sizes_stats import (
     TOUCHES,
     SizeRun,
     SizeSample,
@@ -55,8 +55,8 @@ from swapos.bench.sizes_stats import (
     size_mode_stats,
     size_stats,
 )
-from swapos.bench.swap import round_order
-from swapos.bench.swap_measure import PROMPT, CacheDropper, Rig, run_mode
+from swapos.bench.swap.command import round_order
+from swapos.bench.swap.measure import PROMPT, CacheDropper, Rig, run_mode
 from swapos.data.sampling import SamplingParams
 from swapos.errors import SwapOSError
 from swapos.messages.commands import PhaseSpec

@@ -8,7 +8,7 @@ from typing import Final
 
 import msgspec
 
-from swapos.bench.swap_stats import TargetCheck
+from swapos.bench.swap.stats import TargetCheck
 
 ONE_WALL: Final = 0.75
 """Issue 11: with a budget for one model, SwapOS's total wall <= this x the peer's."""

@@ -1,0 +1,1 @@
+"""``bench overhead``: what the actor runtime adds per phase, on the fake backend."""

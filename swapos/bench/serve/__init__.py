@@ -1,0 +1,1 @@
+"""``bench serve``: the OpenAI-compatible server replayed against a recorded trace."""

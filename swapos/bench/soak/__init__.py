@@ -1,0 +1,1 @@
+"""``bench soak``: a long run that watches memory and latency for drift."""

@@ -1,0 +1,1 @@
+"""``bench run``: the suite benchmark, every mode x arm on the same tasks."""
