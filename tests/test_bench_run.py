@@ -15,9 +15,10 @@ from swapos.actors.system import System
 from swapos.backends.fake import FakeModelScript
 from swapos.bench import report
 from swapos.bench.cli import main as bench_main
-from swapos.bench.swap.coldcache import ColdCache
 from swapos.bench.results import info_of, read_summary, summarize
-from swapos.bench.suite.command import arm_profile, parse_choices, run_bench, write_comparison
+from swapos.bench.suite.arms import arm_profile
+from swapos.bench.suite.command import parse_choices, run_bench, write_comparison
+from swapos.bench.swap.coldcache import ColdCache
 from swapos.capsule.schema import decode_capsule
 from swapos.data.task import Task, TaskMeta
 from swapos.errors import EventLogError, SwapOSError

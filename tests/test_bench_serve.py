@@ -8,8 +8,8 @@ import itertools
 import anyio
 import pytest
 
-from swapos.bench.serve.command import budgets, build_args, roles_of
 from swapos.bench.serve.client import replay, request_body
+from swapos.bench.serve.command import budgets, build_args, roles_of
 from swapos.bench.serve.servers import peer_config
 from swapos.bench.serve.stats import (
     RequestSample,

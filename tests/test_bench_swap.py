@@ -10,7 +10,7 @@ import pytest
 
 from swapos.backends.fake import FakeBackend, FakeModelScript
 from swapos.bench import cli
-from swapos.bench.swap.command import build_args, round_order, run_bench
+from swapos.bench.swap.command import build_args, run_bench
 from swapos.bench.swap.measure import (
     CacheDropper,
     ModeRun,
@@ -19,6 +19,7 @@ from swapos.bench.swap.measure import (
     measure_swap,
     pipeline_phases,
     rotation,
+    round_order,
     run_mode,
     schedule_models,
 )

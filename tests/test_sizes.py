@@ -11,6 +11,7 @@ import msgspec
 import pytest
 
 from swapos.backends.fake import FakeBackend, FakeModelScript
+from swapos.bench.swap.command import build_args
 from swapos.bench.swap.sizes import SizesRig, main_sizes, run_sizes
 from swapos.bench.swap.sizes_report import SizesReport
 from swapos.bench.swap.sizes_stats import (
@@ -22,7 +23,6 @@ from swapos.bench.swap.sizes_stats import (
     parse_sizes,
     size_label,
 )
-from swapos.bench.swap.command import build_args
 from swapos.clock import MonotonicClock
 from swapos.data.sampling import SamplingParams
 from swapos.models.digests import known_digest, sha256_file

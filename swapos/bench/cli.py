@@ -13,18 +13,26 @@ from swapos.bench.soak import command as soak
 from swapos.bench.suite import command as suite_run
 from swapos.bench.swap import command as swap
 from swapos.cluster import overhead as ray_overhead
+from swapos.cluster.session import run_on_ray
 from swapos.errors import SwapOSError
 from swapos.logconfig import configure_logging
 
 AddArguments = Callable[[argparse.ArgumentParser], None]
 Main = Callable[[argparse.Namespace], int]
 
+
+def _suite_run(args: argparse.Namespace) -> int:
+    return suite_run.main(args, on_ray=run_on_ray)  # the cluster plugs in --ray here
+
+
+_suite_run.__doc__ = suite_run.main.__doc__
+
 SUBCOMMANDS: dict[str, tuple[AddArguments, Main]] = {
     "kv": (kv.add_arguments, kv.main),
     "overhead": (overhead.add_arguments, overhead.main),
     "ray-overhead": (ray_overhead.add_arguments, ray_overhead.main),
     "replay": (replay.add_arguments, replay.main),
-    "run": (suite_run.add_arguments, suite_run.main),
+    "run": (suite_run.add_arguments, _suite_run),
     "serve": (serve.add_arguments, serve.main),
     "soak": (soak.add_arguments, soak.main),
     "swap": (swap.add_arguments, swap.main),

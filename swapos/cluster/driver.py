@@ -1,10 +1,11 @@
-"""The driver of a cluster run: one queue of tasks, one loop per worker, one ledger.
+"""The driver of a cluster run: one queue of tasks, one loop per worker, one scoreboard.
 
 ``python -m swapos.bench run ... --ray [ADDRESS] [--workers N]`` comes here. The driver
-reads what ``--out`` already holds (the same :class:`~swapos.bench.suite.ledger.Ledger` as a local
-run), starts the workers (:class:`WorkerPool`: Ray actors in :mod:`swapos.cluster.ray_pool`),
-and runs one loop per worker that pulls the next task from the :class:`WorkQueue`, hands it
-over with the mode/arms it still needs, and commits every (task, mode, arm) result the
+reads what ``--out`` already holds (the same
+:class:`~swapos.bench.suite.scoreboard.Scoreboard` as a local run), starts the workers
+(:class:`WorkerPool`: Ray actors in :mod:`swapos.cluster.ray_pool`), and runs one loop per
+worker that pulls the next task from the :class:`WorkQueue`, hands it over with the
+mode/arms it still needs, and commits every (task, mode, arm) result the
 worker streams back, rewriting that mode/arm's ``results.json`` through the same
 :func:`~swapos.bench.results.summarize` as a local run. So ``--resume`` after a driver
 restart finds exactly the finished triples and never runs one again.
@@ -28,9 +29,9 @@ import sniffio
 import structlog
 
 from swapos.bench.compare import Key, label, ordered
-from swapos.bench.suite.ledger import Ledger, rotated
 from swapos.bench.results import write_atomic
-from swapos.bench.suite.command import Reporter
+from swapos.bench.suite.progress import Reporter
+from swapos.bench.suite.scoreboard import Scoreboard, rotated
 from swapos.cluster.protocol import (
     OpenReply,
     TripleDone,
@@ -117,11 +118,11 @@ class ClusterReport(msgspec.Struct, kw_only=True):
     wall_s: float = 0.0
 
 
-def work_items(ledger: Ledger, tasks: Sequence[Task]) -> list[Item]:
+def work_items(board: Scoreboard, tasks: Sequence[Task]) -> list[Item]:
     """The queue's items: each task with the mode/arms it still needs, in the order rotated
     by its index (as a local run orders them)."""
     items = [
-        Item(index=i, task=t, keys=ledger.pending(t, rotated(ledger.keys, i)))
+        Item(index=i, task=t, keys=board.pending(t, rotated(board.keys, i)))
         for i, t in enumerate(tasks)
     ]
     return [item for item in items if item.keys]
@@ -132,14 +133,14 @@ class _Run:
 
     def __init__(
         self,
-        ledger: Ledger,
+        board: Scoreboard,
         queue: WorkQueue,
         *,
         reporter: Reporter | None,
         shared_logs: bool,
         open_timeout_s: float,
     ) -> None:
-        self.ledger = ledger
+        self.board = board
         self.queue = queue
         self.report = ClusterReport()
         self.reporter = reporter
@@ -191,7 +192,7 @@ class _Run:
         t0, worker_s = time.perf_counter(), 0.0
         try:
             async for done in worker.run(work):
-                self.ledger.commit(
+                self.board.commit(
                     done.key, done.result, done.live, source=worker.name, capsule=done.capsule
                 )
                 remaining.remove(done.key)
@@ -217,7 +218,7 @@ class _Run:
     def _write_logs(self, closed: WorkerClosed) -> list[str]:
         written = []
         for log_file in closed.logs:
-            path = log_name(self.ledger.out / label(log_file.key), closed.name)
+            path = log_name(self.board.out / label(log_file.key), closed.name)
             write_atomic(path, log_file.data)
             written.append(str(path))
         return written
@@ -277,17 +278,17 @@ async def run_cluster(
     """
     t0 = time.perf_counter()
     keys = ordered([(m, a) for m in modes for a in arms])
-    ledger = Ledger.open(out, keys, tasks, resume)
-    items = work_items(ledger, tasks)
+    board = Scoreboard.open(out, keys, tasks, resume)
+    items = work_items(board, tasks)
     if reporter is not None:
-        reporter.start(ledger.remaining(tasks), keys)
+        reporter.start(board.remaining(tasks), keys)
     if not items:
-        return ledger.summaries, ClusterReport()
+        return board.summaries, ClusterReport()
     needed = [k for k in keys if any(k in item.keys for item in items)]
     config = _worker_config(profile, needed, out, shared_logs, max_attempts)
     queue = WorkQueue(items, max_losses=max_losses)
     run = _Run(
-        ledger, queue, reporter=reporter, shared_logs=shared_logs, open_timeout_s=open_timeout_s
+        board, queue, reporter=reporter, shared_logs=shared_logs, open_timeout_s=open_timeout_s
     )
     workers = await pool.start(config)
     async with anyio.create_task_group() as tg:
@@ -304,4 +305,4 @@ async def run_cluster(
             f"no worker is left to run {len(left)} task(s) ({reasons}); the finished ones "
             f"are in {out}: fix the nodes and rerun with --resume"
         )
-    return ledger.summaries, report
+    return board.summaries, report

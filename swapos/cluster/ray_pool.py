@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import anyio
 import msgspec
 
-from swapos.bench.suite.command import SystemFactory
+from swapos.bench.suite.arms import SystemFactory
 from swapos.cluster.driver import RemoteWorker, WorkerLost
 from swapos.cluster.protocol import (
     CLOSED,

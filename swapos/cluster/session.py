@@ -9,7 +9,8 @@ from typing import Any
 import anyio
 
 from swapos.bench.compare import Key
-from swapos.bench.suite.command import Reporter, SystemFactory
+from swapos.bench.suite.arms import SystemFactory
+from swapos.bench.suite.progress import Reporter
 from swapos.cluster.driver import ClusterReport, run_cluster
 from swapos.cluster.ray_pool import RayPool, connect, import_ray
 from swapos.data.task import Task

@@ -32,7 +32,7 @@ import structlog
 from swapos.actors.system import System, open_system
 from swapos.bench.compare import label
 from swapos.bench.results import RunInfo, info_of
-from swapos.bench.suite.command import SystemFactory, arm_profile, run_triple
+from swapos.bench.suite.arms import SystemFactory, arm_profile, run_triple
 from swapos.cluster.protocol import (
     CONFIG,
     ITEM,
@@ -64,7 +64,7 @@ def profile_for_cpus(profile: Profile, cpus: int) -> Profile:
 
 @asynccontextmanager
 async def open_checked(profile: Profile, mode: Mode, events: Path) -> AsyncIterator[System]:
-    """The real :data:`~swapos.bench.suite.command.SystemFactory` of a worker: the profile's model
+    """The real :data:`~swapos.bench.suite.arms.SystemFactory` of a worker: the profile's model
     files are resolved on this node (bundled models assembled into its cache) and opened
     first, so a node that lacks one fails here, before it takes any task.
 

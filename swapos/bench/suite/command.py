@@ -17,7 +17,7 @@ See ``docs/reports.md``.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
 from typing import Protocol, cast
@@ -26,13 +26,13 @@ import anyio
 import msgspec
 import structlog
 
-from swapos.actors.handle import TaskOutcome
 from swapos.actors.system import System, open_system
-from swapos.bench.swap.coldcache import ColdCache
 from swapos.bench.compare import Key, compare, label, ordered
-from swapos.bench.suite.ledger import Ledger, rotated
-from swapos.bench.suite.progress import RichReporter
 from swapos.bench.results import info_of, write_atomic
+from swapos.bench.suite.arms import ARMS, SystemFactory, arm_profile, run_triple
+from swapos.bench.suite.progress import Reporter, RichReporter
+from swapos.bench.suite.scoreboard import Scoreboard, rotated
+from swapos.bench.swap.coldcache import ColdCache
 from swapos.cliargs import positive_int
 from swapos.clock import Clock, MonotonicClock
 from swapos.console import interrupt_on_sigterm
@@ -40,24 +40,31 @@ from swapos.data.task import Task
 from swapos.errors import SwapOSError
 from swapos.models.profile import MODES, Mode, Profile
 from swapos.pipeline.tasks import load_suite
-from swapos.records.schema import RunSummary, TaskResult
+from swapos.records.schema import RunSummary
 
 log = structlog.get_logger(__name__)
 
-ARMS = ("pipeline", "single")
-SINGLE_SKIP_REASON = 10**9
-"""``skip_reason_max_difficulty`` of the single arm: the router never plans."""
 
-SystemFactory = Callable[[Profile, Mode, Path], AbstractAsyncContextManager[System]]
-"""Opens the system of one mode/arm: ``(profile, mode, events_path) -> System``."""
+class RunOnRay(Protocol):
+    """Runs a suite on Ray (``--ray``): :func:`swapos.cluster.session.run_on_ray`, which the
+    ``bench`` command line plugs into :func:`main` (this module does not import the
+    cluster: the cluster imports the suite's parts)."""
 
-
-class Reporter(Protocol):
-    """What the runner tells about its progress."""
-
-    def start(self, total: int, keys: Sequence[Key]) -> None: ...
-
-    def advance(self, key: Key, result: TaskResult) -> None: ...
+    async def __call__(
+        self,
+        tasks: Sequence[Task],
+        profile: Profile,
+        *,
+        address: str | None,
+        workers: int | None,
+        out: Path,
+        modes: Sequence[str],
+        arms: Sequence[str],
+        max_attempts: int | None = None,
+        resume: bool = False,
+        shared_logs: bool = False,
+        reporter: Reporter | None = None,
+    ) -> tuple[dict[Key, RunSummary], object]: ...
 
 
 def parse_choices(text: str, valid: Sequence[str], what: str) -> list[str]:
@@ -74,17 +81,6 @@ def parse_choices(text: str, valid: Sequence[str], what: str) -> list[str]:
             f"choose from {', '.join(valid)} (comma-separated)"
         )
     return names
-
-
-def arm_profile(profile: Profile, arm: str) -> Profile:
-    """``profile`` for ``arm``: unchanged for ``pipeline``; for ``single``, one code attempt
-    and no reason phase (so: code, grade)."""
-    if arm == "pipeline":
-        return profile
-    pipeline = msgspec.structs.replace(
-        profile.pipeline, max_attempts=1, skip_reason_max_difficulty=SINGLE_SKIP_REASON
-    )
-    return msgspec.structs.replace(profile, pipeline=pipeline)
 
 
 def events_path(folder: Path) -> Path:
@@ -131,22 +127,9 @@ async def _open_systems(
         log.info("bench.system_opened", key=label(key), open_s=session.wall[key])
 
 
-async def run_triple(
-    system: System,
-    task: Task,
-    arm: str,
-    *,
-    max_attempts: int | None,
-    next_task: Task | None,
-) -> TaskOutcome:
-    """Run ``task`` on ``system`` (one mode/arm): the single arm gets one code attempt."""
-    attempts = 1 if arm == "single" else max_attempts
-    return await system.run_task(task, max_attempts=attempts, next_task=next_task)
-
-
 async def _run_task_everywhere(
     session: _Session,
-    ledger: Ledger,
+    board: Scoreboard,
     task: Task,
     order: Sequence[Key],
     following: dict[Key, dict[str, Task | None]],
@@ -157,7 +140,7 @@ async def _run_task_everywhere(
 ) -> None:
     """Step 3, for one task: run it in every mode/arm of ``order`` that has not finished it,
     committing each result as it comes."""
-    for key in ledger.pending(task, order):
+    for key in board.pending(task, order):
         if cold is not None:
             await cold.drop()
         t0 = session.clock.now()
@@ -171,7 +154,7 @@ async def _run_task_everywhere(
         session.wall[key] += session.clock.now() - t0
         live = info_of(session.systems[key].summary())
         live.wall_clock_s = session.wall[key]
-        ledger.commit(key, outcome.result, live, capsule=outcome.capsule_json)
+        board.commit(key, outcome.result, live, capsule=outcome.capsule_json)
         if reporter is not None:
             reporter.advance(key, outcome.result)
 
@@ -192,9 +175,10 @@ async def run_bench(
 ) -> dict[Key, RunSummary]:
     """Run every task in every mode x arm, interleaved; write results after every task.
 
-    The steps: read what ``out`` already holds (:class:`~swapos.bench.suite.ledger.Ledger`), open
-    one system per mode/arm with work left, then for each task run every mode/arm that has
-    not finished it, in an order rotated by the task's index, committing each result.
+    The steps: read what ``out`` already holds
+    (:class:`~swapos.bench.suite.scoreboard.Scoreboard`), open one system per mode/arm with
+    work left, then for each task run every mode/arm that has not finished it, in an order
+    rotated by the task's index, committing each result.
 
     Args:
         tasks: the suite, in order (its index rotates the mode/arm order).
@@ -220,12 +204,12 @@ async def run_bench(
             finished is lost.
     """
     keys = ordered([(m, a) for m in modes for a in arms])
-    ledger = Ledger.open(out, keys, tasks, resume)
-    todo = ledger.todo(tasks)
+    board = Scoreboard.open(out, keys, tasks, resume)
+    todo = board.todo(tasks)
     # The task each system runs after each one: announced so overlap prefetches its model.
     following = {k: _following(v) for k, v in todo.items()}
     if reporter is not None:
-        reporter.start(ledger.remaining(tasks), keys)
+        reporter.start(board.remaining(tasks), keys)
     session = _Session(clock or MonotonicClock())
     async with AsyncExitStack() as stack:
         await _open_systems(
@@ -239,7 +223,7 @@ async def run_bench(
         for i, task in enumerate(tasks):
             await _run_task_everywhere(
                 session,
-                ledger,
+                board,
                 task,
                 rotated(keys, i),
                 following,
@@ -247,7 +231,7 @@ async def run_bench(
                 cold=cold,
                 reporter=reporter,
             )
-    return ledger.summaries
+    return board.summaries
 
 
 def write_comparison(out: Path, summaries: dict[Key, RunSummary]) -> Path:
@@ -289,12 +273,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace, *, on_ray: RunOnRay | None = None) -> int:
     """Run a suite in every mode x arm, interleaved; write results and comparison.json."""
     if args.ray is None and (args.workers is not None or args.shared_out):
         raise SwapOSError("--workers and --shared-out go with --ray")
     if args.ray is not None and args.cold:
         raise SwapOSError("--cold is not supported with --ray (it drops one machine's cache)")
+    if args.ray is not None and on_ray is None:
+        raise SwapOSError("--ray is not available here: run it as `python -m swapos.bench run`")
     modes = parse_choices(args.modes, MODES, "mode")
     arms = parse_choices(args.arms, ARMS, "arm")
     tasks = load_suite(
@@ -310,8 +296,9 @@ def main(args: argparse.Namespace) -> int:
 
     async def go() -> dict[Key, RunSummary]:
         with RichReporter() as reporter:
-            if args.ray is not None:
+            if on_ray is not None and args.ray is not None:
                 return await _go_ray(
+                    on_ray,
                     args,
                     tasks=tasks,
                     profile=profile,
@@ -353,6 +340,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 async def _go_ray(
+    run_on_ray: RunOnRay,
     args: argparse.Namespace,
     *,
     tasks: Sequence[Task],
@@ -363,8 +351,6 @@ async def _go_ray(
     cluster: dict[str, object],
 ) -> dict[Key, RunSummary]:
     """``main`` on Ray; the session's cluster report goes into ``cluster`` (for bench.json)."""
-    from swapos.cluster.session import run_on_ray
-
     summaries, report = await run_on_ray(
         tasks,
         profile,

@@ -1,9 +1,11 @@
-"""The suite benchmark's progress bar: task runs done, passes per mode/arm, ETA."""
+"""The suite benchmark's progress: what a runner reports (:class:`Reporter`) and the bar
+that shows it (task runs done, passes per mode/arm, ETA)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from types import TracebackType
+from typing import Protocol
 
 from rich.console import Console
 from rich.progress import (
@@ -18,6 +20,14 @@ from rich.progress import (
 
 from swapos.bench.compare import Key, label
 from swapos.records.schema import TaskResult
+
+
+class Reporter(Protocol):
+    """What the runner tells about its progress."""
+
+    def start(self, total: int, keys: Sequence[Key]) -> None: ...
+
+    def advance(self, key: Key, result: TaskResult) -> None: ...
 
 
 class RichReporter:

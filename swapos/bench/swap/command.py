@@ -31,7 +31,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar, get_args
+from typing import get_args
 
 import anyio
 import msgspec
@@ -39,7 +39,6 @@ from rich.console import Console
 
 from swapos.actors.prefetcher import PrefetchPolicy
 from swapos.backends.base import ModelBackend
-from swapos.bench.swap.sizes_stats import parse_sizes
 from swapos.bench.swap.measure import (
     SCHEDULES,
     CacheDropper,
@@ -48,10 +47,13 @@ from swapos.bench.swap.measure import (
     SwapSample,
     measure_swap,
     pipeline_phases,
+    round_order,
     run_mode,
     schedule_models,
 )
 from swapos.bench.swap.report import SwapReport, print_report
+from swapos.bench.swap.sizes import main_sizes
+from swapos.bench.swap.sizes_stats import parse_sizes
 from swapos.bench.swap.stats import mode_stats, model_stats, targets, wall_ratios
 from swapos.errors import ProfileError
 from swapos.messages.commands import PhaseSpec
@@ -63,7 +65,6 @@ CONDITIONS = ("warm", "cold")
 BUSY_LOAD = 3.0
 """A 1-minute load average above this on a small machine distorts timings: we say so."""
 
-T = TypeVar("T")
 Say = Callable[[str], None]
 
 
@@ -132,8 +133,6 @@ def build_args(argv: Sequence[str]) -> argparse.Namespace:
 def main(args: argparse.Namespace) -> int:
     """Swap microbench: per-model cold/warm load, TTFT, close, RSS; pipeline by mode."""
     if args.sizes:
-        from swapos.bench.swap.sizes import main_sizes  # it imports this module
-
         return main_sizes(args)
     rig = real_rig(args.profile)
     console = Console(width=None if sys.stdout.isatty() else 150)  # logs keep whole tables
@@ -239,13 +238,6 @@ async def _run_pipelines(bench: _Bench, phases: list[PhaseSpec]) -> list[ModeRun
                     f"evict {run.evict_s:.2f}s{error}"
                 )
     return runs
-
-
-def round_order(items: Sequence[T], round_: int) -> list[T]:
-    """``items`` rotated left by ``round_``: each round starts with the next one, so no
-    mode always runs first (on a cold page cache, or right after the system starts)."""
-    k = round_ % len(items)
-    return [*items[k:], *items[:k]]
 
 
 def _report(

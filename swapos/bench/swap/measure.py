@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 import msgspec
@@ -29,6 +30,8 @@ from swapos.records.schema import PhaseRecord, RunSummary
 from swapos.sysinfo import peak_rss_bytes, reset_peak_rss, rss_bytes
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 TTFT_PROMPT_TOKENS = 200
 PROMPT = '''\
@@ -247,13 +250,20 @@ def schedule_models(
     raise ValueError(f"unknown schedule {schedule!r} (choose from {', '.join(SCHEDULES)})")
 
 
-def pipeline_phases(models: Sequence[str], tokens: int) -> list[PhaseSpec]:
-    """One greedy phase of ``tokens`` tokens per entry of ``models``, one fixed prompt."""
+def pipeline_phases(models: Sequence[str], tokens: int, *, prompt: str = PROMPT) -> list[PhaseSpec]:
+    """One greedy phase of ``tokens`` tokens per entry of ``models``, all from ``prompt``."""
     params = SamplingParams(max_tokens=tokens, temperature=0.0)
     return [
-        PhaseSpec(phase=f"p{i}", model=m, prompt=PROMPT, params=params)
+        PhaseSpec(phase=f"p{i}", model=m, prompt=prompt, params=params)
         for i, m in enumerate(models)
     ]
+
+
+def round_order(items: Sequence[T], round_: int) -> list[T]:
+    """``items`` rotated left by ``round_``: each round starts with the next one, so no
+    mode always runs first (on a cold page cache, or right after the system starts)."""
+    k = round_ % len(items)
+    return [*items[k:], *items[:k]]
 
 
 class ModeRun(msgspec.Struct, frozen=True, kw_only=True):

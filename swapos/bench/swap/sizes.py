@@ -44,6 +44,14 @@ from rich.console import Console
 
 from swapos.backends.base import ModelBackend
 from swapos.bench.swap.coldcache import DROP_CACHES
+from swapos.bench.swap.measure import (
+    PROMPT,
+    CacheDropper,
+    Rig,
+    pipeline_phases,
+    round_order,
+    run_mode,
+)
 from swapos.bench.swap.sizes_report import SizesReport, plot_sizes, print_sizes
 from swapos.bench.swap.sizes_stats import (
     TOUCHES,
@@ -55,11 +63,8 @@ from swapos.bench.swap.sizes_stats import (
     size_mode_stats,
     size_stats,
 )
-from swapos.bench.swap.command import round_order
-from swapos.bench.swap.measure import PROMPT, CacheDropper, Rig, run_mode
 from swapos.data.sampling import SamplingParams
 from swapos.errors import SwapOSError
-from swapos.messages.commands import PhaseSpec
 from swapos.models.profile import Mode, ModelConfig, Profile
 from swapos.models.spec import ModelSpec
 from swapos.sysinfo import host_info, peak_rss_bytes, reset_peak_rss, rss_bytes
@@ -253,7 +258,9 @@ async def _pipelines(bench: _Sizes) -> list[SizeRun]:
         for cond in bench.conditions:
             for size, pair in bench.pairs.items():
                 rig = pipeline_rig(bench.rig, bench.backend, pair)
-                phases = pipeline_phases(pair, args.size_tokens)
+                phases = pipeline_phases(
+                    [s.name for s in pair], args.size_tokens, prompt=PHASE_PROMPT
+                )
                 for pos, mode in enumerate(round_order(SIZE_MODES, rnd)):
                     run = await run_mode(
                         rig, mode, phases, condition=cond, round_=rnd, position=pos,
@@ -284,15 +291,6 @@ def pipeline_rig(rig: SizesRig, backend: ModelBackend, pair: Sequence[ModelSpec]
         new_backend=rig.new_backend,
         drop_caches=rig.drop_caches,
     )
-
-
-def pipeline_phases(pair: Sequence[ModelSpec], tokens: int) -> list[PhaseSpec]:
-    """Phase A then phase B, ``tokens`` greedy tokens each from :data:`PHASE_PROMPT`."""
-    params = SamplingParams(max_tokens=tokens, temperature=0.0)
-    return [
-        PhaseSpec(phase=f"p{i}", model=s.name, prompt=PHASE_PROMPT, params=params)
-        for i, s in enumerate(pair)
-    ]
 
 
 def sizes_command(args: argparse.Namespace) -> str:

@@ -1,18 +1,18 @@
 """What a suite benchmark has finished, per (mode, arm), and the results files that record it.
 
-A suite run is a set of *triples* (task, mode, arm). The :class:`Ledger` knows which are
+A suite run is a set of *triples* (task, mode, arm). The :class:`Scoreboard` knows which are
 finished (read back from ``<out>/<mode>-<arm>/results.json`` on ``--resume``), commits each new
 one by rewriting that file atomically (so a crash or a kill loses at most the triples in
 flight) after writing the task's final capsule to ``capsules/<task_id>.json`` beside it (the
 code of every candidate, its feedback and every decision: what the event log does not hold),
 and rebuilds every summary with the same :func:`~swapos.bench.results.summarize`.
-The local runner (:mod:`swapos.bench.suite.command`) and the Ray driver (:mod:`swapos.cluster.driver`)
-share it, so their results files are built the same way.
+The local runner (:mod:`swapos.bench.suite.command`) and the Ray driver
+(:mod:`swapos.cluster.driver`) share it, so their results files are built the same way.
 
 A mode/arm may be served by several systems at once (one per Ray worker) and over several
 sessions (resumes): each *source* (a system) reports its own run-wide counters
 (:class:`~swapos.records.summary.RunInfo`: loads, evictions, KV counts, time spent in the
-system), and the ledger adds them up with those of the sessions before.
+system), and the scoreboard adds them up with those of the sessions before.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def previous_runs(out: Path, keys: Sequence[Key], resume: bool) -> dict[Key, Run
     return found
 
 
-class Ledger:
+class Scoreboard:
     """The finished triples of a suite run and their results files.
 
     Not thread-safe: one event loop commits.
@@ -91,8 +91,10 @@ class Ledger:
         """Triples committed by this session (not counting those read back)."""
 
     @classmethod
-    def open(cls, out: Path, keys: Sequence[Key], tasks: Sequence[Task], resume: bool) -> Ledger:
-        """The ledger of ``out`` (see :func:`previous_runs` for what it raises)."""
+    def open(
+        cls, out: Path, keys: Sequence[Key], tasks: Sequence[Task], resume: bool
+    ) -> Scoreboard:
+        """The scoreboard of ``out`` (see :func:`previous_runs` for what it raises)."""
         return cls(out, keys, tasks, previous_runs(out, keys, resume))
 
     def is_done(self, task_id: str, key: Key) -> bool:
