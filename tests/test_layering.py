@@ -1,8 +1,10 @@
-"""The layering rule of docs/architecture.md, checked on the import graph.
+"""The layering rules of docs/architecture.md, checked on the import graph.
 
 A package may import its own modules and packages on floors strictly below its own; the top
-floor (the applications) may import anything. Imports inside functions count too: a lazy
-import is still a dependency.
+floor (the applications) may import anything. And no two modules import each other, directly
+or through others, anywhere (the top floor included). Imports inside functions and under
+``if TYPE_CHECKING:`` count too: a lazy import is still a dependency, and a circle hidden
+behind one is still a circle (move what both sides need to a lower module).
 """
 
 from __future__ import annotations
@@ -91,3 +93,145 @@ def test_the_check_catches_an_upward_import() -> None:
 def test_every_package_has_a_floor() -> None:
     for package in package_edges():
         floor_of(package)
+
+
+# --- no import cycle between modules ------------------------------------------------------
+
+CYCLES_ALLOWED: frozenset[frozenset[str]] = frozenset(
+    {
+        # TEMPORARY (issue 24, item 4): TaskRun forwards to the Router that creates it; branch
+        # h-arch replaces it with one per-run object. The lead empties this set at that merge.
+        frozenset({"swapos.actors.router", "swapos.actors.task_run"}),
+    }
+)
+"""Import cycles known and being removed elsewhere; every entry must still exist."""
+
+
+def module_paths(root: Path, package: str) -> dict[str, Path]:
+    """Every module of the package at ``root`` (named ``package``) by its dotted name; a
+    package is its ``__init__.py``. Data folders (:data:`DATA_ONLY`) are left out."""
+    found: dict[str, Path] = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).with_suffix("").parts
+        if rel[0] in DATA_ONLY:
+            continue
+        parts = rel[:-1] if rel[-1] == "__init__" else rel
+        found[".".join((package, *parts))] = path
+    return found
+
+
+def imported_modules(node: ast.AST, module: str, is_package: bool, known: set[str]) -> set[str]:
+    """The modules of ``known`` an import statement ``node`` in ``module`` names, relative
+    imports made absolute: ``import a.b`` gives ``a.b`` (or ``a`` when ``a.b`` is no
+    module), ``from a import b`` gives ``a.b`` if that is a module, else ``a`` (a name from
+    its ``__init__``)."""
+    found: set[str] = set()
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            name = alias.name
+            while name not in known and "." in name:
+                name = name.rsplit(".", 1)[0]
+            if name in known:
+                found.add(name)
+    elif isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:
+            here = module.split(".") if is_package else module.split(".")[:-1]
+            anchor = here[: len(here) - (node.level - 1)]
+            base = ".".join([*anchor, *([base] if base else [])])
+        for alias in node.names:
+            if f"{base}.{alias.name}" in known:
+                found.add(f"{base}.{alias.name}")
+            elif base in known:
+                found.add(base)
+    return found
+
+
+def module_edges(root: Path, package: str) -> dict[str, set[str]]:
+    """``module -> the modules of the package it imports``, from every import statement
+    (at module level, in functions, under ``TYPE_CHECKING``). An import names the module it
+    binds; the ``__init__`` of the packages above that module, which Python also runs, is
+    not counted (the public API's ``__init__`` imports its own modules, so every module
+    would be in a cycle with it)."""
+    paths = module_paths(root, package)
+    known = set(paths)
+    edges: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        is_package = path.name == "__init__.py"
+        targets = edges.setdefault(module, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets |= imported_modules(node, module, is_package, known)
+        targets.discard(module)
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of ``edges``: each strongly connected set of two or more modules,
+    sorted (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in sorted(edges.get(node, ())):
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_no_import_cycle_between_modules() -> None:
+    found = {frozenset(c) for c in cycles(module_edges(ROOT, "swapos"))}
+    assert sorted(sorted(c) for c in found - CYCLES_ALLOWED) == []
+    gone = CYCLES_ALLOWED - found
+    assert not gone, f"no longer a cycle: take {sorted(map(sorted, gone))} off CYCLES_ALLOWED"
+
+
+def test_the_cycle_check_catches_module_lazy_and_type_checking_imports(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    files = {
+        "__init__.py": "from pkg.sub import low as low\n",
+        "a.py": "from pkg import b\n",
+        "b.py": "def f() -> None:\n    from . import a  # lazy\n",
+        "c.py": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.sub.d import D\n"
+        ),
+        "sub/__init__.py": "",
+        "sub/d.py": "import pkg.c\n",
+        "sub/low.py": "import os\n",
+        "e.py": "from .sub import low\nfrom .sub.low import os\n",  # no cycle: imports down
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text, encoding="utf-8")
+    edges = module_edges(pkg, "pkg")
+    assert edges["pkg.e"] == {"pkg.sub.low"}
+    assert edges["pkg.b"] == {"pkg.a"}
+    assert cycles(edges) == [["pkg.a", "pkg.b"], ["pkg.c", "pkg.sub.d"]]
+
+
+def test_the_cycle_check_finds_a_long_circle_and_no_false_one() -> None:
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"d", "a"}}
+    assert cycles(edges) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
