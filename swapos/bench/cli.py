@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from swapos.bench import kv, replay, report
+from swapos.bench import kv, replay, report, splice
 from swapos.bench.overhead import command as overhead
 from swapos.bench.serve import command as serve
 from swapos.bench.soak import command as soak
@@ -35,6 +35,7 @@ SUBCOMMANDS: dict[str, tuple[AddArguments, Main]] = {
     "run": (suite_run.add_arguments, _suite_run),
     "serve": (serve.add_arguments, serve.main),
     "soak": (soak.add_arguments, soak.main),
+    "splice": (splice.add_arguments, splice.main),
     "swap": (swap.add_arguments, swap.main),
     "report": (report.add_arguments, report.main),
 }
