@@ -3,7 +3,7 @@
 
 ``python -m swapos.bench serve [--profile default|tiny|PATH] [--sessions 3] [--rounds 4]
 [--architect-tokens 64] [--editor-tokens 96] [--conditions one,both] [--targets swapos,peer]
-[--name serve] [--results docs/results]``
+[--name serve] [--results out]``
 
 The trace (:mod:`~swapos.bench.serve.trace`): ``--sessions`` concurrent sessions, each
 ``--rounds`` rounds of an architect request (the profile's ``reason`` model, the large one)
@@ -93,7 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--targets", type=_csv(TARGETS), default=list(TARGETS),
         help="swapos, peer (llama_cpp.server); default: both")  # fmt: skip
     add("--name", default="serve", help="results folder name, before the date (default: serve)")
-    add("--results", type=Path, default=Path("docs/results"), help="where results go")
+    add("--results", type=Path, default=Path("out"), help="where results go (default: out)")
 
 
 def build_args(argv: Sequence[str]) -> argparse.Namespace:
