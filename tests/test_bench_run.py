@@ -14,8 +14,10 @@ import pytest
 from swapos.actors.system import System
 from swapos.backends.fake import FakeModelScript
 from swapos.bench import report
+from swapos.bench.cli import build_parser
 from swapos.bench.cli import main as bench_main
 from swapos.bench.results import info_of, read_summary, summarize
+from swapos.bench.suite import command as suite_command
 from swapos.bench.suite.arms import arm_profile
 from swapos.bench.suite.command import parse_choices, run_bench, write_comparison
 from swapos.bench.swap.coldcache import ColdCache
@@ -218,6 +220,14 @@ def test_unknown_mode_or_arm_lists_the_valid_ones() -> None:
         parse_choices("overlap,turbo", ["overlap", "sequential", "resident"], "mode")
     assert bench_main(["run", "--modes", "turbo"]) == 2
     assert bench_main(["run", "--arms", "pipeline,duo"]) == 2
+
+
+def test_ray_runs_only_when_the_cluster_is_plugged_in() -> None:
+    # The suite does not import the cluster (no import cycle): bench's command line plugs
+    # swapos.cluster.session.run_on_ray in; called without it, --ray is refused up front.
+    args = build_parser().parse_args(["run", "--ray", "--suite", "builtin"])
+    with pytest.raises(SwapOSError, match="--ray is not available"):
+        suite_command.main(args)
 
 
 def test_empty_suite_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
