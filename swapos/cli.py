@@ -219,9 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result: int = parsed.func(parsed)
     except SwapOSError as exc:
-        Console(stderr=True, highlight=False).print(
-            f"[bold red]error:[/bold red] {escape(str(exc))}"
-        )
+        _console(stderr=True).print(f"[bold red]error:[/bold red] {escape(str(exc))}")
         return EXIT_ERROR
     return result
 
