@@ -72,6 +72,34 @@ async def test_chat_whole_and_streamed_with_ollamas_counters() -> None:
             assert last.load_duration == 0  # a stayed resident
 
 
+async def test_total_duration_counts_the_queue_wait_load_duration_the_swap() -> None:
+    clock = FakeClock()  # driven by hand until b's request is queued behind a's
+    scripts = {
+        "a": FakeModelScript(reply="x y z", load_s=0.0, token_s=1.0, footprint_bytes=100),
+        "b": FakeModelScript(reply="w", load_s=2.0, token_s=0.0, footprint_bytes=100),
+    }
+    got: dict[str, Any] = {}
+    with anyio.fail_after(60):
+        async with over_http(scripts, budget=100, clock=clock) as s:
+
+            async def one(model: str) -> None:
+                got[model] = await call(s, lambda c: c.chat(model=model, messages=HELLO))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one, "a")
+                await wait_until(lambda: s.backend.generations.get("a") == 1)
+                tg.start_soon(one, "b")  # waits for a's request: the two do not fit together
+                await wait_until(lambda: any(q.waiting for q in s.server.scheduler.snapshot()))
+                clock.start_driver(tg)
+                await wait_until(lambda: len(got) == 2)
+                tg.cancel_scope.cancel()
+    a, b = got["a"], got["b"]
+    assert a.total_duration == 3_000_000_000  # 3 tokens x 1 s
+    assert b.load_duration == 2_000_000_000  # its 2 s load (a's eviction takes no time here)
+    unexplained = b.total_duration - b.load_duration - b.prompt_eval_duration - b.eval_duration
+    assert unexplained == 3_000_000_000  # the wait for a's turn to end
+
+
 async def test_generate_whole_and_streamed() -> None:
     clock = FakeClock()
     with anyio.fail_after(60):

@@ -266,7 +266,7 @@ class Ollama:
         r = ran.record
         stats = Stats(
             total_duration=_ns(ended - ask.started),
-            load_duration=_ns(ran.queue_wait_s + r.evict_s + r.load_s),
+            load_duration=_ns(r.evict_s + r.load_s),
             prompt_eval_count=r.prefill_tokens,
             prompt_eval_duration=_ns(r.prefill_s),
             eval_count=r.tokens,
