@@ -199,6 +199,9 @@ def _sub(sub: Any, name: str, summary: str, examples: str) -> argparse.ArgumentP
         epilog=examples,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="log on stderr: -v info, -vv debug"
+    )
     return parser
 
 
@@ -216,6 +219,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if parsed.command is None:
         parser.print_help()
         return 0
+    from swapos.logconfig import configure_logging
+
+    configure_logging(parsed.verbose)  # warnings only by default, on stderr
     try:
         result: int = parsed.func(parsed)
     except SwapOSError as exc:
