@@ -194,3 +194,12 @@ def test_pull_of_a_profile_means_its_bundled_models() -> None:
 
 def _fields(chunked: bundled.Chunked) -> dict[str, object]:
     return {f: getattr(chunked, f) for f in chunked.__struct_fields__}
+
+
+def test_bench_and_serve_are_their_entry_points(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["bench", "replay", str(tmp_path / "missing.jsonl")]) == 2
+    assert "missing.jsonl" in capsys.readouterr().err  # swapos.bench's error, exit 2
+    assert cli.main(["serve", "--profile", str(tmp_path / "missing.toml")]) == 2
+    assert "missing.toml" in capsys.readouterr().err  # refused before serving
