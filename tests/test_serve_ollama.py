@@ -16,6 +16,8 @@ from serve_fakes import Served, in_process, in_thread, over_http, wait_until
 
 from swapos.backends.fake import FakeModelScript
 from swapos.serve import ServeSettings
+from swapos.serve import ollama as ollama_routes
+from swapos.serve.completions import Prepared
 from swapos.testing import FakeClock
 
 SCRIPTS = {
@@ -98,6 +100,41 @@ async def test_total_duration_counts_the_queue_wait_load_duration_the_swap() -> 
     assert b.load_duration == 2_000_000_000  # its 2 s load (a's eviction takes no time here)
     unexplained = b.total_duration - b.load_duration - b.prompt_eval_duration - b.eval_duration
     assert unexplained == 3_000_000_000  # the wait for a's turn to end
+
+
+async def test_options_become_the_sampling_parameters(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Prepared] = []
+    original = ollama_routes.run
+
+    async def recording(server: Any, prep: Prepared, *args: Any, **kwargs: Any) -> Any:
+        seen.append(prep)
+        return await original(server, prep, *args, **kwargs)
+
+    monkeypatch.setattr(ollama_routes, "run", recording)
+    options = {"num_predict": 7, "temperature": 0.7, "top_p": 0.5, "top_k": 3, "seed": 42}
+    clock = FakeClock()
+    with anyio.fail_after(60):
+        async with clock.autojump(), in_process(SCRIPTS, budget=100, clock=clock) as s:
+            r = await s.client.post(
+                "/api/chat",
+                json={"model": "a", "messages": HELLO, "stream": False,
+                      "options": {**options, "stop": "gamma"}},
+            )  # fmt: skip
+            assert r.json()["message"]["content"].split() == ["alpha", "beta"]  # cut at "gamma"
+            r = await s.client.post(
+                "/api/generate",
+                json={"model": "a", "prompt": "x", "stream": False,
+                      "options": {"num_predict": -1, "stop": ["beta", "gamma"]}},
+            )  # fmt: skip
+            assert r.json()["response"].split() == ["alpha"]
+    chat, generate = (p.params for p in seen)
+    assert (chat.max_tokens, chat.temperature, chat.top_p, chat.top_k, chat.seed) == (
+        7, 0.7, 0.5, 3, 42,
+    )  # fmt: skip
+    assert chat.stop == ("gamma",)
+    assert generate.stop == ("beta", "gamma")
+    assert generate.max_tokens == 2048 - seen[1].prompt_tokens  # -1: the room in the context
+    assert (generate.temperature, generate.seed) == (0.0, 0)  # SwapOS's defaults: greedy
 
 
 async def test_generate_whole_and_streamed() -> None:

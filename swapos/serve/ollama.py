@@ -155,7 +155,7 @@ class Ollama:
         options = body.options or Options()
         oa = ChatCompletionRequest(
             model=model,
-            messages=[ChatMessageIn(role=m.role, content=m.content) for m in body.messages],
+            messages=[ChatMessageIn(role=m.role, content=m.content or "") for m in body.messages],
             max_tokens=_max_tokens(options, self.server, model),
             temperature=options.temperature,
             top_p=options.top_p,

@@ -24,12 +24,12 @@ class Options(msgspec.Struct, frozen=True, kw_only=True):
     top_p: float | None = None
     top_k: int | None = None
     seed: int | None = None
-    stop: list[str] | None = None
+    stop: str | list[str] | None = None
 
 
 class Message(msgspec.Struct, frozen=True, kw_only=True):
     role: str
-    content: str = ""
+    content: str | None = None
     images: list[str] | None = None
     tool_calls: list[Any] | None = None
 
