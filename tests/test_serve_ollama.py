@@ -352,3 +352,29 @@ async def test_version() -> None:
             body = (await s.client.get("/api/version")).json()
             assert body["version"] == "0.5.0"
             assert body["swapos_version"]
+
+
+async def test_a_client_hanging_up_mid_stream_frees_the_lease() -> None:
+    clock = FakeClock()  # driven by hand: no token comes unless the test advances time
+    scripts = {"a": FakeModelScript(reply=" ".join(["tok"] * 50), load_s=0.0, token_s=1.0)}
+    with anyio.fail_after(60):
+        async with over_http(scripts, budget=100, clock=clock) as s:
+            first: list[Any] = []
+
+            def read_one() -> None:
+                with ollama.Client(host=s.base_url, timeout=30) as c:
+                    parts = c.chat(model="a", messages=HELLO, stream=True)
+                    first.append(next(parts))
+                    parts.close()  # and hang up
+
+            async def reader() -> None:
+                await in_thread(read_one)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(reader)
+                await wait_until(lambda: s.backend.generations.get("a") == 1)
+                clock.advance(1.0)  # the first token; the second never comes
+            assert (first[0].message.content or "").strip() == "tok"
+            assert first[0].done is False
+            await wait_until(lambda: s.system.statistics()["generator"].cancelled == 1)
+            assert {m.model: m.leases for m in await s.system.models()} == {"a": 0}
