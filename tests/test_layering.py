@@ -24,7 +24,7 @@ FLOORS: tuple[frozenset[str], ...] = (
     # 3: the actor system and its test clock
     frozenset({"actors", "testing"}),
     # 4: applications: CLIs, benchmarks, the cluster driver, the server, the console, the API
-    frozenset({"bench", "cluster", "serve", "run", "console", "__init__", "__main__"}),
+    frozenset({"bench", "cluster", "serve", "run", "cli", "console", "__init__", "__main__"}),
 )
 TOP = len(FLOORS) - 1
 ROOT = Path(swapos.__file__).parent

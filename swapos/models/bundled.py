@@ -27,7 +27,7 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -107,6 +107,13 @@ _MANIFEST = "manifest.json"
 _READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 """What opening a file for writing fails with in a read-only cache."""
 _thread_lock = threading.Lock()
+Progress = Callable[[str, int, int | None], None]
+"""Told how building a bundled file goes: ``(file name, bytes done, total bytes or None when
+the step does not say: a quantization, a package's own assembly)``."""
+
+
+def _quiet(name: str, done: int, total: int | None) -> None:
+    pass
 
 
 def cache_dir() -> Path:
@@ -116,8 +123,11 @@ def cache_dir() -> Path:
     return base / "models"
 
 
-def bundled_model_path(name: str) -> Path:
+def bundled_model_path(name: str, *, progress: Progress | None = None) -> Path:
     """The path of bundled model ``name``, building the file on first use.
+
+    ``progress`` is told how each file being built goes (``swapos pull`` draws it as a bar);
+    a model already in the cache is not built, and nothing is reported for it.
 
     Raises:
         ProfileError: ``name`` is not one of :data:`BUNDLED_NAMES`.
@@ -132,7 +142,7 @@ def bundled_model_path(name: str) -> Path:
         remove_stale_temps(directory)
         manifest = _read_manifest(directory)
         before = json.dumps(manifest, sort_keys=True)
-        path = _ensure(name, directory, manifest)
+        path = _ensure(name, directory, manifest, progress or _quiet)
         if json.dumps(manifest, sort_keys=True) != before:
             _save_manifest(directory, manifest)
     entry = manifest.get(name) or {}
@@ -236,18 +246,25 @@ def _lock_file(path: Path) -> Iterator[IO[bytes] | None]:
         yield file
 
 
-def _ensure(name: str, directory: Path, manifest: dict[str, Any]) -> Path:
+def _ensure(
+    name: str, directory: Path, manifest: dict[str, Any], progress: Progress = _quiet
+) -> Path:
     path = directory / f"{name}.gguf"
     pinned = CHUNKED[name].sha256 if name in CHUNKED else None
     if _verified(path, manifest.get(name), pinned):
         return path
     try:
         if name in CHUNKED:
-            _assemble_chunks(name, CHUNKED[name], path)
-        elif name == _SOURCE:
-            _assemble(path)
+            _assemble_chunks(name, CHUNKED[name], path, progress)
         else:
-            _quantize(_ensure(_SOURCE, directory, manifest), path, _FTYPES[name])
+            source = _ensure(_SOURCE, directory, manifest, progress) if name != _SOURCE else None
+            progress(path.name, 0, None)
+            if source is None:
+                _assemble(path)
+            else:
+                _quantize(source, path, _FTYPES[name])
+            size = path.stat().st_size
+            progress(path.name, size, size)
     except OSError as exc:  # reading the packages goes through ModelFileError: this is a write
         raise unwritable_cache(directory, exc, doing=f"build {path.name}") from exc
     stat = path.stat()
@@ -298,16 +315,20 @@ def _assemble(path: Path) -> None:
         os.replace(tmp, path)
 
 
-def _assemble_chunks(name: str, source: Chunked, path: Path) -> None:
+def _assemble_chunks(name: str, source: Chunked, path: Path, progress: Progress = _quiet) -> None:
     """Concatenate ``source``'s chunks into ``path``, checking the pinned size and digest."""
     digest = hashlib.sha256()
+    done = 0
     with temp_path(path) as tmp:
         with tmp.open("wb") as out:
+            progress(path.name, 0, source.size)
             for i in range(1, source.parts + 1):
                 with _open_chunk(name, source, i) as f:
                     while block := f.read(8 << 20):
                         digest.update(block)
                         out.write(block)
+                        done += len(block)
+                        progress(path.name, done, source.size)
             out.flush()
             os.fsync(out.fileno())
         size = tmp.stat().st_size

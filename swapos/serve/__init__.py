@@ -1,4 +1,5 @@
-"""``swapos serve``: an OpenAI-compatible server over a SwapOS system (docs/serve.md).
+"""``swapos serve``: an OpenAI- and Ollama-compatible server over a SwapOS system
+(docs/serve.md).
 
 ``app(system)`` is the ASGI app (mount it in another async app); ``python -m swapos.serve``
 opens the system for a profile and serves it with Hypercorn on asyncio or trio.

@@ -9,7 +9,8 @@ resident across requests and owns their lifetime.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 from starlette.applications import Starlette
@@ -33,6 +34,7 @@ from swapos.serve.completions import (
 )
 from swapos.serve.errors import RequestError
 from swapos.serve.metrics import Metrics
+from swapos.serve.ollama import Ollama, OllamaError
 from swapos.serve.scheduler import Scheduler
 from swapos.serve.schemas import ChatCompletionRequest, CompletionRequest
 from swapos.serve.sse import EventStream
@@ -51,7 +53,10 @@ def app(system: System, settings: ServeSettings | None = None) -> Starlette:
         settings: queueing bound, parallelism, bearer key, body limit (defaults: see
             :class:`ServeSettings`).
 
-    The app is also reachable as ``app.state.server`` (its scheduler and counters).
+    The app is also reachable as ``app.state.server`` (its scheduler and counters), and
+    its Ollama routes (``/api/...``) as ``app.state.ollama``: their keep-alive expiry runs
+    in the app's lifespan (a server that runs the lifespan, as Hypercorn does; an app that
+    mounts this one runs ``app.state.ollama.lifespan()`` in its own).
     """
     settings = settings or ServeSettings()
     loader = system.actors["loader"]
@@ -82,9 +87,17 @@ def app(system: System, settings: ServeSettings | None = None) -> Starlette:
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        return RequestError(
-            exc.status_code, f"{request.method} {request.url.path}: {exc.detail}"
-        ).response()
+        message = f"{request.method} {request.url.path}: {exc.detail}"
+        if request.url.path.startswith("/api/"):
+            return OllamaError(exc.status_code, message).response()
+        return RequestError(exc.status_code, message).response()
+
+    ollama = Ollama(server, lambda r: _authorize(r, settings.api_key), client_key)
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with ollama.lifespan():  # keep-alive expiry of the Ollama routes
+            yield
 
     starlette = Starlette(
         routes=[
@@ -95,10 +108,13 @@ def app(system: System, settings: ServeSettings | None = None) -> Starlette:
             route("/unload", admin.unload, ["POST"]),
             route("/health", admin.health, ["GET"]),
             route("/metrics", admin.metrics, ["GET"]),
+            *ollama.routes(),
         ],
         exception_handlers={HTTPException: http_error},
+        lifespan=lifespan,
     )
     starlette.state.server = server
+    starlette.state.ollama = ollama
     return starlette
 
 

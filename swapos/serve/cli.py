@@ -33,8 +33,9 @@ EXIT_ERROR = 2
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m swapos.serve",
-        description="An OpenAI-compatible server over SwapOS: swap-aware queues, prefetch "
-        "of the likely next model, KV prefix reuse, timings in every response (docs/serve.md).",
+        description="An OpenAI- and Ollama-compatible server over SwapOS (/v1 and /api on one "
+        "port): swap-aware queues, prefetch of the likely next model, KV prefix reuse, timings "
+        "in every response (docs/serve.md).",
     )
     p.add_argument(
         "--profile",

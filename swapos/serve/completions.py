@@ -389,10 +389,11 @@ def _finish(ran: Ran) -> FinishReason:
 
 
 def _load_ns(ran: Ran) -> int:
-    """Ollama's ``load_duration``: the paid load, in nanoseconds. With it go Ollama's
+    """Ollama's ``load_duration``: the swap this request paid (evictions waited for + the
+    paid load), in nanoseconds, as the Ollama routes report it. With it go Ollama's
     ``prompt_eval_count`` (prompt tokens evaluated: not restored from the KV cache) and
     ``eval_count`` (tokens generated)."""
-    return round(ran.record.load_s * 1e9)
+    return round((ran.record.evict_s + ran.record.load_s) * 1e9)
 
 
 def whole_response(prep: Prepared, ran: Ran, response_id: str) -> bytes:

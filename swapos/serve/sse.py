@@ -29,10 +29,16 @@ class EventStream:
 
     Args:
         produce: writes the events through ``emit``; cancelled if the client disconnects.
+        media_type: the response's content type (Ollama's routes stream NDJSON).
     """
 
-    def __init__(self, produce: Callable[[Emit], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        produce: Callable[[Emit], Awaitable[None]],
+        media_type: str = "text/event-stream; charset=utf-8",
+    ) -> None:
         self._produce = produce
+        self._media_type = media_type.encode()
         self.disconnected = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -41,7 +47,7 @@ class EventStream:
                 "type": "http.response.start",
                 "status": 200,
                 "headers": [
-                    (b"content-type", b"text/event-stream; charset=utf-8"),
+                    (b"content-type", self._media_type),
                     (b"cache-control", b"no-cache"),
                     (b"x-accel-buffering", b"no"),
                 ],

@@ -1,0 +1,435 @@
+"""Ollama's API on the OpenAI routes' port: ``/api/chat``, ``/api/generate`` and friends.
+
+A request is translated into the OpenAI routes' checked :class:`~swapos.serve.completions.
+Prepared` request and runs exactly as they do: the same model queues, prefetch schedule and
+KV prefix cache (:func:`~swapos.serve.completions.run`). Responses are Ollama's: NDJSON lines
+by default (``"stream": false``: one object), with Ollama's counters in nanoseconds, and
+errors as ``{"error": "..."}`` with Ollama's status codes. ``keep_alive`` is a residency hint
+(:mod:`swapos.policies.keepalive`): ``0`` unloads the model once the request is done (unless
+another request is using or waiting for it), a duration unloads it when it has been idle that
+long, and no ``keep_alive`` leaves it to the budget, as every SwapOS model is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import anyio
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from swapos.policies.keepalive import FOREVER, KeepAlive, KeepAliveError, parse_keep_alive
+from swapos.serve.bodies import decode, read_body
+from swapos.serve.completions import (
+    Prepared,
+    Ran,
+    failure,
+    new_response_id,
+    prepare_chat,
+    prepare_text,
+    run,
+    timings,
+)
+from swapos.serve.errors import RequestError
+from swapos.serve.ollama_admin import ps, show, tags, version
+from swapos.serve.ollama_models import now_rfc3339, profile_name
+from swapos.serve.ollama_schemas import (
+    ChatChunk,
+    ChatRequest,
+    GenerateChunk,
+    GenerateRequest,
+    Options,
+    OutMessage,
+    Stats,
+)
+from swapos.serve.schemas import ChatCompletionRequest, ChatMessageIn, CompletionRequest
+from swapos.serve.sse import Emit, EventStream
+from swapos.serve.state import Server
+
+T = TypeVar("T")
+NDJSON = "application/x-ndjson"
+Authorize = Callable[[Request], None]
+ClientKey = Callable[[Request], str | None]
+Handler = Callable[[Request], Awaitable[Any]]
+
+
+class OllamaError(Exception):
+    """A request refused or failed, answered in Ollama's shape: ``{"error": message}``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+    @classmethod
+    def of(cls, exc: RequestError) -> OllamaError:
+        """The OpenAI routes' error, in Ollama's shape (same status and message)."""
+        return cls(exc.status, exc.message)
+
+    def body(self) -> bytes:
+        return msgspec.json.encode({"error": self.message})
+
+    def response(self) -> Response:
+        return Response(self.body(), status_code=self.status, media_type="application/json")
+
+
+def _ns(seconds: float) -> int:
+    return max(0, round(seconds * 1e9))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ask:
+    """One checked generation request: what it runs and how it is answered."""
+
+    prep: Prepared
+    requested: str
+    keep: float | None
+    started: float
+
+
+class Ollama:
+    """The Ollama routes over one served app's :class:`~swapos.serve.state.Server`.
+
+    Args:
+        server: the app's shared state (queues, counters, the system).
+        authorize: raises :class:`RequestError` (401) for a request without the right key.
+        client_key: the client a request's model transitions are learned for.
+    """
+
+    def __init__(self, server: Server, authorize: Authorize, client_key: ClientKey) -> None:
+        self.server = server
+        self.keep_alive = KeepAlive()
+        self._authorize = authorize
+        self._client_key = client_key
+        self._wake = anyio.Event()
+
+    def routes(self) -> list[Route]:
+        """The ``/api/...`` routes (Ollama's paths and methods)."""
+        server = self.server
+
+        def route(path: str, handler: Handler, method: str) -> Route:
+            async def endpoint(request: Request) -> Any:
+                try:
+                    self._authorize(request)
+                    return await handler(request)
+                except RequestError as exc:
+                    return OllamaError.of(exc).response()
+                except OllamaError as exc:
+                    return exc.response()
+
+            return Route(path, endpoint, methods=[method])
+
+        async def on_show(request: Request) -> Response:
+            return await show(server, await read_body(request, server.settings.max_body_bytes))
+
+        return [
+            route("/api/chat", self.chat, "POST"),
+            route("/api/generate", self.generate, "POST"),
+            route("/api/tags", lambda r: tags(server), "GET"),
+            route("/api/ps", lambda r: ps(server, self.keep_alive), "GET"),
+            route("/api/show", on_show, "POST"),
+            route("/api/version", lambda r: version(), "GET"),
+        ]
+
+    # --- the handlers ---------------------------------------------------------------------
+
+    async def chat(self, request: Request) -> Any:
+        started = self.server.system.clock.now()
+        body = await self._body(request, ChatRequest)
+        model = self._model(body.model)
+        keep = _keep(body.keep_alive)
+        _refuse(body.model, tools=body.tools, think=body.think, fmt=body.format)
+        for i, m in enumerate(body.messages):
+            if m.images:
+                raise OllamaError(400, f"messages[{i}].images: SwapOS serves text models only")
+            if m.tool_calls:
+                raise OllamaError(400, f"{body.model!r} does not support tools")
+        if not body.messages:
+            return await self._load_or_unload(model, body.model, keep, chat=True)
+        options = body.options or Options()
+        oa = ChatCompletionRequest(
+            model=model,
+            messages=[ChatMessageIn(role=m.role, content=m.content or "") for m in body.messages],
+            max_tokens=_max_tokens(options, self.server, model),
+            temperature=options.temperature,
+            top_p=options.top_p,
+            seed=options.seed,
+            stop=options.stop,
+        )
+        prep = _with_top_k(await prepare_chat(self.server, oa, self._client_key(request)), options)
+        ask = _Ask(prep=dataclasses.replace(prep, stream=body.stream), requested=body.model,
+                   keep=keep, started=started)  # fmt: skip
+        return await self._answer(ask)
+
+    async def generate(self, request: Request) -> Any:
+        started = self.server.system.clock.now()
+        body = await self._body(request, GenerateRequest)
+        model = self._model(body.model)
+        keep = _keep(body.keep_alive)
+        _refuse(body.model, tools=None, think=body.think, fmt=body.format)
+        if body.images:
+            raise OllamaError(400, "images: SwapOS serves text models only")
+        if body.suffix:
+            raise OllamaError(400, f"{body.model!r} does not support insert")
+        if body.context:
+            raise OllamaError(400, "context (deprecated) is not supported: use /api/chat")
+        if body.template:
+            raise OllamaError(400, "template is not supported: the profile's template is used")
+        if body.raw and body.system:
+            raise OllamaError(400, "raw mode does not support template, system, or context")
+        if not body.prompt:
+            return await self._load_or_unload(model, body.model, keep, chat=False)
+        options = body.options or Options()
+        key = self._client_key(request)
+        max_tokens = _max_tokens(options, self.server, model)
+        prep: Prepared
+        if not body.raw and await self.server.system.chat_format(model) is not None:
+            turns = [ChatMessageIn(role="system", content=body.system)] if body.system else []
+            turns.append(ChatMessageIn(role="user", content=body.prompt))
+            oa = ChatCompletionRequest(
+                model=model, messages=turns, max_tokens=max_tokens,
+                temperature=options.temperature, top_p=options.top_p, seed=options.seed,
+                stop=options.stop,
+            )  # fmt: skip
+            prep = await prepare_chat(self.server, oa, key)
+        else:  # raw, or a base model: the prompt as is (after the system text, if any)
+            text = f"{body.system}\n\n{body.prompt}" if body.system else body.prompt
+            ot = CompletionRequest(
+                model=model, prompt=text, max_tokens=max_tokens,
+                temperature=options.temperature, top_p=options.top_p, seed=options.seed,
+                stop=options.stop,
+            )  # fmt: skip
+            prep = await prepare_text(self.server, ot, key)
+        prep = dataclasses.replace(_with_top_k(prep, options), kind="text", stream=body.stream)
+        ask = _Ask(prep=prep, requested=body.model, keep=keep, started=started)
+        return await self._answer(ask)
+
+    # --- running and answering ------------------------------------------------------------
+
+    async def _answer(self, ask: _Ask) -> Response | EventStream:
+        task_id = new_response_id("chat" if ask.prep.kind == "chat" else "text")
+        if not ask.prep.stream:
+            ran = await run(self.server, ask.prep, task_id)
+            ended = self.server.system.clock.now()
+            if ran.error is not None:
+                await self._after(ask)
+                raise OllamaError.of(failure(ran))
+            await self._after(ask)
+            return _json(self._last(ask, ran, ended, text=ran.text))
+        return EventStream(self._streamer(ask, task_id), media_type=NDJSON)
+
+    def _streamer(self, ask: _Ask, task_id: str) -> Callable[[Emit], Awaitable[None]]:
+        async def produce(emit: Emit) -> None:
+            send, recv = anyio.create_memory_object_stream[str](ask.prep.params.max_tokens + 8)
+            ran: Ran | None = None
+
+            def tap(piece: str) -> None:
+                with contextlib.suppress(anyio.BrokenResourceError, anyio.WouldBlock):
+                    send.send_nowait(piece)
+
+            async def generate() -> None:
+                nonlocal ran
+                with send:
+                    ran = await run(self.server, ask.prep, task_id, on_token=tap)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(generate)
+                with recv:
+                    async for piece in recv:
+                        await emit(_line(self._piece(ask, piece)))
+            assert ran is not None
+            ended = self.server.system.clock.now()
+            await self._after(ask)
+            if ran.error is not None:
+                await emit(OllamaError.of(failure(ran)).body() + b"\n")
+            else:
+                await emit(_line(self._last(ask, ran, ended, text="")))
+
+        return produce
+
+    def _piece(self, ask: _Ask, text: str) -> ChatChunk | GenerateChunk:
+        created = now_rfc3339()
+        if ask.prep.kind == "chat":
+            return ChatChunk(
+                model=ask.requested, created_at=created, message=OutMessage(content=text),
+                done=False,
+            )  # fmt: skip
+        return GenerateChunk(model=ask.requested, created_at=created, response=text, done=False)
+
+    def _last(self, ask: _Ask, ran: Ran, ended: float, *, text: str) -> ChatChunk | GenerateChunk:
+        r = ran.record
+        stats = Stats(
+            total_duration=_ns(ended - ask.started),
+            load_duration=_ns(r.evict_s + r.load_s),
+            prompt_eval_count=r.prefill_tokens,
+            prompt_eval_duration=_ns(r.prefill_s),
+            eval_count=r.tokens,
+            eval_duration=_ns(max(0.0, r.ttft_s - r.prefill_s) + r.gen_s),
+        )
+        common: dict[str, Any] = {
+            **msgspec.structs.asdict(stats),
+            "model": ask.requested,
+            "created_at": now_rfc3339(),
+            "done": True,
+            "done_reason": "length" if r.hit_cap else "stop",
+            "swapos": timings(ran),
+        }
+        if ask.prep.kind == "chat":
+            return ChatChunk(message=OutMessage(content=text), **common)
+        return GenerateChunk(response=text, **common)
+
+    async def _after(self, ask: _Ask) -> None:
+        """Carry out the request's keep-alive once it is done."""
+        model, now = ask.prep.model, self.server.system.clock.now()
+        if ask.keep == 0:
+            await self.unload_if_idle(model)
+            return
+        self.keep_alive.finished(model, ask.keep, now)
+        self._changed()
+
+    async def _load_or_unload(
+        self, model: str, requested: str, keep: float | None, *, chat: bool
+    ) -> Response:
+        """Ollama's empty request: load the model, or with ``keep_alive`` 0 unload it."""
+        if keep == 0:
+            await self.unload_if_idle(model)
+            reason = "unload"
+        else:
+            async with self.server.scheduler.turn(model):
+                failed = await self.server.system.preload([model])
+            if model in failed:
+                raise OllamaError(500, f"cannot load {requested!r}: {failed[model]}")
+            self.keep_alive.finished(model, keep, self.server.system.clock.now())
+            self._changed()
+            reason = "load"
+        created = now_rfc3339()
+        chunk: ChatChunk | GenerateChunk
+        if chat:
+            chunk = ChatChunk(model=requested, created_at=created, message=OutMessage(),
+                              done=True, done_reason=reason)  # fmt: skip
+        else:
+            chunk = GenerateChunk(model=requested, created_at=created, response="", done=True,
+                                  done_reason=reason)  # fmt: skip
+        return _json(chunk)
+
+    # --- keep-alive -----------------------------------------------------------------------
+
+    def _busy(self) -> set[str]:
+        return {q.model for q in self.server.scheduler.snapshot() if q.waiting or q.running}
+
+    async def unload_if_idle(self, model: str) -> bool:
+        """Unload ``model`` unless a request is running or waiting for it (then the hint
+        yields: the model stays for that request). True when it was unloaded."""
+        self.keep_alive.forget(model)
+        if model in self._busy():
+            return False
+        async with self.server.scheduler.hold([model]):
+            done = await self.server.system.unload([model])
+        return model in done.unloaded
+
+    def _changed(self) -> None:
+        self._wake.set()
+        self._wake = anyio.Event()
+
+    async def sweep(self) -> None:
+        """Unload models whose keep-alive ran out, for as long as the app serves (run it in
+        the app's lifespan). Sleeps on the system's clock until the next expiry, or until a
+        request sets a new one."""
+        clock = self.server.system.clock
+        while True:
+            deadline = self.keep_alive.next_expiry()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_cancel_when, self._wake, tg.cancel_scope)
+                if deadline == FOREVER:
+                    await anyio.sleep_forever()
+                await clock.sleep(max(0.0, deadline - clock.now()))
+                tg.cancel_scope.cancel()
+            for model in self.keep_alive.expired(clock.now(), busy=self._busy()):
+                await self.unload_if_idle(model)
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        """Runs :meth:`sweep` while the block runs (the app's lifespan)."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.sweep)
+            yield
+            tg.cancel_scope.cancel()
+
+    # --- checks ---------------------------------------------------------------------------
+
+    async def _body(self, request: Request, kind: type[T]) -> T:
+        raw = await read_body(request, self.server.settings.max_body_bytes)
+        if not raw.strip():
+            raise OllamaError(400, "missing request body")
+        return decode(raw, kind)
+
+    def _model(self, requested: str) -> str:
+        if not requested:
+            raise OllamaError(400, "model is required")
+        model = profile_name(requested, self.server.system.specs)
+        if model is None:
+            known = ", ".join(sorted(self.server.system.specs))
+            raise OllamaError(
+                404,
+                f'model "{requested}" not found, try pulling it first (this server\'s models '
+                f"are: {known})",
+            )
+        return model
+
+
+async def _cancel_when(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
+
+
+def _keep(value: float | str | None) -> float | None:
+    try:
+        return parse_keep_alive(value)
+    except KeepAliveError as exc:
+        raise OllamaError(400, str(exc)) from exc
+
+
+def _refuse(requested: str, *, tools: list[Any] | None, think: bool | str | None, fmt: Any) -> None:
+    """Ollama's 400s for what SwapOS's models cannot do."""
+    if tools:
+        raise OllamaError(400, f"{requested!r} does not support tools")
+    if think not in (None, False):
+        raise OllamaError(400, f"{requested!r} does not support thinking")
+    if fmt not in (None, ""):
+        raise OllamaError(400, "format (JSON mode, structured outputs) is not supported by SwapOS")
+
+
+def _max_tokens(options: Options, server: Server, model: str) -> int | None:
+    """``num_predict``: a count, or -1 (until the answer ends) / -2 (fill the context): both
+    as many as the context has room for."""
+    n = options.num_predict
+    if n is None:
+        return None
+    if n in (-1, -2):
+        return server.system.specs[model].n_ctx
+    if n < 1:
+        raise OllamaError(400, f"options.num_predict must be at least 1, or -1 or -2; got {n}")
+    return n
+
+
+def _with_top_k(prep: Prepared, options: Options) -> Prepared:
+    if options.top_k is None:
+        return prep
+    if options.top_k < 0:
+        raise OllamaError(400, f"options.top_k must be at least 0, got {options.top_k}")
+    params = msgspec.structs.replace(prep.params, top_k=options.top_k)
+    return dataclasses.replace(prep, params=params)
+
+
+def _line(chunk: ChatChunk | GenerateChunk) -> bytes:
+    return msgspec.json.encode(chunk) + b"\n"
+
+
+def _json(chunk: ChatChunk | GenerateChunk) -> Response:
+    return Response(msgspec.json.encode(chunk), media_type="application/json; charset=utf-8")

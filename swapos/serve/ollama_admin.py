@@ -1,0 +1,129 @@
+"""Ollama's model routes: ``GET /api/tags``, ``GET /api/ps``, ``POST /api/show``,
+``GET /api/version``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from typing import Any
+
+import msgspec
+from starlette.responses import Response
+
+from swapos.policies.keepalive import FOREVER, KeepAlive
+from swapos.serve.bodies import decode
+from swapos.serve.errors import RequestError
+from swapos.serve.ollama_models import file_facts, ollama_name, profile_name, rfc3339
+from swapos.serve.ollama_schemas import (
+    Running,
+    RunningModel,
+    Show,
+    ShowRequest,
+    TagModel,
+    Tags,
+)
+from swapos.serve.state import Server
+from swapos.version import __version__
+
+OLLAMA_API_VERSION = "0.5.0"
+"""The Ollama release whose API the ``/api/`` routes follow (clients gate features on it)."""
+FOREVER_NS = 2**63 - 1
+"""What Ollama adds to "now" for a model kept for ever (its ``expires_at`` ~292 years on)."""
+
+
+def _json(value: Any) -> Response:
+    return Response(msgspec.json.encode(value), media_type="application/json; charset=utf-8")
+
+
+async def version() -> Response:
+    """``{"version"}``: the Ollama API level served, and SwapOS's own version."""
+    return _json({"version": OLLAMA_API_VERSION, "swapos_version": __version__})
+
+
+async def tags(server: Server) -> Response:
+    """Every model of the profile, as Ollama lists local models."""
+    models = []
+    for name, spec in sorted(server.system.specs.items()):
+        facts = await file_facts(spec)
+        models.append(
+            TagModel(
+                name=ollama_name(name),
+                model=ollama_name(name),
+                modified_at=facts.modified_at,
+                size=facts.size,
+                digest=facts.digest,
+                details=facts.details,
+            )
+        )
+    return _json(Tags(models=models))
+
+
+async def ps(server: Server, keep_alive: KeepAlive) -> Response:
+    """The resident models: measured footprint as ``size``, ``expires_at`` from their
+    keep-alive (a model with none stays until the budget needs the room: Ollama's "forever"),
+    soonest expiry last as Ollama sorts them."""
+    clock, wall = server.system.clock, time.time()
+    rows: list[tuple[float, RunningModel]] = []
+    for st in await server.system.models():
+        if st.state != "ready":
+            continue
+        spec = server.system.specs[st.model]
+        facts = await file_facts(spec)
+        expiry = keep_alive.expires_at(st.model)
+        if expiry == FOREVER:
+            when = dt.datetime.fromtimestamp(wall, dt.UTC) + dt.timedelta(
+                microseconds=FOREVER_NS // 1000
+            )
+        else:
+            when = dt.datetime.fromtimestamp(wall + expiry - clock.now(), dt.UTC)
+        rows.append(
+            (
+                expiry,
+                RunningModel(
+                    name=ollama_name(st.model),
+                    model=ollama_name(st.model),
+                    size=st.footprint_bytes,
+                    digest=facts.digest,
+                    details=facts.details,
+                    expires_at=rfc3339(when),
+                    context_length=spec.n_ctx,
+                    swapos={"state": st.state, "leases": st.leases},
+                ),
+            )
+        )
+    rows.sort(key=lambda row: (-row[0], row[1].name))
+    return _json(Running(models=[m for _, m in rows]))
+
+
+async def show(server: Server, raw: bytes) -> Response:
+    """One model's details, template, parameters and GGUF metadata.
+
+    Raises:
+        RequestError: no body, no model (400), or an unknown model (404).
+    """
+    if not raw.strip():
+        raise RequestError(400, "missing request body")
+    body = decode(raw, ShowRequest)
+    requested = body.model or body.name
+    if not requested:
+        raise RequestError(400, "model is required")
+    model = profile_name(requested, server.system.specs)
+    if model is None:
+        raise RequestError(404, f"model '{requested}' not found")
+    spec = server.system.specs[model]
+    facts = await file_facts(spec)
+    fmt = await server.system.chat_format(model)
+    parameters = [f"num_ctx {spec.n_ctx}"]
+    if spec.n_threads is not None:
+        parameters.append(f"num_thread {spec.n_threads}")
+    return _json(
+        Show(
+            modelfile=f"# served by SwapOS from the profile's model {model!r}\nFROM {spec.path}\n",
+            parameters="\n".join(parameters),
+            template=fmt.template if fmt is not None else facts.chat_template,
+            details=facts.details,
+            model_info={**facts.model_info, "general.context_length": spec.n_ctx},
+            capabilities=["completion"],
+            modified_at=facts.modified_at,
+        )
+    )
