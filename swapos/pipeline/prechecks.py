@@ -57,7 +57,7 @@ async def vetted(  # noqa: PLR0917
     if check is None or check.passed:
         return code, key
     if check.reason == UNCHANGED:
-        await runner.decide(task.task_id, "selfcheck", UNCHANGED)
+        await decide(runner, st, "selfcheck", UNCHANGED)
     st.unchecked.setdefault(key, attempt)
     if drawing:
         drawn = await draw(runner, st, task, plan, coder, prompt, upcoming, attempt=attempt)

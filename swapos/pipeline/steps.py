@@ -74,6 +74,7 @@ class Answer(msgspec.Struct, frozen=True, kw_only=True):
 
 
 async def decide(runner: PhaseRunner, st: TaskState, phase: str, text: str) -> None:
+    """Record a decision in both of its records: the event log and the capsule's."""
     await runner.decide(st.capsule.meta.task_id, phase, text)
     st.capsule = with_decision(st.capsule, Decision(phase=phase, text=text))
 
@@ -206,7 +207,7 @@ async def grade_candidate(  # noqa: PLR0917
             duration_s=0.0,
             sandbox=["not run: no code"],
         )
-        await runner.decide(task.task_id, "grade", result.reason)
+        await decide(runner, st, "grade", result.reason)
     else:
         timeout = runner.profile.pipeline.grade_timeout_s
         st.grades += 1
