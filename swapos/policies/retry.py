@@ -24,10 +24,11 @@ The rules (``PipelineConfig`` fields in ``code``; the models are the profile's r
    and the fixer come next (the fixer first after an attempt 1 a second opinion may follow),
    unless it is the last attempt or a graded candidate is expected to pass (then the next
    use is the next task's).
-3. **Review.** Every fixer reads a review of the newest failed grade: after a failed grade
-   the ``critic`` reviews the attempts up to the newest before the next attempt, also when
-   the attempt after the failed grade was not graded (it repeated a failed candidate, or its
-   checks sent it back). A second opinion reads no review.
+3. **Review.** Each failed grade is reviewed once, by the ``critic`` (reading the attempts
+   up to the newest), before the next attempt that is not a second opinion. So every fixer
+   reads a review of the newest failed grade, also when the attempt after that grade was not
+   graded (a second opinion that repeated the failure or that its checks sent back). A
+   second opinion reads no review.
 4. **Second opinion** (``second_opinion``, and a ``fix`` model other than the ``code``
    model). When attempt 1 fails (its grade, or its checks with no draw passing), attempt 2 is
    the ``fix`` model's own answer to the *first* prompt, blind to the failed candidate (a
@@ -48,10 +49,11 @@ The rules (``PipelineConfig`` fields in ``code``; the models are the profile's r
    ``selfcheck`` allows them, they are run (:class:`SelfCheck`). Not checked: the last
    attempt's candidate and an empty one (graded at once), a candidate the checks already sent
    back once (its examples advise, a few are wrong, the tests decide), and any candidate once
-   ``selfcheck_retries`` candidates were sent back, even an unchanged one (its grade shows
-   the critic and the fixer which tests fail, which "unchanged" alone does not); except that
-   a second opinion is checked whatever that budget when the profile draws (``draws > 0``)
-   and self-checks.
+   ``selfcheck_retries`` candidates were sent back (none with ``selfcheck`` off), even an
+   unchanged one (its grade shows the critic and the fixer which tests fail, which
+   "unchanged" alone does not); except that a second opinion is checked whatever that
+   budget when the profile draws (``draws > 0``) and self-checks. A candidate that passes
+   its check, or has nothing to check, is graded.
 7. **Draws.** When attempt 1's candidate or a second opinion fails its check and ``draws >
    0``, up to ``draws`` more candidates are drawn from the very prompt it answered, by the
    attempt's coder, sampling at ``resample_temperature`` with recorded seeds. A draw that is
@@ -108,7 +110,7 @@ class Rules(msgspec.Struct, frozen=True, kw_only=True):
     """The task and profile settings the rules read (``PipelineConfig``'s, by name)."""
 
     task_id: str
-    max_attempts: int
+    max_attempts: int = 3
     selfcheck: bool = True
     selfcheck_retries: int = 1
     resamples: int = 2
