@@ -251,8 +251,6 @@ class Graded(Outcome, frozen=True, kw_only=True):
     tests_total: int
 
 
-_O = TypeVar("_O", bound=Outcome)
-
 # --- The state -------------------------------------------------------------------------
 
 At = Literal[
@@ -285,10 +283,9 @@ class TaskState(msgspec.Struct, frozen=True, kw_only=True):
     check: Checked | None = None  # its failed check (rule 8)
     draw: int = 0  # the draw out (rule 7), and its candidate
     draw_key: str = ""
-    failed: dict[str, int] = msgspec.field(
-        default_factory=dict
-    )  # key -> attempt whose grade failed
-    unchecked: dict[str, int] = msgspec.field(default_factory=dict)  # ... whose check failed
+    # candidate identity -> the attempt whose grade failed / whose check failed (never graded)
+    failed: dict[str, int] = msgspec.field(default_factory=dict)
+    unchecked: dict[str, int] = msgspec.field(default_factory=dict)
     selfchecks: int = -1  # candidates checks may still send back (-1: not started)
     grades: int = 0  # graded candidates (an empty answer is not one)
     passed_attempt: int = 0
@@ -342,7 +339,7 @@ def next_step(
 # --- The rules, one function per place the task can be ----------------------------------
 
 
-def _start(st: TaskState, out: Outcome, _: bool) -> Result:
+def _start(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
     o = _expect(out, Started, st)
     rules = st.rules
     st = _replace(
@@ -353,7 +350,7 @@ def _start(st: TaskState, out: Outcome, _: bool) -> Result:
         selfchecks=rules.selfcheck_retries if rules.selfcheck else 0,
     )
     if not o.why:
-        return _routed(st, Done(), _)
+        return _routed(st, Done(), expects_pass)
     return _replace(st, at="routed"), [Decide(phase="route", text=t) for t in o.why]
 
 
@@ -663,6 +660,9 @@ RULES: Final[Mapping[At, Callable[[TaskState, Outcome, bool], Result]]] = {
     "done": _done,
 }
 """Where the task is -> the rule that reads the outcome there."""
+
+
+_O = TypeVar("_O", bound=Outcome)
 
 
 def _expect(out: Outcome, kind: type[_O], st: TaskState) -> _O:
