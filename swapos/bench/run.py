@@ -259,7 +259,7 @@ def write_comparison(out: Path, summaries: dict[Key, RunSummary]) -> Path:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--suite", default="builtin", help="builtin, humaneval or a folder")
+    parser.add_argument("--suite", default="builtin", help="builtin, humaneval, issues or a folder")
     parser.add_argument("--limit", type=positive_int, help="at most this many tasks (in id order)")
     parser.add_argument("--tasks", help="only these task ids (comma-separated)")
     parser.add_argument("--categories", help="only these categories (comma-separated)")

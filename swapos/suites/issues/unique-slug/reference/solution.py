@@ -38,3 +38,8 @@ def unique_slug(title: str, taken: set[str]) -> str:
     while f"{base}-{n}" in taken:
         n += 1
     return f"{base}-{n}"
+
+
+def slug_words(slug: str) -> list[str]:
+    """The words of a slug: ``"hello-world"`` -> ``["hello", "world"]``."""
+    return [word for word in slug.split("-") if word]

@@ -27,3 +27,8 @@ def post_path(year: int, title: str) -> str:
 def is_valid_slug(slug: str) -> bool:
     """Whether ``slug`` could have come out of :func:`slugify`."""
     return bool(slug) and len(slug) <= MAX_LENGTH and slugify(slug) == slug
+
+
+def slug_words(slug: str) -> list[str]:
+    """The words of a slug: ``"hello-world"`` -> ``["hello", "world"]``."""
+    return [word for word in slug.split("-") if word]
