@@ -48,6 +48,18 @@ ARMS = ("pipeline", "single")
 SINGLE_SKIP_REASON = 10**9
 """``skip_reason_max_difficulty`` of the single arm: the router never plans."""
 
+
+def arm_choices(profile: Profile) -> tuple[str, ...]:
+    """The arms ``profile`` allows: :data:`ARMS`, and ``single:<model>`` for each of its
+    models (one shot of that model instead of the ``code`` role's)."""
+    return (*ARMS, *(f"single:{name}" for name in profile.models))
+
+
+def is_single(arm: str) -> bool:
+    """Whether ``arm`` is a one-shot arm (``single`` or ``single:<model>``)."""
+    return arm == "single" or arm.startswith("single:")
+
+
 SystemFactory = Callable[[Profile, Mode, Path], AbstractAsyncContextManager[System]]
 """Opens the system of one mode/arm: ``(profile, mode, events_path) -> System``."""
 
@@ -78,13 +90,27 @@ def parse_choices(text: str, valid: Sequence[str], what: str) -> list[str]:
 
 def arm_profile(profile: Profile, arm: str) -> Profile:
     """``profile`` for ``arm``: unchanged for ``pipeline``; for ``single``, one code attempt
-    and no reason phase (so: code, grade)."""
+    and no reason phase (so: code, grade); for ``single:<model>`` the same, written by that
+    model (the ``code`` and ``fix`` roles point to it).
+
+    Raises:
+        SwapOSError: ``<model>`` is not one of the profile's models.
+    """
     if arm == "pipeline":
         return profile
     pipeline = msgspec.structs.replace(
         profile.pipeline, max_attempts=1, skip_reason_max_difficulty=SINGLE_SKIP_REASON
     )
-    return msgspec.structs.replace(profile, pipeline=pipeline)
+    roles = profile.roles
+    if arm.startswith("single:"):
+        model = arm.partition(":")[2]
+        if model not in profile.models:
+            raise SwapOSError(
+                f"arm {arm!r}: the profile has no model {model!r}; "
+                f"choose from {', '.join(arm_choices(profile))}"
+            )
+        roles = {**profile.roles, "code": model, "fix": model}
+    return msgspec.structs.replace(profile, pipeline=pipeline, roles=roles)
 
 
 def events_path(folder: Path) -> Path:
@@ -140,7 +166,7 @@ async def run_triple(
     next_task: Task | None,
 ) -> TaskOutcome:
     """Run ``task`` on ``system`` (one mode/arm): the single arm gets one code attempt."""
-    attempts = 1 if arm == "single" else max_attempts
+    attempts = 1 if is_single(arm) else max_attempts
     return await system.run_task(task, max_attempts=attempts, next_task=next_task)
 
 
@@ -264,7 +290,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", help="only these task ids (comma-separated)")
     parser.add_argument("--categories", help="only these categories (comma-separated)")
     parser.add_argument("--modes", default=",".join(MODES), help=f"of {', '.join(MODES)}")
-    parser.add_argument("--arms", default="pipeline", help=f"of {', '.join(ARMS)}")
+    parser.add_argument(
+        "--arms",
+        default="pipeline",
+        help=f"of {', '.join(ARMS)}, single:MODEL (one shot of that model of the profile)",
+    )
     parser.add_argument("--profile", help="profile TOML or builtin name (default, tiny)")
     parser.add_argument(
         "--max-attempts", type=positive_int, help="code attempts of the pipeline arm (>= 1)"
@@ -296,14 +326,14 @@ def main(args: argparse.Namespace) -> int:
     if args.ray is not None and args.cold:
         raise SwapOSError("--cold is not supported with --ray (it drops one machine's cache)")
     modes = parse_choices(args.modes, MODES, "mode")
-    arms = parse_choices(args.arms, ARMS, "arm")
+    profile = _profile(args.profile)
+    arms = parse_choices(args.arms, arm_choices(profile), "arm")
     tasks = load_suite(
         args.suite,
         limit=args.limit,
         task_ids=_split(args.tasks),
         categories=_split(args.categories),
     )
-    profile = _profile(args.profile)
     out: Path = args.out
     cold = ColdCache(print) if args.cold else None
     cluster: dict[str, object] = {}

@@ -186,20 +186,23 @@ def _doctest(
         yield section, False, src, value
 
 
-def _inline(section: Section, line: str) -> Iterator[tuple[Section, bool, str, str]]:
-    paired = False
-    masked = _mask_spans(line)
-    for m in _PAIR.finditer(line):
-        paired = True
+def _inline(section: Section, text: str) -> Iterator[tuple[Section, bool, str, str]]:
+    """The examples of one paragraph or list item: pairs of spans, then single spans that
+    are no part of a pair; none from a sentence that places its value in the present."""
+    masked = _mask_spans(text)
+    taken: list[tuple[int, int]] = []
+    for m in _PAIR.finditer(text):
+        taken.append((m.start(), m.end()))
         if _PRESENT.search(_sentence(masked, m.start(), m.end())):
             continue  # "today `f(1)` returns `2` instead of `3`": the bug, not the wish
         explicit = bool(_STATES_WANTED.match(" ".join(m.group("verb").split())))
         yield section, explicit, m.group("call"), m.group("want")
-    if paired:
-        return
-    for span in re.findall(r"`([^`\n]+)`", line):
-        if (m := _ONE_SPAN.match(span.strip())) is not None:
-            yield section, False, m.group("call"), m.group("want")
+    for span in re.finditer(r"`([^`\n]+)`", text):
+        if any(a <= span.start() < b for a, b in taken):
+            continue
+        one = _ONE_SPAN.match(span.group(1).strip())
+        if one is not None and not _PRESENT.search(_sentence(masked, *span.span())):
+            yield section, False, one.group("call"), one.group("want")
 
 
 def _mask_spans(text: str) -> str:

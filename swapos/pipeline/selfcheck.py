@@ -158,8 +158,10 @@ def distrusted(
     3. **consensus**: every one of them *returned* a value for it (none raised, none
        unknown), and it is the same value: independent programs agree on one answer, and
        the example says another;
-    4. **otherwise consistent**: some other example passes for every one of them (they are
-       not simply broken, and not every example is distrusted).
+    4. **support**: some other example passes for every one of them (they are otherwise
+       consistent with the task's own examples), or, when every example fails for all of
+       them, they agree on the value of every example and those values are not all the
+       same (they compute an answer: a stub returning ``None`` everywhere is no evidence).
 
     A distrusted example is dropped from the self-check (the candidate is no longer sent
     back for it); the task's real tests still grade the candidate, so a wrong call here
@@ -169,12 +171,17 @@ def distrusted(
         return frozenset()
     passed_by_all = frozenset.intersection(*(c.passed for c in checks))
     failed_by_all = set.intersection(*(set(c.failed) for c in checks))
-    out = set()
-    for i in failed_by_all:
-        values = {c.failed[i] for c in checks}
-        if len(values) == 1 and None not in values and passed_by_all - {i}:
-            out.add(i)
-    return frozenset(out)
+    agreed = {i: _agreed(checks, i) for i in failed_by_all}
+    agreed = {i: v for i, v in agreed.items() if v is not None}
+    examples = set.union(*(set(c.passed) | set(c.failed) for c in checks))
+    computes = len(set(agreed.values())) > 1 and set(agreed) == examples
+    return frozenset(i for i in agreed if passed_by_all - {i} or computes)
+
+
+def _agreed(checks: Sequence[CandidateCheck], i: int) -> str | None:
+    """The value every check returned for example ``i``, if they all returned the same."""
+    values = {c.failed[i] for c in checks}
+    return next(iter(values)) if len(values) == 1 else None
 
 
 _FAILED_TEST: Final = re.compile(r"^FAILED \S*::test_example_(\d+)\b", re.MULTILINE)
