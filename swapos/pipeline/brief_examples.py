@@ -4,8 +4,10 @@ The forms (collected from public READMEs, docs and issue reports; the lines and 
 came from are the fixtures of ``tests/test_brief_examples.py``):
 
 - two code spans joined by an arrow or a verb: ```` `f(2)` -> `4` ````, ``→``, ``=>``,
-  ``➞``, ``gives``, ``returns``, ``should return``, ``should be``, ``should give``,
-  ``must return``, ``is expected to return``;
+  ``==>``, ``⇒``, ``➞``, ``gives``, ``returns``, ``will return``, ``should return``,
+  ``should be``, ``should give``, ``must return``, ``is expected to return``,
+  ``expected:``; the prose is read a paragraph or list item at a time, so a pair wrapped
+  over two lines counts;
 - one code span holding both: ```` `f(2) == 4` ````, ```` `f(2) -> 4` ````, ``→``;
 - doctest lines, in a fenced block or not: ``>>> f(2)`` and the value on the next line, or
   ``>>> f(2) == 4``; ``assert f(2) == 4`` lines in a fenced block;
@@ -16,8 +18,12 @@ An example counts only when its call is a plain function name applied to literal
 and its value is a literal (:func:`~swapos.pipeline.example_values.make_example`); the name
 must be one the starter defines, or, outside a bugfix, one that is not a Python builtin (the
 function the brief asks for). A call given two different values is dropped (the brief is
-unclear, so no example). Nothing is made up: a wrong example would send correct candidates
-back.
+unclear, so no example), and so is one stated in a sentence that places it in the present
+(``instead of``, ``rather than``, ``currently``, ``today``, ``right now``, ``wrong``,
+``bug``...: "``add_tag("b")`` returns ``["a", "b"]`` instead of ``["b"]``" quotes the bug).
+Nothing is made up: a wrong example would send correct candidates back. Not read: calls
+qualified by a module (``humanize.naturalsize(1)``), arguments that are expressions
+(``1024 * 1024``), and values given in comments (``f(1)  # => 2``).
 
 Where an example sits matters, because briefs quote wrong behaviour too. Each line belongs
 to the section of the last *label* above it: a markdown heading, a line that is only bold
@@ -25,7 +31,8 @@ text, or a short line ending in ``:`` or ``?`` (``Expected:``, ``What did you ex
 happen?``). A label that speaks of the wanted result (``expected``, ``should``, ``example``,
 ``usage``, ``proposal``...) opens a *wanted* section; one that speaks of the present
 (``actual``, ``currently``, ``to reproduce``, ``bug``, ``traceback``...) an *actual* one;
-anything else (or both) a *neutral* one. Examples are never read from an actual section. A
+anything else (or both) a *neutral* one; a ``...:`` line that says neither leaves the
+section as it was (``Given this file:``). Examples are never read from an actual section. A
 ``feature`` or ``refactor`` brief gives examples from wanted and neutral sections; a
 ``bugfix`` brief only from wanted sections, plus, anywhere but an actual section, the lines
 whose own verb states the wanted result (``should return``, ``should be``, ``should give``,
