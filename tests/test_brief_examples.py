@@ -195,6 +195,27 @@ REAL_FORMS = [
         ("DETECTLANGUAGE",),
         [],  # ``=DETECTLANGUAGE(...)`` is a formula, not a Python call
     ),
+    Form(
+        "a SQL functions cheat sheet (exact-string search for '| Example | Result |')",
+        "| Function | Purpose | Example | Result |\n|----------|---------|---------|--------|\n"
+        "| `UPPER()` | Converts to uppercase | `UPPER('hello')` | `HELLO` |\n"
+        "| `LEN()` | Returns string length | `LEN('hello')` | `5` |\n",
+        (),
+        [],  # two calls in a row: which one the result belongs to is not said
+    ),
+    Form(
+        "an SDL binding's API table (exact-string search for '| Call | Returns |')",
+        "## The API\n\n| Call | Returns | Behaviour |\n| --- | --- | --- |\n"
+        "| `Graphics.open(width, height, title)` | `Surface` | Open the window. |\n",
+        (),
+        [],  # a return type, not a value
+    ),
+    Form(
+        "a font-loading note (exact-string search for '| call | returns |')",
+        "| call | returns |\n|---|---|\n| `document.fonts.check('13px Poppins')` | **true** |\n",
+        (),
+        [],  # a method of an object, not a function of the module
+    ),
     # --- comment-annotated calls: not read ----------------------------------------------
     Form(
         "github:zhoujin7/casestyle README.rst",
