@@ -330,3 +330,13 @@ def test_a_section_that_reports_the_present_gives_no_examples() -> None:
     )
     starter = "def f(x):\n    return 0\n"
     assert [e.call for e in brief_examples(bugfix, starter, "bugfix")] == ["f(1)", "f(4)"]
+
+
+def test_a_title_that_names_the_bug_opens_no_actual_section() -> None:
+    brief = (
+        "# Bug: `f()` is off by one\n\n`f(1)` should return `2`.\n\n### Actual\n\n- `f(1)` -> `1`\n"
+    )
+    starter = "def f(x):\n    return x\n"
+    assert [(e.call, e.want) for e in brief_examples(brief, starter, "bugfix")] == [("f(1)", "2")]
+    section = "### Bug\n\n`f(1)` should return `2`.\n"  # a section heading, not a title
+    assert brief_examples(section, starter, "bugfix") == []

@@ -32,11 +32,13 @@ happen?``). A label that speaks of the wanted result (``expected``, ``should``, 
 ``usage``, ``proposal``...) opens a *wanted* section; one that speaks of the present
 (``actual``, ``currently``, ``to reproduce``, ``bug``, ``traceback``...) an *actual* one;
 anything else (or both) a *neutral* one; a ``...:`` line that says neither leaves the
-section as it was (``Given this file:``). Examples are never read from an actual section. A
-``feature`` or ``refactor`` brief gives examples from wanted and neutral sections; a
-``bugfix`` brief only from wanted sections, plus, anywhere but an actual section, the lines
-whose own verb states the wanted result (``should return``, ``should be``, ``should give``,
-``must return``, ``is expected to return``) and table rows under an ``expected`` column.
+section as it was (``Given this file:``), and the brief's title (a first line that is a
+level-1 heading or bold) is neutral whatever it says (``# Bug: f() is off by one``).
+Examples are never read from an actual section. A ``feature`` or ``refactor`` brief gives
+examples from wanted and neutral sections; a ``bugfix`` brief only from wanted sections,
+plus, anywhere but an actual section, the lines whose own verb states the wanted result
+(``should return``, ``should be``, ``should give``, ``must return``, ``is expected to
+return``) and table rows under an ``expected`` column.
 """
 
 from __future__ import annotations
@@ -66,6 +68,9 @@ _ACTUAL: Final = re.compile(
 _FENCE: Final = re.compile(r"^\s*(```|~~~)")
 _HEADING: Final = re.compile(r"^\s{0,3}#{1,6}\s+(?P<text>.+?)\s*#*\s*$")
 _BOLD_LINE: Final = re.compile(r"^\s*\*\*(?P<text>[^*]+)\*\*\s*:?\s*$")
+_TITLE: Final = re.compile(r"^\s{0,3}(?:#\s|\*\*)")
+"""A level-1 heading or a bold line: on a brief's first line, its title (neutral: "Bug:
+f() is wrong" names the issue, it does not open a section that reports the bug)."""
 _LABEL_LINE: Final = re.compile(r"^\s*(?P<text>[A-Za-z][^`|]{0,70}?[:?])\s*$")
 
 _SPAN: Final = r"`(?P<{0}>[^`\n]+)`"
@@ -132,6 +137,7 @@ def _candidates(lines: list[str]) -> Iterator[tuple[Section, bool, str, str]]:
     section: Section = "neutral"
     fenced = False
     para: list[str] = []  # the prose lines of the paragraph or list item being read
+    started = False  # a line with text was seen (the first one may be the brief's title)
     for i, line in enumerate(lines):
         special = (
             _FENCE.match(line)
@@ -149,7 +155,7 @@ def _candidates(lines: list[str]) -> Iterator[tuple[Section, bool, str, str]]:
             fenced = not fenced
         elif not fenced and (label := _label(line)) is not None:
             text, strong = label
-            kind = _classify(text)
+            kind = "neutral" if not started and _TITLE.match(line) else _classify(text)
             if strong or kind != "neutral":
                 section = kind  # a heading always opens a section; a "...:" line if it says which
         elif (m := _DOCTEST.match(line)) is not None:
@@ -162,6 +168,7 @@ def _candidates(lines: list[str]) -> Iterator[tuple[Section, bool, str, str]]:
                 yield from _table(section, lines, i)
         elif line.strip():
             para.append(line.strip())
+        started = started or bool(line.strip())
     if para:
         yield from _inline(section, " ".join(para))
 
