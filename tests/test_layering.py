@@ -28,8 +28,8 @@ FLOORS: tuple[frozenset[str], ...] = (
 )
 TOP = len(FLOORS) - 1
 ROOT = Path(swapos.__file__).parent
-DATA_ONLY = frozenset({"tasks"})
-"""Folders of data, not code: the builtin tasks (their sources are candidates' starting code)."""
+DATA_ONLY = frozenset({"tasks", "suites"})
+"""Folders of data, not code: the shipped suites (their sources are candidates' starting code)."""
 
 
 def floor_of(package: str) -> int:
