@@ -54,10 +54,9 @@ def app(system: System, settings: ServeSettings | None = None) -> Starlette:
     The app is also reachable as ``app.state.server`` (its scheduler and counters).
     """
     settings = settings or ServeSettings()
-    loader = system.actors["loader"]
 
     def resident() -> set[str]:
-        return {m for m, s in loader.statistics().states.items() if s == "ready"}
+        return {m for m, s in system.statistics()["loader"].states.items() if s == "ready"}
 
     server = Server(
         system=system,
