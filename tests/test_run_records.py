@@ -43,16 +43,15 @@ async def test_phases_cut_short_by_shutdown_are_recorded_cancelled() -> None:
 
     phase = PhaseSpec(phase="code", model="coder", prompt="p")
     with anyio.fail_after(30):
-        async with clock.autojump():
-            async with fake_system(scripts, budget=1000, clock=clock, on_event=on_event) as (
-                sys,
-                _,
-            ):
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(sys.run_phases, "t", [phase])
-                    await generating.wait()
-                    await clock.sleep(3.0)
-                    tg.cancel_scope.cancel()  # stops waiting; the phase runs on until the close
+        async with (
+            clock.autojump(),
+            fake_system(scripts, budget=1000, clock=clock, on_event=on_event) as (sys, _),
+            anyio.create_task_group() as tg,
+        ):
+            tg.start_soon(sys.run_phases, "t", [phase])
+            await generating.wait()
+            await clock.sleep(3.0)
+            tg.cancel_scope.cancel()  # stops waiting; the phase runs on until the close
     [finished] = [ev for ev in events if isinstance(ev, TaskFinished)]
     assert not finished.passed and finished.error == "cancelled", finished
     [result] = sys.summary().results
@@ -96,12 +95,14 @@ async def test_a_cancelled_grade_is_recorded_cancelled() -> None:
     clock = FakeClock()
     scripts = {"coder": FakeModelScript(load_s=0.0, token_s=0.0, reply=HANG)}
     events: list[AnyEvent] = []
-    grading = anyio.Event()
+    grading, finished = anyio.Event(), anyio.Event()
 
     def on_event(ev: AnyEvent) -> None:
         events.append(ev)
         if isinstance(ev, GradeStarted):
             grading.set()
+        if isinstance(ev, TaskFinished):
+            finished.set()
 
     with anyio.fail_after(30):
         async with fake_system(
@@ -112,8 +113,7 @@ async def test_a_cancelled_grade_is_recorded_cancelled() -> None:
                 await grading.wait()
                 clock.advance(2.0)  # the grade ran 2 s (virtual) before the cancel
                 tg.cancel_scope.cancel()
-            while not sys.summary().results:  # its record lands once the sandbox is dead
-                await anyio.sleep(0.01)
+            await finished.wait()  # its record lands once the sandbox is dead
     [graded] = [ev for ev in events if isinstance(ev, GradeFinished)]
     assert graded.outcome == "cancelled" and not graded.passed
     phase_ids = {ev.phase_id for ev in events if isinstance(ev, PhaseFinished)}
