@@ -134,13 +134,12 @@ async def open_system(
         event_log: JSONL path the Recorder appends to (None: keep records in memory only).
         on_event: called on the event loop with every event, after it is written.
         kv_cache, kv_cache_bytes: reuse KV prefix states; the RAM budget of that cache.
-        kv_disk_dir, kv_disk_bytes: directory and size bound of the KV cache's disk tier,
-            which outlives the process (None: RAM only; ``swapos.kvstore.default_kv_dir()``
-            is the user's cache).
+        kv_disk_dir, kv_disk_bytes: the KV cache's disk tier, which outlives the process,
+            and its size bound (None: RAM only; ``swapos.kvstore.default_kv_dir()``: the
+            user's cache).
         prefetch: overrides the mode's prefetch policy.
         load_threads: model loads that may run at once.
-        cold: drop an evicted model's file from the page cache (benchmarks of machines whose
-            RAM cannot hold every model).
+        cold: drop an evicted model's file from the page cache (to bench small-RAM machines).
 
     Startup errors surface here. On exit, in-flight work is cancelled, every model is
     closed (shielded, bounded), and the log is flushed and closed. An unexpected exception
@@ -160,8 +159,8 @@ async def open_system(
         on_event=on_event,
     )
     backend = backend or _default_backend(load_threads)
-    budget = _budget(profile, mode, budget_bytes)
-    asm = _assemble(profile, backend, specs, mode, clock or MonotonicClock(), budget, options)
+    budget, clock = _budget(profile, mode, budget_bytes), clock or MonotonicClock()
+    asm = _assemble(_Builder(profile, backend, specs, mode, clock, budget, options))
     async with _lifecycle(asm, profile, preload=MODE_SETTINGS[mode].preload) as system:
         yield system
 
@@ -206,11 +205,22 @@ class _Assembly:
     client_events: Events
 
 
-class _Wires:
-    """The streams of one system, by :data:`WIRING`: each actor's inbox and outbox."""
+class _Builder:
+    """The streams of one system, by :data:`WIRING` (each actor's inbox and outbox), and
+    the seven actors on them, made one by one (nothing runs yet)."""
 
-    def __init__(self, clock: Clock) -> None:
-        self.clock, self.t0 = clock, clock.now()
+    def __init__(  # noqa: PLR0917
+        self,
+        profile: Profile,
+        backend: ModelBackend,
+        specs: dict[str, ModelSpec],
+        mode: Mode,
+        clock: Clock,
+        budget: int,
+        opts: _Options,
+    ) -> None:
+        self.profile, self.backend, self.specs, self.mode = profile, backend, specs, mode
+        self.clock, self.t0, self.budget, self.opts = clock, clock.now(), budget, opts
         streams = {a: anyio.create_memory_object_stream[Any](INBOX_SIZES[a]) for a in INBOX_SIZES}
         self._sends: dict[Address, MemoryObjectSendStream[Any]] = {
             a: s for a, (s, _) in streams.items()
@@ -219,6 +229,8 @@ class _Wires:
         self.outbox = {
             actor: Outbox({to: self._sends[to].clone() for to in WIRING[actor]}) for actor in WIRING
         }
+        self.residency, self.taps = Residency(), TokenTaps()
+        self.texts = ModelTexts(backend=backend, specs=specs, profile=profile)
 
     def events(self, actor: Address) -> Events:
         return Events(self.outbox[actor], self.clock, self.t0)
@@ -228,87 +240,89 @@ class _Wires:
         for stream in self._sends.values():
             stream.close()
 
+    def actors(self) -> Actors:
+        opts = self.opts
+        return Actors(
+            recorder=Recorder(
+                inbox=self.inbox["recorder"], path=opts.event_log, on_event=opts.on_event
+            ),
+            evictor=Evictor(
+                inbox=self.inbox["evictor"],
+                outbox=self.outbox["evictor"],
+                rule=MODE_SETTINGS[self.mode].rule,
+            ),
+            kvcache=KVCache(
+                inbox=self.inbox["kvcache"],
+                outbox=self.outbox["kvcache"],
+                events=self.events("kvcache"),
+                budget_bytes=opts.kv_cache_bytes,
+                disk_dir=opts.kv_disk_dir if opts.kv_cache else None,
+                disk_budget_bytes=opts.kv_disk_bytes,
+            ),
+            loader=self.loader(),
+            generator=Generator(
+                inbox=self.inbox["generator"],
+                outbox=self.outbox["generator"],
+                events=self.events("generator"),
+                residency=self.residency,
+                use_kv_cache=opts.kv_cache,
+                taps=self.taps,
+            ),
+            prefetcher=self.prefetcher(),
+            router=Router(
+                inbox=self.inbox["router"],
+                outbox=self.outbox["router"],
+                events=self.events("router"),
+                profile=self.profile,
+                texts=self.texts,
+            ),
+        )
 
-def _assemble(  # noqa: PLR0917
-    profile: Profile,
-    backend: ModelBackend,
-    specs: dict[str, ModelSpec],
-    mode: Mode,
-    clock: Clock,
-    budget: int,
-    opts: _Options,
-) -> _Assembly:
-    """Create the streams by :data:`WIRING` and the seven actors on them (nothing runs yet)."""
-    w = _Wires(clock)
-    residency, taps = Residency(), TokenTaps()
-    texts = ModelTexts(backend=backend, specs=specs, profile=profile)
-    box, inbox = w.outbox, w.inbox
-    actors = Actors(
-        recorder=Recorder(inbox=inbox["recorder"], path=opts.event_log, on_event=opts.on_event),
-        evictor=Evictor(
-            inbox=inbox["evictor"], outbox=box["evictor"], rule=MODE_SETTINGS[mode].rule
-        ),
-        kvcache=KVCache(
-            inbox=inbox["kvcache"],
-            outbox=box["kvcache"],
-            events=w.events("kvcache"),
-            budget_bytes=opts.kv_cache_bytes,
-            disk_dir=opts.kv_disk_dir if opts.kv_cache else None,
-            disk_budget_bytes=opts.kv_disk_bytes,
-        ),
-        loader=Loader(
-            inbox=inbox["loader"],
-            outbox=box["loader"],
-            events=w.events("loader"),
-            backend=backend,
-            specs=specs,
-            residency=residency,
-            budget_bytes=budget,
-            cold=opts.cold,
-        ),
-        generator=Generator(
-            inbox=inbox["generator"],
-            outbox=box["generator"],
-            events=w.events("generator"),
-            residency=residency,
-            use_kv_cache=opts.kv_cache,
-            taps=taps,
-        ),
-        prefetcher=Prefetcher(
-            inbox=inbox["prefetcher"],
-            outbox=box["prefetcher"],
-            events=w.events("prefetcher"),
-            backend=backend,
-            specs=specs,
-            policy=opts.prefetch,
-        ),
-        router=Router(
-            inbox=inbox["router"],
-            outbox=box["router"],
-            events=w.events("router"),
-            profile=profile,
-            texts=texts,
-        ),
-    )
+    def loader(self) -> Loader:
+        return Loader(
+            inbox=self.inbox["loader"],
+            outbox=self.outbox["loader"],
+            events=self.events("loader"),
+            backend=self.backend,
+            specs=self.specs,
+            residency=self.residency,
+            budget_bytes=self.budget,
+            cold=self.opts.cold,
+        )
+
+    def prefetcher(self) -> Prefetcher:
+        return Prefetcher(
+            inbox=self.inbox["prefetcher"],
+            outbox=self.outbox["prefetcher"],
+            events=self.events("prefetcher"),
+            backend=self.backend,
+            specs=self.specs,
+            policy=self.opts.prefetch,
+        )
+
+
+def _assemble(build: _Builder) -> _Assembly:
+    """Create the streams by :data:`WIRING`, the seven actors on them and the handle."""
+    actors = build.actors()
     system = System(
-        router=box["client"],
+        router=build.outbox["client"],
         actors=actors,
-        mode=mode,
-        budget_bytes=budget,
-        specs=specs,
-        outboxes=box,
-        clock=clock,
-        taps=taps,
-        texts=texts,
-        profile=profile,
+        mode=build.mode,
+        budget_bytes=build.budget,
+        specs=build.specs,
+        outboxes=build.outbox,
+        clock=build.clock,
+        taps=build.taps,
+        texts=build.texts,
+        profile=build.profile,
     )
-    client_events = w.events("client")
-    w.close_originals()
+    client_events = build.events("client")
+    build.close_originals()
     return _Assembly(
         system=system,
         actors=actors,
-        client=box["client"],
-        client_inbox=inbox["client"],
+        client=build.outbox["client"],
+        client_inbox=build.inbox["client"],
         client_events=client_events,
     )
 
