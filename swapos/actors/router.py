@@ -11,7 +11,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from swapos.actors.base import Events, Outbox, Pending, serving
 from swapos.actors.schedules import Schedules
-from swapos.actors.task_run import CANCELLED, RunContext, TaskRun
+from swapos.actors.task_run import RunContext, TaskRun
 from swapos.actors.texts import ModelTexts
 from swapos.messages.base import new_id
 from swapos.messages.commands import (
@@ -129,29 +129,35 @@ class Router:
         run = TaskRun(self._ctx, req.run_id)
         self._running += 1
         outputs: list[str] = []
-        error: str | None = CANCELLED  # unless the phases end (not a CancelTask, not shutdown)
+        error: str | None = None
+        cancelled = False  # by a CancelTask (the scope) or from outside (shutdown)
         try:
             await run.started(req.task_id, "phases")
             with scope:
                 error = await self._generate_all(run, req, outputs)
-        finally:
-            self._tasks.pop(req.request_id, None)
-            with anyio.CancelScope(shield=True):
-                await self._ctx.schedules.forget(req.run_id)
                 ok = error is None
                 run.report(
                     req.task_id, passed=ok, pass_at_1=ok, iterations=len(outputs), error=error
                 )
-                await run.finish(req.task_id, cancelled=error == CANCELLED)
+            cancelled = scope.cancelled_caught
+        except anyio.get_cancelled_exc_class():
+            cancelled = True
+            raise
+        finally:
+            self._tasks.pop(req.request_id, None)
+            with anyio.CancelScope(shield=True):
+                await self._ctx.schedules.forget(req.run_id)
+                await run.finish(req.task_id, cancelled=cancelled)
                 self._running -= 1
                 self._done += 1
-        if not scope.cancelled_caught:  # cancelled by CancelTask: its sender is not waiting
-            await self._outbox.send(
-                req.reply_to,
-                PhasesDone(
-                    request_id=req.request_id, task_id=req.task_id, outputs=outputs, error=error
-                ),
-            )
+        if cancelled:  # by CancelTask: its sender is not waiting
+            return
+        await self._outbox.send(
+            req.reply_to,
+            PhasesDone(
+                request_id=req.request_id, task_id=req.task_id, outputs=outputs, error=error
+            ),
+        )
 
     @staticmethod
     async def _generate_all(run: TaskRun, req: RunPhases, outputs: list[str]) -> str | None:
@@ -178,7 +184,7 @@ class Router:
         run = TaskRun(self._ctx, req.run_id)
         self._running += 1
         done: TaskDone | None = None
-        cancelled = True  # unless conduct returns
+        cancelled = False  # by a CancelTask (the scope) or from outside (shutdown)
         if req.next_task is not None:
             phase, model = first_use(req.next_task, self.profile)
             self._ctx.schedules.announce(
@@ -190,7 +196,6 @@ class Router:
             await run.task_started(req.task)
             with scope:
                 ended = await conduct(req.task, run, max_attempts=req.max_attempts)
-                cancelled = False
                 done = TaskDone(
                     request_id=req.request_id,
                     task_id=req.task.task_id,
@@ -198,6 +203,10 @@ class Router:
                     error=ended.error,
                     capsule_json=ended.capsule_json,
                 )
+            cancelled = scope.cancelled_caught
+        except anyio.get_cancelled_exc_class():
+            cancelled = True
+            raise
         finally:
             self._tasks.pop(req.request_id, None)
             with anyio.CancelScope(shield=True):
