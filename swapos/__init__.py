@@ -37,6 +37,7 @@ from swapos.models.profile import Profile as Profile
 from swapos.models.profile import decode_profile as decode_profile
 from swapos.models.profile import load_profile as load_profile
 from swapos.models.spec import ModelSpec as ModelSpec
+from swapos.models.templates import ChatFormat as ChatFormat
 from swapos.pipeline.tasks import load_suite as load_suite
 from swapos.pipeline.tasks import load_task as load_task
 from swapos.records.schema import PhaseRecord as PhaseRecord

@@ -38,6 +38,7 @@ PUBLIC = {
     "decode_profile",
     "load_profile",
     "ModelSpec",
+    "ChatFormat",
     "Task",
     "load_suite",
     "load_task",
