@@ -91,8 +91,9 @@ class SystemStatistics(TypedDict):
 class System:
     """The handle :func:`open_system` yields. Safe to use from many tasks at once.
 
-    It reaches the actors only by messages (through its own outbox) and by their frozen
-    ``statistics()`` snapshots; it holds no actor's state.
+    It asks the actors by messages (through its own outbox) and reads them only through
+    their frozen ``statistics()`` snapshots and the Recorder's finished records; it writes
+    no actor's state.
     """
 
     def __init__(
