@@ -6,10 +6,19 @@ failed before the fix, on asyncio and trio.
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 import anyio
 import pytest
+from anyio.streams.memory import MemoryObjectReceiveStream
 
-from swapos.backends.fake import FakeModelScript
+from swapos.actors.base import Events, Outbox, Pending
+from swapos.actors.schedules import Schedules
+from swapos.actors.task_run import RunContext, TaskRun
+from swapos.actors.texts import ModelTexts
+from swapos.backends.fake import FakeBackend, FakeModelScript
+from swapos.data.sampling import SamplingParams
 from swapos.messages.commands import CancelTask, PhaseSpec, RunTask
 from swapos.messages.events import (
     AnyEvent,
@@ -20,6 +29,7 @@ from swapos.messages.events import (
     PhaseStarted,
     TaskFinished,
 )
+from swapos.pipeline.grader import GradeResult
 from swapos.testing import FakeClock
 from tests.fakes import ADD_TASK, coder_only_profile, fake_system
 
@@ -170,3 +180,57 @@ async def test_a_task_cut_short_by_shutdown_says_cancelled() -> None:
             tg.cancel_scope.cancel()
     [result] = sys.summary().results
     assert not result.passed and result.error == "cancelled", result
+
+
+def _lone_run() -> tuple[TaskRun, Outbox, MemoryObjectReceiveStream[Any]]:
+    """A TaskRun whose events land in a stream the test reads (no other actor runs)."""
+    sends = {a: anyio.create_memory_object_stream[Any](64) for a in ("recorder", "evictor")}
+    outbox = Outbox({a: s for a, (s, _) in sends.items()})
+    events = Events(outbox, FakeClock(), 0.0)
+    profile = coder_only_profile()
+    ctx = RunContext(
+        outbox=outbox,
+        events=events,
+        pending=Pending(),
+        schedules=Schedules(outbox, events),
+        texts=ModelTexts(backend=FakeBackend(FakeClock(), {}), specs={}, profile=profile),
+        profile=profile,
+        grade_limiter=anyio.CapacityLimiter(1),
+    )
+    for a, (_, r) in sends.items():
+        if a != "recorder":
+            r.close()
+    return TaskRun(ctx, "run-x"), outbox, sends["recorder"][1]
+
+
+@pytest.mark.parametrize("phase", ["code", "grade"])
+async def test_a_phase_cancelled_as_it_starts_still_ends_in_the_log(phase: str) -> None:
+    """The cancel lands on the ``PhaseStarted`` send itself (the event is out, then the
+    checkpoint raises): its ``PhaseFinished`` (outcome ``cancelled``) follows all the same."""
+    run, outbox, log = _lone_run()
+
+    def never(_: threading.Event) -> GradeResult:
+        raise AssertionError("a cancelled grade never runs its work")
+
+    with anyio.fail_after(5), log:
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            if phase == "grade":
+                await run.grade_phase(task_id="t", attempt=1, work=never)
+            else:
+                await run.generate_phase(
+                    task_id="t",
+                    phase=phase,
+                    model="coder",
+                    prompt="p",
+                    stable_prefix="",
+                    params=SamplingParams(),
+                    attempt=1,
+                    upcoming=[],
+                )
+        await outbox.aclose()
+        got = [ev async for ev in log]
+    started = [ev for ev in got if isinstance(ev, PhaseStarted)]
+    ended = [ev for ev in got if isinstance(ev, PhaseFinished)]
+    assert len(started) == 1, got
+    assert [(ev.phase_id, ev.outcome) for ev in ended] == [(started[0].phase_id, "cancelled")]

@@ -100,11 +100,11 @@ class TaskRun:
         """Record that this run started (once: later calls do nothing)."""
         if self._started:
             return
+        self._started = True  # before the send: a cancel may land on it once the event is out
         events = self._ctx.events
         await events.emit(
             TaskStarted(t=events.t(), task_id=task_id, run_id=self.run_id, category=category)
         )
-        self._started = True
 
     async def task_started(self, task: Task) -> None:
         """Record that this run of ``task`` started (the Router already has, before the
@@ -221,9 +221,6 @@ class TaskRun:
         events = self._ctx.events
         ids = {"task_id": task_id, "phase_id": new_id("ph"), "model": model}
         reset_peak_rss()
-        await events.emit(
-            PhaseStarted(t=events.t(), run_id=self.run_id, phase=phase, attempt=attempt, **ids)
-        )
         schedule = [ModelUse(model=model, order=0, task_id=task_id, phase=phase)] + [
             ModelUse(model=m, order=i + 1, task_id=task_id) for i, m in enumerate(upcoming)
         ]
@@ -239,7 +236,10 @@ class TaskRun:
             phase_id=ids["phase_id"],
             special=special,
         )
-        try:
+        try:  # (a cancel may land on PhaseStarted's send, once the event is out)
+            await events.emit(
+                PhaseStarted(t=events.t(), run_id=self.run_id, phase=phase, attempt=attempt, **ids)
+            )
             out = await self._generate(request, schedule)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
@@ -317,16 +317,19 @@ class TaskRun:
         ctx, events = self._ctx, self._ctx.events
         t0 = events.t()
         ids = {"task_id": task_id, "phase_id": new_id("ph")}
-        await events.emit(
-            PhaseStarted(t=t0, run_id=self.run_id, phase=phase, attempt=attempt, **ids)
-        )
-        await events.emit(GradeStarted(t=t0, attempt=attempt, **ids))
-        try:
+        grade_started = False
+        try:  # (a cancel may land on an event's send, once the event is out)
+            await events.emit(
+                PhaseStarted(t=t0, run_id=self.run_id, phase=phase, attempt=attempt, **ids)
+            )
+            grade_started = True
+            await events.emit(GradeStarted(t=t0, attempt=attempt, **ids))
             await ctx.schedules.publish_rest(self.run_id)
             result = await run_in_worker(work, limiter=ctx.grade_limiter)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
-                await self._graded(ids, t0, outcome=CANCELLED, reason="grading was cancelled")
+                if grade_started:
+                    await self._graded(ids, t0, outcome=CANCELLED, reason="grading was cancelled")
                 await self._end_phase(ids, outcome=CANCELLED, error=CANCELLED, rss=False)
             raise
         await self._graded(ids, t0, outcome=result.outcome, reason=result.reason, result=result)
