@@ -70,6 +70,9 @@ class LoaderStatistics(msgspec.Struct, frozen=True, kw_only=True):
     granted: int
     denied: int
     victims: int
+    device_budget_bytes: int = 0
+    device_used_bytes: int = 0
+    peak_device_bytes: int = 0
 
 
 _STATES: dict[str | None, State] = {
@@ -102,6 +105,12 @@ class Loader:
     """Owns ``absent -> loading -> ready -> evicting -> absent`` for every model, and the
     memory ledger (:class:`~swapos.policies.ledger.Ledger`) that records it.
 
+    The ledger has two budgets: host memory (``budget_bytes``) and GPU memory
+    (``device_budget_bytes``, for offloaded layers); a load is admitted when it fits both,
+    and the Evictor evicts for the one it lacks. Before it starts, the Loader has the
+    backend refuse specs it cannot load (layers on a GPU with a CPU-only build), so such a
+    system fails to open, before any phase.
+
     With ``cold``, an evicted model's file is also dropped from the page cache, as on a
     machine whose RAM cannot hold every model (``--cold`` benchmarks).
 
@@ -124,6 +133,7 @@ class Loader:
         specs: dict[str, ModelSpec],
         residency: Residency,
         budget_bytes: int,
+        device_budget_bytes: int = 0,
         cold: bool = False,
     ) -> None:
         self._cold = cold
@@ -132,7 +142,7 @@ class Loader:
         self._events = events
         self._backend = backend
         self._table = {name: _Slot(spec=spec) for name, spec in specs.items()}
-        self._ledger = Ledger(budget_bytes)
+        self._ledger = Ledger(budget_bytes, device_budget_bytes)
         self._room_changed = anyio.Event()
         self._urgent_waiting = 0
         self._residency = residency
@@ -157,6 +167,9 @@ class Loader:
             granted=self._granted,
             denied=self._denied,
             victims=self._victims,
+            device_budget_bytes=self._ledger.device_budget_bytes,
+            device_used_bytes=self._ledger.used_bytes("device"),
+            peak_device_bytes=self._ledger.peak_device_bytes,
         )
 
     def _state(self, name: str) -> State:
@@ -166,7 +179,13 @@ class Loader:
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Serve the inbox. On exit (inbox closed or cancelled) every model is closed,
-        shielded and bounded by :data:`CLEANUP_TIMEOUT_S`."""
+        shielded and bounded by :data:`CLEANUP_TIMEOUT_S`.
+
+        Raises:
+            ProfileError: before starting, a spec the backend cannot load (layers on a GPU
+                with a CPU-only build); the system then fails to open.
+        """
+        self._backend.check_devices([slot.spec for slot in self._table.values()])
         async with serving(self._inbox, self._outbox, cleanup=self._close_all) as self._tg:
             task_status.started()
             async for msg in self._inbox:
@@ -287,10 +306,17 @@ class Loader:
             }
             outcome = mapping.get(slot.outcome, "cancelled")
             reason = slot.failure
+        parts = _load_parts(slot) if slot is not None and outcome == "loaded" else (0.0, 0.0, "")
         await self._outbox.send(
             req.reply_to,
             PrefetchDone(
-                request_id=req.request_id, model=req.model, outcome=outcome, reason=reason
+                request_id=req.request_id,
+                model=req.model,
+                outcome=outcome,
+                reason=reason,
+                read_s=parts[0],
+                upload_s=parts[1],
+                device=parts[2],
             ),
         )
 
@@ -308,20 +334,22 @@ class Loader:
 
     async def _load(self, name: str, slot: _Slot, scope: anyio.CancelScope) -> None:
         """Make room, evict victims, load. Always ends with ``slot.done`` set."""
-        estimate = 0
+        estimate = device_estimate = 0
         try:
             with scope:
                 estimate = self._backend.estimate_footprint(slot.spec)
+                device_estimate = self._backend.estimate_device_footprint(slot.spec)
                 await self._events.emit(
                     ModelLoadStarted(
                         t=self._events.t(),
                         model=name,
                         speculative=slot.started_speculative,
                         estimate_bytes=estimate,
+                        device_estimate_bytes=device_estimate,
                     )
                 )
                 t_room = self._events.t()
-                plan = await self._make_room(name, slot, estimate)
+                plan = await self._make_room(name, slot, estimate, device_estimate)
                 if plan is None:
                     return
                 for other in plan.cancel:
@@ -338,7 +366,9 @@ class Loader:
                 slot.model = model
                 slot.load = (t_load, self._events.t())
                 speculative = self._speculative(name)
-                self._ledger.loaded(name, model.footprint_bytes)
+                offload = model.offload
+                device_bytes = offload.device_bytes if offload is not None else 0
+                self._ledger.loaded(name, model.footprint_bytes, device_bytes)
                 self._room_may_have_changed()  # the measured footprint may be smaller
                 slot.outcome = "loaded"
                 self._loads += 1
@@ -352,6 +382,10 @@ class Loader:
                         speculative=slot.started_speculative,  # started by a prefetch
                         estimate_bytes=estimate,
                         measured_bytes=model.footprint_bytes,
+                        device_estimate_bytes=device_estimate,
+                        measured_device_bytes=device_bytes,
+                        upload_s=offload.upload_s if offload is not None else 0.0,
+                        device=offload.device if offload is not None else "",
                     )
                 )
         except SwapOSError as exc:
@@ -380,18 +414,15 @@ class Loader:
         entry = self._ledger.entry(name)
         return entry is not None and entry.speculative
 
-    async def _make_room(self, name: str, slot: _Slot, nbytes: int) -> RoomPlan | None:
-        """Ask the Evictor until its plan fits the ledger, then claim the room; None (and
-        ``slot`` updated) when the load is refused."""
-        budget = self._ledger.budget_bytes
-        if nbytes > budget:
-            await self._refuse(
-                name,
-                slot,
-                f"model {name!r} needs ~{nbytes / 2**20:.0f} MiB but the whole budget is "
-                f"{budget / 2**20:.0f} MiB: raise `budget` in the profile or use a smaller "
-                "model/quantization",
-            )
+    async def _make_room(
+        self, name: str, slot: _Slot, nbytes: int, device_nbytes: int = 0
+    ) -> RoomPlan | None:
+        """Ask the Evictor until its plan fits the ledger (both budgets), then claim the
+        room; None (and ``slot`` updated) when the load is refused."""
+        budget, device_budget = self._ledger.budget_bytes, self._ledger.device_budget_bytes
+        too_big = _too_big(name, nbytes, budget, device_nbytes, device_budget)
+        if too_big:
+            await self._refuse(name, slot, too_big)
             return None
         while True:
             urgent = not self._speculative(name)  # a waiting prefetch may be upgraded
@@ -411,12 +442,14 @@ class Loader:
                     urgent=urgent,
                     claims=self._ledger.claims(excluding=name),
                     budget_bytes=budget,
+                    device_nbytes=device_nbytes,
+                    device_budget_bytes=device_budget,
                 ),
             )
             assert isinstance(reply, RoomPlanned)
             plan = reply.plan
-            if plan is not None and self._ledger.admits(name, nbytes, plan):
-                await self._claim(name, rid, nbytes, plan, urgent=urgent)
+            if plan is not None and self._ledger.admits(name, nbytes, plan, device_nbytes):
+                await self._claim(name, rid, (nbytes, device_nbytes), plan, urgent=urgent)
                 return plan
             if plan is None and not urgent:
                 if not self._speculative(name):  # an urgent request joined while it asked:
@@ -432,10 +465,12 @@ class Loader:
             # else the plan went stale while it travelled (a victim was leased): ask again
 
     async def _claim(
-        self, name: str, request_id: str, nbytes: int, plan: RoomPlan, *, urgent: bool
+        self, name: str, request_id: str, claim: tuple[int, int], plan: RoomPlan, *, urgent: bool
     ) -> None:
-        """Record ``plan`` in the ledger: from now on no lease is granted on its victims."""
-        self._ledger.reserve(name, plan, nbytes)
+        """Record ``plan`` and the ``(host, device)`` bytes it claims in the ledger: from now
+        on no lease is granted on its victims."""
+        nbytes, device_nbytes = claim
+        self._ledger.reserve(name, plan, nbytes, device_nbytes)
         for victim in plan.victims:
             self._table[victim].done = anyio.Event()
         self._granted += 1
@@ -451,6 +486,9 @@ class Loader:
                 cancel=plan.cancel,
                 used_bytes=self._ledger.used_bytes(),
                 budget_bytes=self._ledger.budget_bytes,
+                device_nbytes=device_nbytes,
+                device_used_bytes=self._ledger.used_bytes("device"),
+                device_budget_bytes=self._ledger.device_budget_bytes,
             )
         )
 
@@ -541,8 +579,41 @@ class Loader:
                     state=self._state(name),
                     leases=self._ledger.leases(name),
                     footprint_bytes=slot.model.footprint_bytes if slot.model else 0,
+                    device_footprint_bytes=_device_bytes(slot.model),
                 )
                 for name, slot in self._table.items()
             ]
             reply = ModelsDescribed(request_id=msg.request_id, models=rows)
         await self._outbox.send(msg.reply_to, reply)
+
+
+def _too_big(name: str, nbytes: int, budget: int, device_nbytes: int, device_budget: int) -> str:
+    """Why a claim can never fit (bigger than a whole budget), or ""."""
+    mib = 2**20
+    if nbytes > budget:
+        return (
+            f"model {name!r} needs ~{nbytes / mib:.0f} MiB but the whole budget is "
+            f"{budget / mib:.0f} MiB: raise `budget` in the profile or use a smaller "
+            "model/quantization"
+        )
+    if device_nbytes > device_budget:
+        return (
+            f"model {name!r} needs ~{device_nbytes / mib:.0f} MiB of GPU memory but "
+            f"`device_budget` is {device_budget / mib:.0f} MiB: raise `device_budget`, or "
+            "offload fewer layers (`gpu_layers`)"
+        )
+    return ""
+
+
+def _device_bytes(model: LoadedModel | None) -> int:
+    offload = model.offload if model is not None else None
+    return offload.device_bytes if offload is not None else 0
+
+
+def _load_parts(slot: _Slot) -> tuple[float, float, str]:
+    """``(read_s, upload_s, device)`` of the load that made ``slot``'s model resident."""
+    total = slot.load[1] - slot.load[0]
+    offload = slot.model.offload if slot.model is not None else None
+    if offload is None:
+        return total, 0.0, ""
+    return max(0.0, total - offload.upload_s), offload.upload_s, offload.device

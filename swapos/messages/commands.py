@@ -111,6 +111,7 @@ class ModelState(msgspec.Struct, frozen=True, kw_only=True):
     state: Literal["absent", "loading", "ready", "evicting"]
     leases: int
     footprint_bytes: int  # measured once loaded, 0 otherwise
+    device_footprint_bytes: int = 0  # GPU memory, measured once loaded
 
 
 class ModelsDescribed(Reply, frozen=True, kw_only=True):
@@ -171,9 +172,16 @@ PrefetchOutcome = Literal["loaded", "resident", "joined", "denied", "failed", "c
 
 
 class PrefetchDone(Reply, frozen=True, kw_only=True):
+    """The end of a prefetch; for a ``loaded`` one, how its load split into the file read
+    (``read_s``: page cache or disk, and everything else on the host) and the upload of
+    offloaded layers to ``device`` (``upload_s``; 0 and "" on a CPU-only load)."""
+
     model: str
     outcome: PrefetchOutcome
     reason: str = ""
+    read_s: float = 0.0
+    upload_s: float = 0.0
+    device: str = ""
 
 
 # --- Loader -> Evictor --------------------------------------------------------------------
@@ -190,6 +198,8 @@ class PlanRoom(Request, frozen=True, kw_only=True):
     urgent: bool
     claims: list[LedgerEntry]
     budget_bytes: int
+    device_nbytes: int = 0  # its claim on GPU memory (offloaded layers and their KV)
+    device_budget_bytes: int = 0
 
 
 class RoomPlanned(Reply, frozen=True, kw_only=True):

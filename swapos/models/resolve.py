@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from swapos.models.bundled import bundled_model_path
 from swapos.models.gguf import read_gguf
-from swapos.models.profile import ModelConfig, Profile
+from swapos.models.profile import ModelConfig, Profile, gpu_layer_count
 from swapos.models.spec import ModelSpec, RemoteEndpoint
 
 
@@ -38,6 +38,8 @@ def model_specs(profile: Profile) -> dict[str, ModelSpec]:
             type_k=cfg.type_k,
             type_v=cfg.type_v,
             repack=cfg.repack,
+            gpu_layers=gpu_layer_count(cfg),
+            main_gpu=cfg.main_gpu,
         )
     return specs
 
