@@ -107,9 +107,7 @@ class Loader:
 
     The ledger has two budgets: host memory (``budget_bytes``) and GPU memory
     (``device_budget_bytes``, for offloaded layers); a load is admitted when it fits both,
-    and the Evictor evicts for the one it lacks. Before it starts, the Loader has the
-    backend refuse specs it cannot load (layers on a GPU with a CPU-only build), so such a
-    system fails to open, before any phase.
+    and the Evictor evicts for the one it lacks.
 
     With ``cold``, an evicted model's file is also dropped from the page cache, as on a
     machine whose RAM cannot hold every model (``--cold`` benchmarks).
@@ -179,13 +177,7 @@ class Loader:
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Serve the inbox. On exit (inbox closed or cancelled) every model is closed,
-        shielded and bounded by :data:`CLEANUP_TIMEOUT_S`.
-
-        Raises:
-            ProfileError: before starting, a spec the backend cannot load (layers on a GPU
-                with a CPU-only build); the system then fails to open.
-        """
-        self._backend.check_devices([slot.spec for slot in self._table.values()])
+        shielded and bounded by :data:`CLEANUP_TIMEOUT_S`."""
         async with serving(self._inbox, self._outbox, cleanup=self._close_all) as self._tg:
             task_status.started()
             async for msg in self._inbox:

@@ -31,7 +31,7 @@ from swapos.errors import SwapOSError
 from swapos.messages.base import Address
 from swapos.messages.events import AnyEvent, RunFinished, RunStarted
 from swapos.messages.inboxes import ClientInbox
-from swapos.models.profile import Mode, Profile, parse_size
+from swapos.models.profile import Mode, Profile, device_budget_bytes, parse_size
 from swapos.models.resolve import model_specs
 from swapos.models.spec import ModelSpec
 from swapos.policies.eviction import EvictionRule
@@ -141,7 +141,9 @@ async def open_system(
         cold: drop an evicted model's file from the page cache (benchmarks of machines whose
             RAM cannot hold every model).
 
-    Startup errors surface here. On exit, in-flight work is cancelled, every model is
+    Startup errors surface here (a model asking for GPU layers the backend cannot give
+    raises :class:`~swapos.errors.ProfileError` before anything starts). On exit, in-flight
+    work is cancelled, every model is
     closed (shielded, bounded), and the log is flushed and closed. An unexpected exception
     in an actor cancels the system and propagates.
     """
@@ -156,6 +158,7 @@ async def open_system(
 
         local = LlamaBackend(load_limiter=anyio.CapacityLimiter(load_threads))
         backend = RoutingBackend(local)  # remote specs (api_base) go to the API backend
+    backend.check_devices(list(specs.values()))  # GPU layers on a CPU-only build: one line
     budget = budget_bytes if budget_bytes is not None else parse_size(profile.budget)
     if settings.unlimited_budget:
         budget = UNLIMITED_BUDGET
@@ -251,6 +254,11 @@ def _assemble(
             specs=specs,
             residency=residency,
             budget_bytes=budget,
+            device_budget_bytes=device_budget_bytes(
+                profile,
+                offloading=any(spec.offloaded for spec in specs.values()),
+                unlimited=UNLIMITED_BUDGET if settings.unlimited_budget else 0,
+            ),
             cold=cold,
         ),
         "generator": Generator(

@@ -16,7 +16,6 @@ import msgspec
 
 from swapos.backends.base import GenerationOutput
 from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
-from swapos.backends.offload import refuse_offload
 from swapos.backends.stops import StopStream
 from swapos.clock import Clock
 from swapos.data.generation import GenerationStats, StopReason
@@ -24,6 +23,7 @@ from swapos.data.prefix import PrefixState
 from swapos.data.residency import Offload
 from swapos.data.sampling import SamplingParams
 from swapos.errors import GenerationError, ModelFileError
+from swapos.models.resolve import refuse_offload
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatFormat
 from swapos.policies.tokens import can_cut_back, common_prefix_len

@@ -223,6 +223,15 @@ def parse_device_budget(value: int | str, *, free: Callable[[], int] | None = No
     return parse_size(value, field="device_budget")
 
 
+def device_budget_bytes(profile: Profile, *, offloading: bool, unlimited: int = 0) -> int:
+    """The system's GPU budget: 0 when no model offloads layers (nothing is asked of the
+    device, and no device is queried), ``unlimited`` when set (``resident`` mode's
+    lower bound, as for host memory), else the profile's ``device_budget``."""
+    if not offloading:
+        return 0
+    return unlimited or parse_device_budget(profile.device_budget)
+
+
 def gpu_layer_count(cfg: ModelConfig) -> int:
     """``cfg.gpu_layers`` as llama.cpp's ``n_gpu_layers``: ``"all"`` is -1 (every layer
     and the output head), a number is that many layers. Call after :func:`check_profile`."""

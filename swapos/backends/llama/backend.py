@@ -18,11 +18,11 @@ from swapos.backends.llama.loading import (
 )
 from swapos.backends.llama.model import LlamaModel
 from swapos.backends.llama.vocab import shared_counter
-from swapos.backends.offload import refuse_offload
 from swapos.backends.pagecache import cached_fraction
 from swapos.backends.threads import run_in_worker
 from swapos.errors import ModelFileError
 from swapos.models.gguf import GGUFInfo
+from swapos.models.resolve import refuse_offload
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatFormat
 from swapos.sysinfo import gpu_offload_supported
