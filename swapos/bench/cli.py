@@ -8,6 +8,8 @@ from collections.abc import Callable, Sequence
 
 from swapos.bench import kv, overhead, replay, report, serve, soak, swap
 from swapos.bench import run as suite_run
+from swapos.bench.gpu_check import add_arguments as gpu_check_args
+from swapos.bench.gpu_check import main as gpu_check_main
 from swapos.cluster import overhead as ray_overhead
 from swapos.errors import SwapOSError
 from swapos.logconfig import configure_logging
@@ -24,6 +26,7 @@ SUBCOMMANDS: dict[str, tuple[AddArguments, Main]] = {
     "serve": (serve.add_arguments, serve.main),
     "soak": (soak.add_arguments, soak.main),
     "swap": (swap.add_arguments, swap.main),
+    "gpu-check": (gpu_check_args, gpu_check_main),
     "report": (report.add_arguments, report.main),
 }
 """Every subcommand: ``name -> (add_arguments, main)``. ``main``'s docstring is its help."""
