@@ -58,7 +58,8 @@ class Offload(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         device: the device's name (llama.cpp's: ``CUDA0``, ``Metal``).
-        layers: layers on it, as llama.cpp reports them once loaded.
+        layers: layers on it, as llama.cpp reports them once loaded (it counts the output
+            layer as one more: ``"all"`` on a 28-layer model reports 29).
         device_bytes: the device memory the load took (its weights, KV cache, buffers).
         upload_s: the share of the load spent copying weights to the device; the rest of
             the load is the file read and host setup.
