@@ -22,6 +22,19 @@ def rss_bytes() -> int:
         return peak_rss_bytes()
 
 
+_BASELINE: list[int] = []
+
+
+def process_baseline_bytes() -> int:
+    """The process's fixed memory: its RSS the first time this is called (SwapOS calls it
+    when the first system opens, before any model loads: the interpreter, the libraries,
+    the server if one runs), the same value ever after. The process budget counts it
+    (docs/timings.md, "What the budget counts")."""
+    if not _BASELINE:
+        _BASELINE.append(rss_bytes())
+    return _BASELINE[0]
+
+
 def release_free_heap() -> bool:
     """Give freed heap back to the OS (glibc's ``malloc_trim(0)``, every arena): llama.cpp
     and KV snapshots free in worker threads' malloc arenas, which glibc otherwise keeps

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Literal, assert_never
 
@@ -15,12 +16,13 @@ from swapos.actors.base import Events, Outbox, Pending, serving
 from swapos.actors.residency import Residency
 from swapos.backends.base import LoadedModel, ModelBackend
 from swapos.data.residency import RoomPlan
-from swapos.errors import SwapOSError
+from swapos.errors import SwapOSError, SystemClosedError
 from swapos.messages.base import new_id
 from swapos.messages.commands import (
     AcquireFailed,
     AcquireModel,
     DescribeModels,
+    KVRamResized,
     ModelLeased,
     ModelsDescribed,
     ModelState,
@@ -30,6 +32,7 @@ from swapos.messages.commands import (
     PrefetchModel,
     PrefetchOutcome,
     ReleaseLease,
+    ResizeKVRam,
     RoomPlanned,
     UnloadModels,
 )
@@ -47,7 +50,7 @@ from swapos.messages.events import (
 )
 from swapos.messages.inboxes import LoaderInbox
 from swapos.models.spec import ModelSpec
-from swapos.policies.ledger import Ledger
+from swapos.policies.ledger import Ledger, kv_room
 from swapos.policies.waits import lease_wait
 
 log = structlog.get_logger(__name__)
@@ -73,6 +76,8 @@ class LoaderStatistics(msgspec.Struct, frozen=True, kw_only=True):
     device_budget_bytes: int = 0
     device_used_bytes: int = 0
     peak_device_bytes: int = 0
+    overhead_bytes: int = 0
+    kv_ram_bytes: int | None = None
 
 
 _STATES: dict[str | None, State] = {
@@ -109,6 +114,12 @@ class Loader:
     (``device_budget_bytes``, for offloaded layers); a load is admitted when it fits both,
     and the Evictor evicts for the one it lacks.
 
+    With ``kv_ram_bytes`` (the KV cache's RAM tier size), ``budget_bytes`` is the process's
+    budget: ``overhead_bytes`` (its measured fixed cost) comes off it, models share the rest,
+    and the KV tier is resized to what they leave (:func:`~swapos.policies.ledger.kv_room`),
+    shrunk before a reserved load starts and grown back when memory is freed: it yields to
+    models and never makes one wait. Without it the KV tier is outside the budget.
+
     With ``cold``, an evicted model's file is also dropped from the page cache, as on a
     machine whose RAM cannot hold every model (``--cold`` benchmarks).
 
@@ -132,6 +143,8 @@ class Loader:
         residency: Residency,
         budget_bytes: int,
         device_budget_bytes: int = 0,
+        overhead_bytes: int = 0,
+        kv_ram_bytes: int | None = None,
         cold: bool = False,
     ) -> None:
         self._cold = cold
@@ -140,7 +153,9 @@ class Loader:
         self._events = events
         self._backend = backend
         self._table = {name: _Slot(spec=spec) for name, spec in specs.items()}
-        self._ledger = Ledger(budget_bytes, device_budget_bytes)
+        self._ledger = Ledger(budget_bytes, device_budget_bytes, overhead_bytes=overhead_bytes)
+        self._kv_cap = kv_ram_bytes
+        self._kv_sent: int | None = None
         self._room_changed = anyio.Event()
         self._urgent_waiting = 0
         self._residency = residency
@@ -168,6 +183,8 @@ class Loader:
             device_budget_bytes=self._ledger.device_budget_bytes,
             device_used_bytes=self._ledger.used_bytes("device"),
             peak_device_bytes=self._ledger.peak_device_bytes,
+            overhead_bytes=self._ledger.overhead_bytes,
+            kv_ram_bytes=self._kv_sent,
         )
 
     def _state(self, name: str) -> State:
@@ -180,6 +197,7 @@ class Loader:
         shielded and bounded by :data:`CLEANUP_TIMEOUT_S`."""
         async with serving(self._inbox, self._outbox, cleanup=self._close_all) as self._tg:
             task_status.started()
+            self._room_may_have_changed()  # the KV tier's first share of the budget
             async for msg in self._inbox:
                 await self._handle(msg)
 
@@ -197,7 +215,7 @@ class Loader:
                 self._tg.start_soon(self._prefetch, msg)
             case ReleaseLease(lease_id=lease_id):
                 await self._release(lease_id)
-            case RoomPlanned():
+            case RoomPlanned() | KVRamResized():
                 self._pending.resolve(msg)
             case DescribeModels() | UnloadModels():
                 self._tg.start_soon(self._residency_request, msg)
@@ -411,8 +429,13 @@ class Loader:
     ) -> RoomPlan | None:
         """Ask the Evictor until its plan fits the ledger (both budgets), then claim the
         room; None (and ``slot`` updated) when the load is refused."""
-        budget, device_budget = self._ledger.budget_bytes, self._ledger.device_budget_bytes
+        budget, device_budget = self._ledger.budget("host"), self._ledger.device_budget_bytes
         too_big = _too_big(name, nbytes, budget, device_nbytes, device_budget)
+        if too_big and self._ledger.overhead_bytes and nbytes > budget:
+            too_big += (
+                f" (the budget covers the process: {self._ledger.overhead_bytes / 2**20:.0f} "
+                "MiB of it are SwapOS's own)"
+            )
         if too_big:
             await self._refuse(name, slot, too_big)
             return None
@@ -465,6 +488,7 @@ class Loader:
         self._ledger.reserve(name, plan, nbytes, device_nbytes)
         for victim in plan.victims:
             self._table[victim].done = anyio.Event()
+        await self._fit_kv()  # the KV tier yields its room before the load starts
         self._granted += 1
         self._victims += len(plan.victims)
         await self._events.emit(
@@ -506,9 +530,37 @@ class Loader:
             await self._events.emit(ModelLoadFailed(t=self._events.t(), model=name, reason=reason))
 
     def _room_may_have_changed(self) -> None:
-        """Wake the urgent loads waiting for room (they ask the Evictor again)."""
+        """Wake the urgent loads waiting for room (they ask the Evictor again), and give
+        the KV tier what the models no longer hold."""
         self._room_changed.set()
         self._room_changed = anyio.Event()
+        if self._kv_cap is not None and self._kv_target() != self._kv_sent:
+            target = self._kv_target()  # no reply awaited: the models' claims already hold
+            resize = ResizeKVRam(request_id=new_id("kv"), reply_to="loader", budget_bytes=target)
+            if self._outbox.send_nowait("kvcache", resize):
+                self._kv_sent = target  # else (full or closed) the next change tries again
+
+    def _kv_target(self) -> int:
+        assert self._kv_cap is not None
+        ledger = self._ledger
+        return kv_room(
+            ledger.budget_bytes, overhead=ledger.overhead_bytes, models=ledger.used_bytes(),
+            cap=self._kv_cap,
+        )  # fmt: skip
+
+    async def _fit_kv(self) -> None:
+        """Resize the KV RAM tier to the process budget's room left by models (a no-op
+        without ``kv_ram_bytes``) and wait until it fits: a reserved load starts only then.
+        A KV cache that has shut down holds nothing to wait for."""
+        if self._kv_cap is None:
+            return
+        target = self._kv_target()
+        if target == self._kv_sent:
+            return
+        self._kv_sent = target
+        resize = ResizeKVRam(request_id=new_id("kv"), reply_to="loader", budget_bytes=target)
+        with contextlib.suppress(SystemClosedError):
+            await self._pending.ask(self._outbox, "kvcache", resize)
 
     async def _cancel_load(self, name: str) -> None:
         slot = self._table[name]
@@ -584,7 +636,7 @@ def _too_big(name: str, nbytes: int, budget: int, device_nbytes: int, device_bud
     mib = 2**20
     if nbytes > budget:
         return (
-            f"model {name!r} needs ~{nbytes / mib:.0f} MiB but the whole budget is "
+            f"model {name!r} needs ~{nbytes / mib:.0f} MiB but the models' whole budget is "
             f"{budget / mib:.0f} MiB: raise `budget` in the profile or use a smaller "
             "model/quantization"
         )

@@ -35,7 +35,7 @@ from swapos.models.profile import Mode, Profile, device_budget_bytes, parse_size
 from swapos.models.resolve import model_specs
 from swapos.models.spec import ModelSpec
 from swapos.policies.eviction import EvictionRule
-from swapos.sysinfo import host_info
+from swapos.sysinfo import host_info, process_baseline_bytes
 from swapos.version import __version__
 
 __all__ = [
@@ -70,11 +70,11 @@ DEFAULT_KV_CACHE_BYTES = 512 * 2**20
 WIRING: dict[Address, tuple[Address, ...]] = {
     "client": ("router", "loader", "recorder"),
     "router": ("client", "loader", "generator", "evictor", "prefetcher", "recorder"),
-    "loader": ("client", "router", "prefetcher", "evictor", "recorder"),
+    "loader": ("client", "router", "prefetcher", "evictor", "kvcache", "recorder"),
     "evictor": ("loader",),
     "prefetcher": ("loader", "recorder"),
     "generator": ("router", "kvcache", "prefetcher", "recorder"),
-    "kvcache": ("generator", "recorder"),
+    "kvcache": ("generator", "loader", "recorder"),
 }
 
 
@@ -118,6 +118,8 @@ async def open_system(
     prefetch: PrefetchPolicy | None = None,
     load_threads: int = 1,
     cold: bool = False,
+    process_budget: bool | None = None,
+    overhead_bytes: int | None = None,
 ) -> AsyncIterator[System]:
     """Start the actor system for ``profile`` and yield its :class:`System` handle.
 
@@ -140,6 +142,11 @@ async def open_system(
         load_threads: model loads that may run at once.
         cold: drop an evicted model's file from the page cache (benchmarks of machines whose
             RAM cannot hold every model).
+        process_budget: the budget is the process's: its measured fixed overhead
+            (:func:`~swapos.sysinfo.process_baseline_bytes`) and the KV cache's RAM tier
+            share it with the models (the tier yields to them). Default: on with the
+            default (llama) backend, off with an injected one (fake budgets are symbolic).
+        overhead_bytes: the fixed overhead a process budget counts (default: measured).
 
     Startup errors surface here (a model asking for GPU layers the backend cannot give
     raises :class:`~swapos.errors.ProfileError` before anything starts). On exit, in-flight
@@ -152,6 +159,8 @@ async def open_system(
     clock = clock or MonotonicClock()
     if specs is None:  # may assemble or quantize model files: never on the event loop
         specs = await anyio.to_thread.run_sync(model_specs, profile)
+    if process_budget is None:
+        process_budget = backend is None
     if backend is None:
         from swapos.backends.llama import LlamaBackend
         from swapos.backends.routing import RoutingBackend
@@ -162,6 +171,10 @@ async def open_system(
     budget = budget_bytes if budget_bytes is not None else parse_size(profile.budget)
     if settings.unlimited_budget:
         budget = UNLIMITED_BUDGET
+    shared = None  # (overhead, KV RAM tier size) when the budget is the process's
+    if process_budget and not settings.unlimited_budget:
+        overhead = process_baseline_bytes() if overhead_bytes is None else overhead_bytes
+        shared = (overhead, kv_cache_bytes if kv_cache else 0)
     assembly = _assemble(
         profile,
         backend=backend,
@@ -178,6 +191,7 @@ async def open_system(
         kv_disk_bytes=kv_disk_bytes,
         prefetch=prefetch,
         cold=cold,
+        shared=shared,
     )
     async with _lifecycle(assembly, profile, preload=settings.preload) as system:
         yield system
@@ -212,6 +226,7 @@ def _assemble(
     kv_disk_bytes: int,
     prefetch: PrefetchPolicy | None,
     cold: bool,
+    shared: tuple[int, int] | None = None,
 ) -> _Assembly:
     """Create the streams by :data:`WIRING` and the seven actors on them (nothing runs yet)."""
     t0 = clock.now()
@@ -259,6 +274,8 @@ def _assemble(
                 offloading=any(spec.offloaded for spec in specs.values()),
                 unlimited=UNLIMITED_BUDGET if settings.unlimited_budget else 0,
             ),
+            overhead_bytes=shared[0] if shared else 0,
+            kv_ram_bytes=shared[1] if shared else None,
             cold=cold,
         ),
         "generator": Generator(

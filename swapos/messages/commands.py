@@ -308,3 +308,24 @@ class SavePrefix(Message, frozen=True, kw_only=True):
     identity: str
     state: PrefixState
     model: str | None = None
+
+
+# --- Loader -> KVCache: the process budget ------------------------------------------------
+
+
+class ResizeKVRam(Request, frozen=True, kw_only=True):
+    """Set the KV cache's RAM tier budget to ``budget_bytes``: what the process budget has
+    left once its fixed overhead and the models' claims are counted. The tier drops its
+    least recently used states to fit (it yields to models), then replies."""
+
+    budget_bytes: int
+
+
+class KVRamResized(Reply, frozen=True, kw_only=True):
+    """The RAM tier fits ``budget_bytes``: ``dropped`` states (``dropped_bytes``) left it,
+    ``nbytes`` remain."""
+
+    budget_bytes: int
+    dropped: int = 0
+    dropped_bytes: int = 0
+    nbytes: int = 0

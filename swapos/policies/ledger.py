@@ -5,6 +5,10 @@ bytes (``device_bytes``, GPU memory under ``device_budget``); a partly offloaded
 holds both. Every rule below holds for each kind of memory on its own, and a claim is
 admitted only when it fits both.
 
+The host budget is the process's (issue 29): a measured fixed overhead (the process before
+any model: interpreter, libraries) comes off it first, the models' claims share the rest,
+and the KV cache's RAM tier gets what they leave (:func:`kv_room`): it yields to models.
+
 The Loader owns the one :class:`Ledger` of a system and updates it synchronously as models
 are wanted, reserved, loaded, leased, released and freed; nothing else holds a copy. The
 Evictor decides victims from a snapshot of it (:meth:`Ledger.claims`) that travels in the
@@ -38,20 +42,36 @@ def free_bytes(entries: Sequence[LedgerEntry], budget: int, kind: MemoryKind = "
     return budget - used_bytes(entries, kind) + pending_free
 
 
+def kv_room(budget: int, *, overhead: int, models: int, cap: int) -> int:
+    """The KV RAM tier's share of a process ``budget``: what the fixed ``overhead`` and the
+    ``models``' claims leave, at most ``cap`` (its own configured size), never below 0. So
+    ``overhead + models + kv_room(...) <= budget`` whenever the models fit their share."""
+    return max(0, min(cap, budget - overhead - models))
+
+
 class Ledger:
     """Residency of every model of one system, under a host and a device byte budget
-    (``device_budget_bytes`` 0: no GPU memory; only claims of 0 device bytes fit)."""
+    (``device_budget_bytes`` 0: no GPU memory; only claims of 0 device bytes fit).
 
-    def __init__(self, budget_bytes: int, device_budget_bytes: int = 0) -> None:
+    ``overhead_bytes`` of the host budget are the process's own (measured when the system
+    opens): models share ``budget_bytes - overhead_bytes`` (:meth:`budget`).
+    """
+
+    def __init__(
+        self, budget_bytes: int, device_budget_bytes: int = 0, *, overhead_bytes: int = 0
+    ) -> None:
         self.budget_bytes = budget_bytes
         self.device_budget_bytes = device_budget_bytes
+        self.overhead_bytes = overhead_bytes
         self._entries: dict[str, LedgerEntry] = {}
         self._peak = 0
         self._peak_device = 0
 
     def budget(self, kind: MemoryKind) -> int:
-        """The budget of ``kind``."""
-        return self.budget_bytes if kind == "host" else self.device_budget_bytes
+        """The models' budget of ``kind`` (host: the process budget less its overhead)."""
+        if kind == "host":
+            return max(0, self.budget_bytes - self.overhead_bytes)
+        return self.device_budget_bytes
 
     # --- reading ------------------------------------------------------------------------
 

@@ -1,0 +1,101 @@
+"""One memory budget that means what it says (issue 29, part 3): the process's fixed
+overhead, the models and the KV cache's RAM tier share ``budget``; the tier yields first."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from swapos.backends.fake import FakeModelScript
+from swapos.data.residency import RoomPlan
+from swapos.data.sampling import SamplingParams
+from swapos.messages.commands import PhaseSpec
+from swapos.messages.events import AnyEvent, KVDropped
+from swapos.policies.ledger import Ledger, kv_room
+from swapos.testing import FakeClock
+from tests.fakes import fake_system
+
+
+@given(
+    budget=st.integers(0, 10_000),
+    overhead=st.integers(0, 5_000),
+    models=st.integers(0, 10_000),
+    cap=st.integers(0, 5_000),
+)
+def test_kv_room_with_the_overhead_and_the_models_never_exceeds_the_budget(
+    budget: int, overhead: int, models: int, cap: int
+) -> None:
+    room = kv_room(budget, overhead=overhead, models=models, cap=cap)
+    assert 0 <= room <= cap
+    if overhead + models <= budget:
+        assert overhead + models + room <= budget
+        assert room == min(cap, budget - overhead - models)  # all that is left, up to its cap
+
+
+def test_models_share_the_budget_less_the_overhead() -> None:
+    ledger = Ledger(1000, overhead_bytes=300)
+    assert ledger.budget("host") == 700
+    ledger.want("a", speculative=False, now=0.0)
+    empty = RoomPlan(victims=[], cancel=[])
+    assert ledger.admits("a", 700, empty)
+    assert not ledger.admits("a", 701, empty)
+
+
+def phase(model: str, i: int) -> PhaseSpec:
+    prompt = f"prompt {i} for {model}"
+    return PhaseSpec(
+        phase="gen", model=model, prompt=prompt, stable_prefix=prompt,
+        params=SamplingParams(max_tokens=4),
+    )  # fmt: skip
+
+
+@pytest.mark.anyio
+async def test_the_kv_tier_yields_its_room_to_a_model_under_the_process_budget() -> None:
+    # budget 1000 = 100 of overhead + two models of 420 + what is left (60) for KV states.
+    clock = FakeClock()
+    scripts = {
+        m: FakeModelScript(load_s=1.0, token_s=0.1, reply="a b c", footprint_bytes=420)
+        for m in ("a", "b")
+    }
+    seen: list[AnyEvent] = []
+    with anyio.fail_after(30):
+        async with (
+            clock.autojump(),
+            fake_system(
+                scripts, budget=1000, clock=clock, process_budget=True, overhead_bytes=100,
+                kv_cache_bytes=500, on_event=seen.append,
+            ) as (sys, _),
+        ):  # fmt: skip
+            out = await sys.run_phases("t1", [phase("a", i) for i in range(8)])
+            assert out.error is None
+            kv = sys.actors["kvcache"].statistics()
+            assert kv.budget_bytes == 480  # 1000 - 100 - 420: with one model, all the rest
+            held_before = kv.bytes
+            out = await sys.run_phases("t2", [phase("b", 0)])
+            assert out.error is None
+            kv = sys.actors["kvcache"].statistics()
+            loader = sys.actors["loader"].statistics()
+    assert held_before > 60  # the states of a's eight phases did not fit in 60 bytes...
+    assert kv.budget_bytes == 60  # ...which is all b's load left
+    assert kv.bytes <= 60
+    assert kv.yielded >= 1
+    assert loader.used_bytes + loader.overhead_bytes + kv.budget_bytes <= 1000
+    yielded = [e for e in seen if isinstance(e, KVDropped) and "yielded" in e.reason]
+    assert len(yielded) == kv.yielded
+
+
+@pytest.mark.anyio
+async def test_without_a_process_budget_the_kv_tier_is_outside_it() -> None:
+    clock = FakeClock()
+    scripts = {"a": FakeModelScript(load_s=1.0, reply="x", footprint_bytes=900)}
+    with anyio.fail_after(10):
+        async with (
+            clock.autojump(),
+            fake_system(scripts, budget=1000, clock=clock, kv_cache_bytes=500) as (sys, _),
+        ):
+            out = await sys.run_phases("t1", [phase("a", 0)])
+            kv = sys.actors["kvcache"].statistics()
+    assert out.error is None
+    assert kv.budget_bytes == 500
