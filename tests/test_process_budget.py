@@ -99,3 +99,16 @@ async def test_without_a_process_budget_the_kv_tier_is_outside_it() -> None:
             kv = sys.actors["kvcache"].statistics()
     assert out.error is None
     assert kv.budget_bytes == 500
+
+
+def test_every_run_summary_reports_peak_rss_against_the_budget() -> None:
+    from swapos.records.schema import PhaseRecord, RunInfo, TaskResult
+    from swapos.records.summary import summarize
+
+    phases = [
+        PhaseRecord(task_id="t", phase_id=f"p{n}", phase="code", peak_rss_bytes=n)
+        for n in (600, 900)
+    ]
+    result = TaskResult(task_id="t", phases=phases)
+    assert summarize([result], RunInfo(budget_bytes=1000)).peak_rss_of_budget == 0.9
+    assert summarize([result], RunInfo(budget_bytes=2**62)).peak_rss_of_budget == 0.0

@@ -102,4 +102,5 @@ class RunSummary(RunInfo, kw_only=True):
     kv_served_tokens: int = 0
     kv_served_share: float = 0.0
     peak_rss_bytes: int = 0
+    peak_rss_of_budget: float = 0.0  # peak_rss_bytes / budget_bytes (0: no finite budget)
     results: list[TaskResult] = msgspec.field(default_factory=list)
