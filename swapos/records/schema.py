@@ -72,6 +72,7 @@ class RunInfo(msgspec.Struct, kw_only=True):
     kv_hits: int = 0
     kv_misses: int = 0
     kv_saves: int = 0
+    kv_yielded: int = 0  # KV RAM-tier states dropped to make room for models (the budget)
 
 
 class RunSummary(RunInfo, kw_only=True):
