@@ -113,3 +113,36 @@ def test_every_run_summary_reports_peak_rss_against_the_budget() -> None:
     result = TaskResult(task_id="t", phases=phases)
     assert summarize([result], RunInfo(budget_bytes=1000)).peak_rss_of_budget == 0.9
     assert summarize([result], RunInfo(budget_bytes=2**62)).peak_rss_of_budget == 0.0
+
+
+@pytest.mark.real_model
+@pytest.mark.anyio
+async def test_with_the_llama_backend_the_budget_is_the_processs() -> None:
+    # Two swaps of the tiny Gemma files under 700 MiB, 4 tokens a phase: the measured
+    # overhead and the KV tier share the budget with the models, and the states survive
+    # the swaps (the tier yields only what a load needs).
+    import msgspec
+
+    from swapos.actors.system import open_system
+    from swapos.models.bundled import resolve_profile
+
+    profile = msgspec.structs.replace(resolve_profile("tiny"), budget="700MiB")
+    names = sorted(profile.models)[:2]
+    prompt = "def add(a, b):\n"
+    phases = [
+        PhaseSpec(phase="gen", model=m, prompt=prompt, stable_prefix=prompt,
+                  params=SamplingParams(max_tokens=4))
+        for m in names * 2
+    ]  # fmt: skip
+    with anyio.fail_after(300):
+        async with open_system(profile) as system:
+            out = await system.run_phases("t", phases)
+            loader = system.actors["loader"].statistics()
+            kv = system.actors["kvcache"].statistics()
+            summary = system.summary()
+    assert out.error is None
+    assert loader.overhead_bytes > 0 and loader.kv_ram_bytes is not None
+    assert loader.used_bytes + loader.overhead_bytes + loader.kv_ram_bytes <= 700 * 2**20
+    assert kv.budget_bytes == loader.kv_ram_bytes
+    assert kv.hits >= 1  # a state saved before a swap was restored after it
+    assert summary.peak_rss_of_budget > 0

@@ -117,8 +117,8 @@ class Loader:
     With ``kv_ram_bytes`` (the KV cache's RAM tier size), ``budget_bytes`` is the process's
     budget: ``overhead_bytes`` (its measured fixed cost) comes off it, models share the rest,
     and the KV tier is resized to what they leave (:func:`~swapos.policies.ledger.kv_room`),
-    shrunk before a reserved load starts and grown back when memory is freed: it yields to
-    models and never makes one wait. Without it the KV tier is outside the budget.
+    shrunk once a reserved load's victims are closed, before it starts, and grown back when
+    memory is freed: it yields to models and never makes one wait. Without it the KV tier is outside the budget.
 
     With ``cold``, an evicted model's file is also dropped from the page cache, as on a
     machine whose RAM cannot hold every model (``--cold`` benchmarks).
@@ -366,6 +366,7 @@ class Loader:
                     await self._cancel_load(other)
                 for victim in plan.victims:
                     await self._evict(victim, reason=f"room for {name}")
+                await self._fit_kv()  # victims are gone: the KV tier yields what is left
                 slot.room = (t_room, self._events.t())
                 t_load = self._events.t()
                 model = await self._backend.load(slot.spec)
@@ -488,7 +489,6 @@ class Loader:
         self._ledger.reserve(name, plan, nbytes, device_nbytes)
         for victim in plan.victims:
             self._table[victim].done = anyio.Event()
-        await self._fit_kv()  # the KV tier yields its room before the load starts
         self._granted += 1
         self._victims += len(plan.victims)
         await self._events.emit(
@@ -550,13 +550,12 @@ class Loader:
 
     async def _fit_kv(self) -> None:
         """Resize the KV RAM tier to the process budget's room left by models (a no-op
-        without ``kv_ram_bytes``) and wait until it fits: a reserved load starts only then.
-        A KV cache that has shut down holds nothing to wait for."""
+        without ``kv_ram_bytes``) and wait until it fits (a resize sent without waiting
+        may still be queued): a reserved load starts only then. A KV cache that has shut
+        down holds nothing to wait for."""
         if self._kv_cap is None:
             return
         target = self._kv_target()
-        if target == self._kv_sent:
-            return
         self._kv_sent = target
         resize = ResizeKVRam(request_id=new_id("kv"), reply_to="loader", budget_bytes=target)
         with contextlib.suppress(SystemClosedError):
