@@ -118,7 +118,8 @@ class Loader:
     budget: ``overhead_bytes`` (its measured fixed cost) comes off it, models share the rest,
     and the KV tier is resized to what they leave (:func:`~swapos.policies.ledger.kv_room`),
     shrunk once a reserved load's victims are closed, before it starts, and grown back when
-    memory is freed: it yields to models and never makes one wait. Without it the KV tier is outside the budget.
+    memory is freed: it yields to models and never makes one wait. Without it the KV tier
+    is outside the budget.
 
     With ``cold``, an evicted model's file is also dropped from the page cache, as on a
     machine whose RAM cannot hold every model (``--cold`` benchmarks).
