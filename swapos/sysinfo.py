@@ -112,9 +112,9 @@ def _cpu_model() -> str:
 # --- llama.cpp's backend devices (GPU offload) -------------------------------------------
 
 GPU_INSTALL_HINT = (
-    'install a GPU build of llama-cpp-python: CMAKE_ARGS="-DGGML_CUDA=on" pip install '
-    "--force-reinstall --no-cache-dir llama-cpp-python (Metal is the default on macOS; "
-    "see docs/gpu.md), or set gpu_layers = 0"
+    'install a GPU build: CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall '
+    "--no-cache-dir llama-cpp-python (macOS builds use Metal; docs/gpu.md), or set "
+    "gpu_layers = 0"
 )
 """The one line that tells a user of a CPU-only build how to get a GPU build."""
 

@@ -42,7 +42,7 @@ def test_this_cpu_only_build_is_detected_and_refuses_gpu_layers() -> None:
     assert [d.kind for d in backend_devices()] == ["cpu"]  # llama.cpp's device list
     backend = LlamaBackend()
     backend.check_devices([spec(0)])  # nothing asked of a GPU: fine
-    with pytest.raises(ProfileError, match=r"`models\.g\.gpu_layers` = 4 .*CPU-only build"):
+    with pytest.raises(ProfileError, match=r"`models\.g\.gpu_layers` = 4, .*CPU-only build"):
         backend.check_devices([spec(4)])
 
 

@@ -370,7 +370,7 @@ class FakeBackend:
             ProfileError: naming the model and how to install a GPU build.
         """
         if not self.gpu:
-            refuse_offload(specs, build="the fake backend is a CPU-only build")
+            refuse_offload(specs, build="this fake backend is a CPU-only build")
 
     async def load(self, spec: ModelSpec) -> FakeModel:
         """Read the file (``load_s``, or ``warm_load_s`` once warmed), then upload the

@@ -61,7 +61,7 @@ def checked_model_specs(profile: Profile) -> dict[str, ModelSpec]:
     specs = model_specs(profile)
     local = [s for s in specs.values() if not s.remote]
     if any(s.offloaded for s in local) and not gpu_offload_supported():
-        refuse_offload(local, build="the installed llama-cpp-python is a CPU-only build")
+        refuse_offload(local, build="this llama-cpp-python is a CPU-only build")
     for spec in specs.values():
         if not spec.remote:  # a remote model is checked when it is "loaded" (GET /models)
             read_gguf(spec.path)
@@ -98,6 +98,5 @@ def refuse_offload(specs: Sequence[ModelSpec], *, build: str) -> None:
         if spec.offloaded:
             layers = '"all"' if spec.gpu_layers < 0 else str(spec.gpu_layers)
             raise ProfileError(
-                f"`models.{spec.name}.gpu_layers` = {layers} asks for GPU layers, but {build}: "
-                f"{GPU_INSTALL_HINT}"
+                f"`models.{spec.name}.gpu_layers` = {layers}, but {build}: {GPU_INSTALL_HINT}"
             )

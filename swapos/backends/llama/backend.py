@@ -79,7 +79,7 @@ class LlamaBackend:
                 GPU build.
         """
         if any(s.offloaded for s in specs) and not gpu_offload_supported():
-            refuse_offload(specs, build="the installed llama-cpp-python is a CPU-only build")
+            refuse_offload(specs, build="this llama-cpp-python is a CPU-only build")
 
     def token_counter(self, spec: ModelSpec) -> Callable[[str], int]:
         """Counts tokens as ``spec``'s tokenizer does (BOS included), from a vocab-only load.
