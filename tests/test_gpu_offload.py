@@ -361,11 +361,13 @@ def test_plan_room_never_exceeds_either_budget_and_never_evicts_a_leased_model( 
 @settings(max_examples=200, deadline=None)
 @given(
     uses=st.lists(st.sampled_from("abcd"), min_size=1, max_size=30),
-    device=st.fixed_dictionaries({m: st.integers(0, 500) for m in "abcd"}),
+    device=st.fixed_dictionaries({m: st.sampled_from([0, 200]) for m in "abcd"}),
 )
 def test_next_use_needs_no_more_loads_than_lru_under_a_device_budget(
     uses: list[str], device: dict[str, int]
 ) -> None:
+    # Host memory holds everything; the device holds two offloaded models (equal sizes, as
+    # Belady's optimality needs): models on the CPU never compete for it.
     sizes = dict.fromkeys("abcd", 1)
     kw: dict[str, Any] = {"device_sizes": device, "device_budget": 500}
     assert count_loads(uses, sizes, 100, "next_use", **kw) <= count_loads(
