@@ -118,7 +118,7 @@ async def open_system(
     prefetch: PrefetchPolicy | None = None,
     load_threads: int = 1,
     cold: bool = False,
-    process_budget: bool | None = None,
+    process_budget: bool = False,
     overhead_bytes: int | None = None,
 ) -> AsyncIterator[System]:
     """Start the actor system for ``profile`` and yield its :class:`System` handle.
@@ -144,8 +144,9 @@ async def open_system(
             RAM cannot hold every model).
         process_budget: the budget is the process's: its measured fixed overhead
             (:func:`~swapos.sysinfo.process_baseline_bytes`) and the KV cache's RAM tier
-            share it with the models (the tier yields to them). Default: on with the
-            default (llama) backend, off with an injected one (fake budgets are symbolic).
+            share it with the models (the tier yields to them). The command lines (run,
+            serve, bench run) turn it on; off, the budget is the models' (a library caller
+            or test whose process holds more than SwapOS's own).
         overhead_bytes: the fixed overhead a process budget counts (default: measured).
 
     Startup errors surface here (a model asking for GPU layers the backend cannot give
@@ -159,8 +160,6 @@ async def open_system(
     clock = clock or MonotonicClock()
     if specs is None:  # may assemble or quantize model files: never on the event loop
         specs = await anyio.to_thread.run_sync(model_specs, profile)
-    if process_budget is None:
-        process_budget = backend is None
     if backend is None:
         from swapos.backends.llama import LlamaBackend
         from swapos.backends.routing import RoutingBackend
