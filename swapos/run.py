@@ -187,6 +187,7 @@ async def _run(
             on_event=status.on_event,
             kv_cache=kv_cache,
             kv_disk_dir=default_kv_dir() if kv_cache else None,
+            process_budget=True,
         ) as system:
             outcome = await system.run_task(task, max_attempts=max_attempts)
     _write_result(out, outcome.result)

@@ -205,6 +205,7 @@ class Prefetcher:
             self._loads += 1
             self._load_windows.append((t0, t1))
             self.costs.observe_speculative_load(model, t1 - t0)
+            self.costs.observe_load_parts(model, reply.read_s, reply.upload_s, reply.device)
         self._denied += reply.outcome == "denied"
         return reply.outcome
 

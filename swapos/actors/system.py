@@ -32,11 +32,11 @@ from swapos.errors import SwapOSError
 from swapos.messages.base import Address
 from swapos.messages.events import AnyEvent, RunFinished, RunStarted
 from swapos.messages.inboxes import ClientInbox
-from swapos.models.profile import Mode, Profile, parse_size
+from swapos.models.profile import Mode, Profile, device_budget_bytes, parse_size
 from swapos.models.resolve import model_specs
 from swapos.models.spec import ModelSpec
 from swapos.policies.eviction import EvictionRule
-from swapos.sysinfo import host_info
+from swapos.sysinfo import host_info, process_baseline_bytes
 from swapos.version import __version__
 
 __all__ = [
@@ -72,11 +72,11 @@ DEFAULT_KV_CACHE_BYTES = 512 * 2**20
 WIRING: dict[Address, tuple[Address, ...]] = {
     "client": ("router", "loader", "recorder"),
     "router": ("client", "loader", "generator", "evictor", "prefetcher", "recorder"),
-    "loader": ("client", "router", "prefetcher", "evictor", "recorder"),
+    "loader": ("client", "router", "prefetcher", "evictor", "kvcache", "recorder"),
     "evictor": ("loader",),
     "prefetcher": ("loader", "recorder"),
     "generator": ("router", "kvcache", "prefetcher", "recorder"),
-    "kvcache": ("generator", "recorder"),
+    "kvcache": ("generator", "loader", "recorder"),
 }
 
 
@@ -120,6 +120,8 @@ async def open_system(
     prefetch: PrefetchPolicy | None = None,
     load_threads: int = 1,
     cold: bool = False,
+    process_budget: bool = False,
+    overhead_bytes: int | None = None,
 ) -> AsyncIterator[System]:
     """Start the actor system for ``profile`` and yield its :class:`System` handle.
 
@@ -134,31 +136,28 @@ async def open_system(
         event_log: JSONL path the Recorder appends to (None: keep records in memory only).
         on_event: called on the event loop with every event, after it is written.
         kv_cache, kv_cache_bytes: reuse KV prefix states; the RAM budget of that cache.
-        kv_disk_dir, kv_disk_bytes: the KV cache's disk tier, which outlives the process,
-            and its size bound (None: RAM only; ``swapos.kvstore.default_kv_dir()``: the
-            user's cache).
+        kv_disk_dir, kv_disk_bytes: the KV cache's disk tier (it outlives the process) and
+            its bound (None: RAM only; ``swapos.kvstore.default_kv_dir()``: the user's cache).
         prefetch: overrides the mode's prefetch policy.
         load_threads: model loads that may run at once.
         cold: drop an evicted model's file from the page cache (to bench small-RAM machines).
+        process_budget, overhead_bytes: the budget is the process's: its fixed overhead
+            (default: measured, :func:`~swapos.sysinfo.process_baseline_bytes`) and the KV
+            RAM tier share it with the models (docs/timings.md). The command lines turn it on.
 
-    Startup errors surface here. On exit, in-flight work is cancelled, every model is
-    closed (shielded, bounded), and the log is flushed and closed. An unexpected exception
-    in an actor cancels the system and propagates.
+    Startup errors surface here (GPU layers on a CPU-only build: a ``ProfileError``). On
+    exit, in-flight work is cancelled, every model is closed (shielded, bounded), and the
+    log is flushed and closed. An unexpected exception in an actor cancels the system.
     """
     if specs is None:  # may assemble or quantize model files: never on the event loop
         specs = await anyio.to_thread.run_sync(model_specs, profile)
     mode = mode or profile.mode
-    options = _Options(
-        kv_cache=kv_cache,
-        kv_cache_bytes=kv_cache_bytes,
-        kv_disk_dir=kv_disk_dir,
-        kv_disk_bytes=kv_disk_bytes,
-        prefetch=prefetch or MODE_SETTINGS[mode].prefetch,
-        cold=cold,
-        event_log=Path(event_log) if event_log else None,
-        on_event=on_event,
-    )
+    shared = _shared(mode, process_budget, overhead_bytes, kv_cache_bytes if kv_cache else 0)
+    prefetch, log = prefetch or MODE_SETTINGS[mode].prefetch, Path(event_log) if event_log else None
+    kv = (kv_cache, kv_cache_bytes, kv_disk_dir, kv_disk_bytes)
+    options = _Options(*kv, prefetch, cold, log, on_event, shared)
     backend = backend or _default_backend(load_threads)
+    backend.check_devices(list(specs.values()))  # GPU layers on a CPU-only build: one line
     budget, clock = _budget(profile, mode, budget_bytes), clock or MonotonicClock()
     asm = _assemble(_Builder(profile, backend, specs, mode, clock, budget, options))
     async with _lifecycle(asm, profile, preload=MODE_SETTINGS[mode].preload) as system:
@@ -180,6 +179,16 @@ def _budget(profile: Profile, mode: Mode, budget_bytes: int | None) -> int:
     return budget_bytes if budget_bytes is not None else parse_size(profile.budget)
 
 
+def _shared(
+    mode: Mode, process_budget: bool, overhead_bytes: int | None, kv_ram_bytes: int
+) -> tuple[int, int] | None:
+    """(fixed overhead, KV RAM tier size) when the budget is the process's, else None."""
+    if not process_budget or MODE_SETTINGS[mode].unlimited_budget:
+        return None
+    overhead = process_baseline_bytes() if overhead_bytes is None else overhead_bytes
+    return (overhead, kv_ram_bytes)
+
+
 @dataclass(frozen=True)
 class _Options:
     """The settings of :func:`open_system` that only the actors' construction reads."""
@@ -192,6 +201,8 @@ class _Options:
     cold: bool
     event_log: Path | None
     on_event: Callable[[AnyEvent], None] | None
+    shared: tuple[int, int] | None
+    """(fixed overhead, KV RAM tier size) when the budget is the process's."""
 
 
 @dataclass
@@ -279,6 +290,7 @@ class _Builder:
         )
 
     def loader(self) -> Loader:
+        shared = self.opts.shared
         return Loader(
             inbox=self.inbox["loader"],
             outbox=self.outbox["loader"],
@@ -287,6 +299,13 @@ class _Builder:
             specs=self.specs,
             residency=self.residency,
             budget_bytes=self.budget,
+            device_budget_bytes=device_budget_bytes(
+                self.profile,
+                offloading=any(spec.offloaded for spec in self.specs.values()),
+                unlimited=UNLIMITED_BUDGET if MODE_SETTINGS[self.mode].unlimited_budget else 0,
+            ),
+            overhead_bytes=shared[0] if shared else 0,
+            kv_ram_bytes=shared[1] if shared else None,
             cold=self.opts.cold,
         )
 

@@ -9,13 +9,14 @@ Generator looks them up by lease.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 import msgspec
 
 from swapos.data.generation import GenerationStats
 from swapos.data.prefix import PrefixState
+from swapos.data.residency import Offload
 from swapos.data.sampling import SamplingParams
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatFormat
@@ -60,8 +61,15 @@ class LoadedModel(Protocol):
         ...
 
     @property
+    def offload(self) -> Offload | None:
+        """Its layers on a GPU (device, layers, measured device bytes, upload time), or None
+        when everything is on the host."""
+        ...
+
+    @property
     def kv_identity(self) -> str:
-        """Key of the states this model can restore: file identity + settings + versions."""
+        """Key of the states this model can restore: file identity + settings (the offload
+        setting among them) + versions."""
         ...
 
     @property
@@ -145,7 +153,22 @@ class ModelBackend(Protocol):
     """Loads models. One backend instance serves a whole system."""
 
     def estimate_footprint(self, spec: ModelSpec) -> int:
-        """Bytes the model is expected to hold once loaded (before measuring)."""
+        """Host bytes the model is expected to hold once loaded (before measuring)."""
+        ...
+
+    def estimate_device_footprint(self, spec: ModelSpec) -> int:
+        """GPU bytes the model is expected to hold once loaded: its offloaded layers
+        (``spec.gpu_layers``) and their KV cache; 0 when it offloads nothing."""
+        ...
+
+    def check_devices(self, specs: Sequence[ModelSpec]) -> None:
+        """Refuse, before anything runs, specs that ask for what this backend cannot do
+        (layers on a GPU with a CPU-only build).
+
+        Raises:
+            ProfileError: one line naming the model's ``gpu_layers`` and how to install a
+                GPU build (:data:`~swapos.sysinfo.GPU_INSTALL_HINT`).
+        """
         ...
 
     async def load(self, spec: ModelSpec) -> LoadedModel:

@@ -12,6 +12,8 @@ from swapos.bench.serve import command as serve
 from swapos.bench.soak import command as soak
 from swapos.bench.suite import command as suite_run
 from swapos.bench.swap import command as swap
+from swapos.bench.swap.gpu_check import add_arguments as gpu_check_args
+from swapos.bench.swap.gpu_check import main as gpu_check_main
 from swapos.cluster import overhead as ray_overhead
 from swapos.cluster.session import run_on_ray
 from swapos.errors import SwapOSError
@@ -37,6 +39,7 @@ SUBCOMMANDS: dict[str, tuple[AddArguments, Main]] = {
     "soak": (soak.add_arguments, soak.main),
     "splice": (splice.add_arguments, splice.main),
     "swap": (swap.add_arguments, swap.main),
+    "gpu-check": (gpu_check_args, gpu_check_main),
     "report": (report.add_arguments, report.main),
 }
 """Every subcommand: ``name -> (add_arguments, main)``. ``main``'s docstring is its help."""

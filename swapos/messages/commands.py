@@ -111,6 +111,7 @@ class ModelState(msgspec.Struct, frozen=True, kw_only=True):
     state: Literal["absent", "loading", "ready", "evicting"]
     leases: int
     footprint_bytes: int  # measured once loaded, 0 otherwise
+    device_footprint_bytes: int = 0  # GPU memory, measured once loaded
 
 
 class ModelsDescribed(Reply, frozen=True, kw_only=True):
@@ -171,9 +172,16 @@ PrefetchOutcome = Literal["loaded", "resident", "joined", "denied", "failed", "c
 
 
 class PrefetchDone(Reply, frozen=True, kw_only=True):
+    """The end of a prefetch; for a ``loaded`` one, how its load split into the file read
+    (``read_s``: page cache or disk, and everything else on the host) and the upload of
+    offloaded layers to ``device`` (``upload_s``; 0 and "" on a CPU-only load)."""
+
     model: str
     outcome: PrefetchOutcome
     reason: str = ""
+    read_s: float = 0.0
+    upload_s: float = 0.0
+    device: str = ""
 
 
 # --- Loader -> Evictor --------------------------------------------------------------------
@@ -190,6 +198,8 @@ class PlanRoom(Request, frozen=True, kw_only=True):
     urgent: bool
     claims: list[LedgerEntry]
     budget_bytes: int
+    device_nbytes: int = 0  # its claim on GPU memory (offloaded layers and their KV)
+    device_budget_bytes: int = 0
 
 
 class RoomPlanned(Reply, frozen=True, kw_only=True):
@@ -298,3 +308,24 @@ class SavePrefix(Message, frozen=True, kw_only=True):
     identity: str
     state: PrefixState
     model: str | None = None
+
+
+# --- Loader -> KVCache: the process budget ------------------------------------------------
+
+
+class ResizeKVRam(Request, frozen=True, kw_only=True):
+    """Set the KV cache's RAM tier budget to ``budget_bytes``: what the process budget has
+    left once its fixed overhead and the models' claims are counted. The tier drops its
+    least recently used states to fit (it yields to models), then replies."""
+
+    budget_bytes: int
+
+
+class KVRamResized(Reply, frozen=True, kw_only=True):
+    """The RAM tier fits ``budget_bytes``: ``dropped`` states (``dropped_bytes``) left it,
+    ``nbytes`` remain."""
+
+    budget_bytes: int
+    dropped: int = 0
+    dropped_bytes: int = 0
+    nbytes: int = 0

@@ -11,6 +11,7 @@ from swapos.messages.commands import (
     Generate,
     Generated,
     GenerateFailed,
+    KVRamResized,
     LookupPrefix,
     ModelLeased,
     ModelsDescribed,
@@ -25,6 +26,7 @@ from swapos.messages.commands import (
     Preload,
     Preloaded,
     ReleaseLease,
+    ResizeKVRam,
     RoomPlanned,
     RunPhases,
     RunTask,
@@ -46,11 +48,17 @@ RouterInbox = (
     | GenerateFailed
 )
 LoaderInbox = (
-    AcquireModel | ReleaseLease | PrefetchModel | RoomPlanned | DescribeModels | UnloadModels
+    AcquireModel
+    | ReleaseLease
+    | PrefetchModel
+    | RoomPlanned
+    | DescribeModels
+    | UnloadModels
+    | KVRamResized
 )
 EvictorInbox = PlanRoom | ScheduleUpdated
 PrefetcherInbox = ScheduleUpdated | PrefetchDone | PhaseObserved
 GeneratorInbox = Generate | CancelGeneration | PrefixFound | PrefixMissing
-KVCacheInbox = LookupPrefix | SavePrefix
+KVCacheInbox = LookupPrefix | SavePrefix | ResizeKVRam
 ClientInbox = PhasesDone | TaskDone | Preloaded | ModelsDescribed | ModelsUnloaded
 RecorderInbox = AnyEvent

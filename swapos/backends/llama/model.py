@@ -21,6 +21,7 @@ from swapos.backends.llama.runtime import Aborted
 from swapos.backends.llama.vocab import tokenize
 from swapos.backends.threads import run_in_worker
 from swapos.data.prefix import PrefixState
+from swapos.data.residency import Offload
 from swapos.data.sampling import SamplingParams
 from swapos.errors import GenerationError
 from swapos.models.spec import ModelSpec
@@ -41,6 +42,7 @@ class LlamaModel:
         footprint: memory it holds, measured across the load.
         identity: its :attr:`kv_identity`.
         limiter: bounds concurrent generations (and tokenizations).
+        offload: where its offloaded layers went (None: all on the host).
     """
 
     def __init__(
@@ -52,8 +54,10 @@ class LlamaModel:
         footprint: int,
         identity: str,
         limiter: anyio.CapacityLimiter | None = None,
+        offload: Offload | None = None,
     ) -> None:
         self._spec = spec
+        self._offload = offload
         self._model: Any = model
         self._ctx: Any = ctx
         self._vocab = llama_cpp.llama_model_get_vocab(model)
@@ -78,8 +82,15 @@ class LlamaModel:
         return self._footprint
 
     @property
+    def offload(self) -> Offload | None:
+        """Its layers on a GPU as llama.cpp placed them, the device memory they took and
+        the upload time; None when it was loaded with ``gpu_layers = 0``."""
+        return self._offload
+
+    @property
     def kv_identity(self) -> str:
-        """File sha256 + size + mtime, ``n_ctx``, KV types and the llama-cpp-python version."""
+        """File sha256 + size + mtime, ``n_ctx``, KV types, ``n_gpu_layers`` and the
+        llama-cpp-python version."""
         return self._identity
 
     @property

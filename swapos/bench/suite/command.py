@@ -95,7 +95,7 @@ def events_path(folder: Path) -> Path:
 
 def open_llama(profile: Profile, mode: Mode, events: Path) -> AbstractAsyncContextManager[System]:
     """The real :data:`SystemFactory`: llama-cpp-python models, a monotonic clock."""
-    return open_system(profile, mode=mode, event_log=events)
+    return open_system(profile, mode=mode, event_log=events, process_budget=True)
 
 
 class _Session:
