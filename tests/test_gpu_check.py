@@ -7,11 +7,11 @@ from pathlib import Path
 
 import anyio
 import pytest
-from swapos.bench.gpu_check import offloaded, run_check, skip_reason
-from swapos.bench.swap_measure import Rig
 
 from swapos.backends.fake import FakeBackend, FakeModelScript
 from swapos.bench import cli
+from swapos.bench.swap.gpu_check import offloaded, run_check, skip_reason
+from swapos.bench.swap.measure import Rig
 from swapos.clock import MonotonicClock
 from swapos.models.profile import ModelConfig, Profile
 from swapos.models.spec import ModelSpec

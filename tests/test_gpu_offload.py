@@ -103,7 +103,7 @@ async def test_device_budget_holding_one_of_two_models_swaps_them_by_next_use() 
             ) as (sys, fb),
         ):
             out = await sys.run_phases("t1", [phase("a"), phase("b"), phase("a"), phase("b")])
-            stats = sys.actors["loader"].statistics()
+            stats = sys.statistics()["loader"]
     assert out.error is None
     assert fb.loads == ["a", "b", "a", "b"]
     assert fb.peak_device_bytes == 600  # never both on the device
@@ -158,7 +158,7 @@ async def test_partly_offloaded_model_claims_both_budgets() -> None:
             ),
         ):
             out = await sys.run_phases("t1", [phase("half"), phase("cpu")])
-            stats = sys.actors["loader"].statistics()
+            stats = sys.statistics()["loader"]
     assert out.error is None
     assert stats.used_bytes == 700  # host: both models
     assert stats.device_used_bytes == 200  # device: only the offloaded one
@@ -220,15 +220,15 @@ async def test_prefetch_under_a_device_budget_loads_the_next_model_while_one_gen
             gpu_system(scripts, clock=clock, device_budget=800) as (sys, _),
         ):
             out = await sys.run_phases("t1", [phase("a"), phase("b")])
-            costs = sys.actors["prefetcher"].costs
+            costs = sys.statistics()["prefetcher"]
     assert out.error is None
     first, second = out.records
     assert first.load_s == pytest.approx(1.5)  # read + upload, paid
     assert second.load_s == 0.0
     assert second.load_hidden_s == pytest.approx(1.5)
     assert costs.read_s["b"] == pytest.approx(0.5)
-    assert costs.upload_s[("b", "FakeGPU0")] == pytest.approx(1.0)
-    assert costs.load_estimate_s("b") == pytest.approx(1.5)
+    assert costs.upload_s["b"]["FakeGPU0"] == pytest.approx(1.0)
+    assert costs.load_estimate_s["b"] == pytest.approx(1.5)
 
 
 def test_checked_specs_refuse_layers_on_this_cpu_only_build_with_the_install_hint() -> None:

@@ -70,13 +70,13 @@ async def test_the_kv_tier_yields_its_room_to_a_model_under_the_process_budget()
         ):  # fmt: skip
             out = await sys.run_phases("t1", [phase("a", i) for i in range(8)])
             assert out.error is None
-            kv = sys.actors["kvcache"].statistics()
+            kv = sys.statistics()["kvcache"]
             assert kv.budget_bytes == 480  # 1000 - 100 - 420: with one model, all the rest
             held_before = kv.bytes
             out = await sys.run_phases("t2", [phase("b", 0)])
             assert out.error is None
-            kv = sys.actors["kvcache"].statistics()
-            loader = sys.actors["loader"].statistics()
+            kv = sys.statistics()["kvcache"]
+            loader = sys.statistics()["loader"]
             summary = sys.summary()
     assert held_before > 60  # the states of a's eight phases did not fit in 60 bytes...
     assert kv.budget_bytes == 60  # ...which is all b's load left
@@ -97,7 +97,7 @@ async def test_without_a_process_budget_the_kv_tier_is_outside_it() -> None:
             fake_system(scripts, budget=1000, clock=clock, kv_cache_bytes=500) as (sys, _),
         ):
             out = await sys.run_phases("t1", [phase("a", 0)])
-            kv = sys.actors["kvcache"].statistics()
+            kv = sys.statistics()["kvcache"]
     assert out.error is None
     assert kv.budget_bytes == 500
 
@@ -138,7 +138,7 @@ async def test_a_process_budget_on_the_llama_backend_shares_it_with_overhead_and
     with anyio.fail_after(300):
         async with open_system(profile, process_budget=True, overhead_bytes=64 * 2**20) as system:
             out = await system.run_phases("t", phases)
-            loader = system.actors["loader"].statistics()
+            loader = system.statistics()["loader"]
             kv = system.actors["kvcache"].statistics()
             summary = system.summary()
     assert out.error is None
@@ -165,5 +165,5 @@ async def test_a_library_callers_budget_stays_the_models_by_default() -> None:
     scripts = {"a": FakeModelScript(load_s=1.0, reply="x", footprint_bytes=900)}
     with anyio.fail_after(10):
         async with clock.autojump(), fake_system(scripts, budget=1000, clock=clock) as (sys, _):
-            loader = sys.actors["loader"].statistics()
+            loader = sys.statistics()["loader"]
     assert (loader.overhead_bytes, loader.kv_ram_bytes) == (0, None)
