@@ -249,9 +249,7 @@ class DrawsDecoder:
         )
         out = DrawOutput(
             index=d.index,
-            output=GenerationOutput(
-                text=d.stream.text, stats=stats, read=(*prompt, *d.generated)
-            ),
+            output=GenerationOutput(text=d.stream.text, stats=stats, read=(*prompt, *d.generated)),
         )
         self.finished.append(out)
         if self.on_draw is not None:
@@ -283,4 +281,3 @@ def _new_context(model: Any, spec: ModelSpec, *, n_seq: int, cells: int) -> Any:
             f"model {spec.name!r}; draw fewer side by side or lower max_tokens"
         )
     return ctx
-
