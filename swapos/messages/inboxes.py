@@ -10,6 +10,7 @@ from swapos.messages.commands import (
     DescribeModels,
     Generate,
     Generated,
+    GenerateDraws,
     GenerateFailed,
     LookupPrefix,
     ModelLeased,
@@ -30,6 +31,7 @@ from swapos.messages.commands import (
     RunTask,
     SavePrefix,
     ScheduleUpdated,
+    StopDraws,
     TaskDone,
     UnloadModels,
 )
@@ -50,7 +52,9 @@ LoaderInbox = (
 )
 EvictorInbox = PlanRoom | ScheduleUpdated
 PrefetcherInbox = ScheduleUpdated | PrefetchDone | PhaseObserved
-GeneratorInbox = Generate | CancelGeneration | PrefixFound | PrefixMissing
+GeneratorInbox = (
+    Generate | GenerateDraws | StopDraws | CancelGeneration | PrefixFound | PrefixMissing
+)
 KVCacheInbox = LookupPrefix | SavePrefix
 ClientInbox = PhasesDone | TaskDone | Preloaded | ModelsDescribed | ModelsUnloaded
 RecorderInbox = AnyEvent
