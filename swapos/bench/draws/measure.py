@@ -36,10 +36,11 @@ class DrawingModel(LoadedModel, Protocol):
 
 
 class DrawCompared(msgspec.Struct, frozen=True, kw_only=True):
-    """One draw, in turn and side by side."""
+    """One draw, in turn and side by side (``common_chars``: how far their texts agree)."""
 
     seed: int
     same_text: bool
+    common_chars: int
     turn_tokens: int
     side_tokens: int
     turn_stop: str
@@ -101,6 +102,7 @@ async def measure_prompt(
         DrawCompared(
             seed=p.seed,
             same_text=by[i].text == turn[i].text,
+            common_chars=_common_chars(by[i].text, turn[i].text),
             turn_tokens=turn[i].stats.tokens,
             side_tokens=by[i].stats.tokens,
             turn_stop=turn[i].stats.stop_reason,
@@ -119,6 +121,12 @@ async def measure_prompt(
         side_tokens=sum(c.side_tokens for c in compared),
         draws=compared,
     )
+
+
+def _common_chars(a: str, b: str) -> int:
+    """How many leading characters ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)
 
 
 class DrawsSummary(msgspec.Struct, frozen=True, kw_only=True):
