@@ -11,7 +11,7 @@ from typing import Literal, Protocol
 
 import msgspec
 
-from swapos.backends.base import DrawOutput, GenerationOutput, LoadedModel
+from swapos.backends.base import DrawOutput, DrawsModel, GenerationOutput, LoadedModel
 from swapos.bench.swap.stats import TargetCheck
 from swapos.data.prefix import PrefixState
 from swapos.data.sampling import SamplingParams
@@ -21,18 +21,8 @@ WALL_RATIO_LIMIT = 0.75
 the same draws in turn."""
 
 
-class DrawingModel(LoadedModel, Protocol):
+class DrawingModel(LoadedModel, DrawsModel, Protocol):
     """A loaded model that also draws side by side."""
-
-    async def generate_draws(
-        self,
-        prompt: list[int],
-        draws: Sequence[SamplingParams],
-        *,
-        restore: PrefixState | None = None,
-        on_draw: Callable[[DrawOutput], None] | None = None,
-        stop: Callable[[], bool] | None = None,
-    ) -> list[DrawOutput]: ...
 
 
 class DrawCompared(msgspec.Struct, frozen=True, kw_only=True):
