@@ -36,7 +36,7 @@ def _params(n: int, max_tokens: int = 8) -> list[SamplingParams]:
 
 
 async def test_fake_draws_side_by_side_say_what_the_same_draws_say_in_turn() -> None:
-    params = _params(4, max_tokens=5)
+    params = [*_params(4, max_tokens=5), SamplingParams(max_tokens=0)]
     with anyio.fail_after(5):
         clock = FakeClock()
         async with clock.autojump():
@@ -46,11 +46,11 @@ async def test_fake_draws_side_by_side_say_what_the_same_draws_say_in_turn() -> 
             assert isinstance(side_model, DrawsModel)
             side = await side_model.generate_draws([1, 2, 3], params)
     by = {d.index: d.output for d in side}
-    assert [by[i].text for i in range(4)] == [o.text for o in turn]
-    assert [by[i].stats.stop_reason for i in range(4)] == [o.stats.stop_reason for o in turn]
-    assert [by[i].stats.tokens for i in range(4)] == [o.stats.tokens for o in turn]
-    assert [by[i].read for i in range(4)] == [o.read for o in turn]
-    assert [o.stats.stop_reason for o in turn] == ["length", "eos", "stop", "eos"]
+    assert [by[i].text for i in range(5)] == [o.text for o in turn]
+    assert [by[i].stats.stop_reason for i in range(5)] == [o.stats.stop_reason for o in turn]
+    assert [by[i].stats.tokens for i in range(5)] == [o.stats.tokens for o in turn]
+    assert [by[i].read for i in range(5)] == [o.read for o in turn]
+    assert [o.stats.stop_reason for o in turn] == ["length", "eos", "stop", "eos", "length"]
 
 
 async def test_fake_draws_finish_in_lockstep_at_the_scripted_step_cost() -> None:

@@ -40,13 +40,13 @@ async def test_draws_side_by_side_write_what_the_same_draws_write_in_turn(
     model: LlamaModel,
 ) -> None:
     prompt = await model.tokenize(PROMPT)
-    params = _draws(3)
+    params = [*_draws(3), SamplingParams(max_tokens=0, temperature=0.9, seed=1)]
     with anyio.fail_after(120):
         turn = [await model.generate(prompt, p) for p in params]
         seen: list[int] = []
         side = await model.generate_draws(prompt, params, on_draw=lambda d: seen.append(d.index))
     by = {d.index: d.output for d in side}
-    assert sorted(seen) == [0, 1, 2] == sorted(by)
+    assert sorted(seen) == [0, 1, 2, 3] == sorted(by)
     assert len({o.text for o in turn}) > 1  # the seeds differ, so do the draws
     for i, out in enumerate(turn):
         assert by[i].text == out.text

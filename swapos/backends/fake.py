@@ -304,6 +304,8 @@ class FakeModel:
         ]
         finished: list[DrawOutput] = []
         ended = [d for d in live if d.empty]
+        for d in ended:
+            d.reason = "length" if d.pieces else "eos"  # as _decode: capped before a piece
         while True:
             for d in ended:
                 live.remove(d)

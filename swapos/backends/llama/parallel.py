@@ -138,9 +138,14 @@ class DrawsDecoder:
                 d.reason = "context"
                 self._finish(d, prompt, restored, prefilled)
             return self.finished
+        for d in [d for d in live if d.params.max_tokens <= 0]:  # nothing to sample
+            d.reason = "length"
+            live.remove(d)
+            self._finish(d, prompt, restored, prefilled)
         mem = llama_cpp.llama_get_memory(ctx)
-        for d in live[1:]:
-            llama_cpp.llama_memory_seq_cp(mem, 0, d.index, -1, -1)
+        for d in live:
+            if d.index != 0:
+                llama_cpp.llama_memory_seq_cp(mem, 0, d.index, -1, -1)
         while live:
             if self.abort.is_set():
                 raise Aborted
