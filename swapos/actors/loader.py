@@ -335,25 +335,7 @@ class Loader:
                     with anyio.CancelScope(shield=True):  # just as the load finished
                         await model.close()
                     return
-                slot.model = model
-                slot.load = (t_load, self._events.t())
-                speculative = self._speculative(name)
-                self._ledger.loaded(name, model.footprint_bytes)
-                self._room_may_have_changed()  # the measured footprint may be smaller
-                slot.outcome = "loaded"
-                self._loads += 1
-                if speculative:
-                    slot.hidden_credit_s = slot.load[1] - slot.load[0]
-                await self._events.emit(
-                    ModelLoaded(
-                        t=self._events.t(),
-                        model=name,
-                        load_s=slot.load[1] - t_load,
-                        speculative=slot.started_speculative,  # started by a prefetch
-                        estimate_bytes=estimate,
-                        measured_bytes=model.footprint_bytes,
-                    )
-                )
+                await self._loaded(name, slot, model, t_load=t_load, estimate=estimate)
         except SwapOSError as exc:
             slot.outcome, slot.failure = "failed", str(exc)
             self._failures += 1
@@ -364,17 +346,46 @@ class Loader:
                 )
         finally:
             if self._state(name) != "ready":
-                self._ledger.forget(name)
-                self._room_may_have_changed()
-                if slot.outcome == "none":
-                    slot.outcome = "cancelled"
-                if slot.outcome in ("cancelled", "denied"):  # every started load logs its end
-                    reason = "cancelled" if slot.outcome == "cancelled" else slot.failure
-                    with anyio.CancelScope(shield=True):
-                        await self._events.emit(
-                            ModelLoadCancelled(t=self._events.t(), model=name, reason=reason)
-                        )
+                with anyio.CancelScope(shield=True):
+                    await self._not_loaded(name, slot)
             slot.done.set()
+
+    async def _loaded(
+        self, name: str, slot: _Slot, model: LoadedModel, *, t_load: float, estimate: int
+    ) -> None:
+        """Book the model ``_load`` just loaded as ready and log it."""
+        slot.model = model
+        slot.load = (t_load, self._events.t())
+        speculative = self._speculative(name)
+        self._ledger.loaded(name, model.footprint_bytes)
+        self._room_may_have_changed()  # the measured footprint may be smaller
+        slot.outcome = "loaded"
+        self._loads += 1
+        if speculative:
+            slot.hidden_credit_s = slot.load[1] - slot.load[0]
+        await self._events.emit(
+            ModelLoaded(
+                t=self._events.t(),
+                model=name,
+                load_s=slot.load[1] - t_load,
+                speculative=slot.started_speculative,  # started by a prefetch
+                estimate_bytes=estimate,
+                measured_bytes=model.footprint_bytes,
+            )
+        )
+
+    async def _not_loaded(self, name: str, slot: _Slot) -> None:
+        """A load that did not end ready: forget its claim; a cancelled or refused one logs
+        its end (every started load does). Call it shielded."""
+        self._ledger.forget(name)
+        self._room_may_have_changed()
+        if slot.outcome == "none":
+            slot.outcome = "cancelled"
+        if slot.outcome in ("cancelled", "denied"):
+            reason = "cancelled" if slot.outcome == "cancelled" else slot.failure
+            await self._events.emit(
+                ModelLoadCancelled(t=self._events.t(), model=name, reason=reason)
+            )
 
     def _speculative(self, name: str) -> bool:
         entry = self._ledger.entry(name)

@@ -74,31 +74,20 @@ class PhaseConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
 
 class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """How a task is conducted through its phases.
+    """How a task is conducted through its phases. The retry rules these fields feed are
+    written once, in :mod:`swapos.policies.retry` (rule N below is its rule N).
 
     Attributes:
-        max_attempts: code attempts (code phases) per task.
+        max_attempts: code attempts (code phases) per task (rule 2).
         skip_reason_max_difficulty: tasks at or under this difficulty skip the plan.
         grade_timeout_s: wall-clock limit of one sandboxed test run.
-        selfcheck: run the examples of a task's docstring before grading (where it has some).
-        selfcheck_retries: code attempts a failed self-check may send back to the coder
-            (after that, the candidate is graded whatever its examples say).
-        resamples: when a candidate repeats one that already failed, generate it again at
-            most this many times, sampling at ``resample_temperature`` with a recorded seed
-            (then, for a fixer, once by the ``code`` model if that is another).
-        resample_temperature: the temperature of those resamples.
-        draws: when the first attempt's candidate fails its docstring examples, draw up to
-            this many more from the same prompt (sampling at ``resample_temperature``, seeds
-            recorded) and grade the first that passes them; if none does, the failure goes
-            back to the coder as usual. A second opinion is checked and drawn for the same
-            way, by the ``fix`` model, even once the self-check budget is spent; if none of
-            its draws passes, it is graded as it is once the budget is spent. 0: no draws.
-        second_opinion: when the first attempt fails (its grade, or its examples with no
-            draw passing them), the second attempt is the ``fix`` model's own answer to the
-            task's first prompt: it does not see the failed candidate (a model shown a failed
-            answer as its own tends to write it again) and no review is asked for it. Later
-            attempts are reviewed and fixed as usual. Only when ``fix`` and ``code`` are
-            different models.
+        selfcheck: check candidates against their task's examples before grading (rule 6).
+        selfcheck_retries: candidates the checks may send back without a grade (rule 8).
+        resamples: samples of a candidate that repeats a failed one (rule 5).
+        resample_temperature: the temperature of resamples and draws (rules 5, 7).
+        draws: candidates a failed check may draw from the same prompt (rule 7); 0: none.
+        second_opinion: a failed attempt 1 is followed by the ``fix`` model's own answer to
+            the first prompt, when that is another model than ``code`` (rule 4).
     """
 
     max_attempts: int = 3

@@ -14,7 +14,8 @@ A **recap** is the code request asked afresh: one user turn with the brief, ever
 answer (each distinct code once, with its outcome and review) and a request for a different
 answer. A model whose conversation shows its own failed answer tends to write it again, even
 after a review that names the fix; shown the same answer as one that was tried and failed,
-it changes it. The conductor asks for a recap when an answer repeats a failed candidate.
+it changes it. When a recap is asked for is the retry policy's
+(:mod:`swapos.policies.retry`, rule 5).
 
 Conversations are *append-only* across attempts, as the completion prompts are: the coder's
 conversation of attempt N is its conversation of attempt N-1, its own answer (as it wrote it),

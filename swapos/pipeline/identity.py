@@ -1,9 +1,8 @@
-"""A candidate's identity (what makes two candidates the same code) and reproducible seeds."""
+"""A candidate's identity: what makes two candidates the same code."""
 
 from __future__ import annotations
 
 import ast
-import hashlib
 
 
 def candidate_identity(code: str) -> str:
@@ -35,9 +34,3 @@ def _is_docstring(node: ast.stmt) -> bool:
         and isinstance(node.value, ast.Constant)
         and isinstance(node.value.value, str)
     )
-
-
-def resample_seed(task_id: str, attempt: int, resample: int) -> int:
-    """A reproducible sampling seed for one resample of one attempt of one task."""
-    digest = hashlib.blake2b(f"{task_id}:{attempt}:{resample}".encode(), digest_size=4)
-    return int.from_bytes(digest.digest(), "big")

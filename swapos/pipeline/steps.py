@@ -1,10 +1,10 @@
-"""The steps a conductor takes on one task: its state, generating a phase, recording a
-verdict and grading a candidate (each step keeps the task's capsule up to date)."""
+"""How the conductor carries out the retry policy's steps on one task
+(:mod:`swapos.policies.retry`): each step's I/O through the :class:`PhaseRunner`, and what
+it writes into the task's capsule. Which step comes next is the policy's alone."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 import anyio.to_thread
 import msgspec
@@ -17,9 +17,12 @@ from swapos.capsule.schema import (
     Feedback,
     FeedbackSource,
     PhaseEntry,
+    with_artifact,
     with_decision,
     with_feedback,
     with_history,
+    with_newest_replaced,
+    with_plan,
     with_verdict,
 )
 from swapos.data.sampling import SamplingParams
@@ -27,35 +30,28 @@ from swapos.data.task import Task
 from swapos.errors import SwapOSError
 from swapos.models.templates import TemplateError
 from swapos.pipeline.chat_prompts import build_chat_prompt, replace_answer
-from swapos.pipeline.extract import ExtractResult
+from swapos.pipeline.extract import ExtractResult, extract_code, extract_feedback, extract_plan
 from swapos.pipeline.grader import GradeResult, count_tests, grade
 from swapos.pipeline.identity import candidate_identity
 from swapos.pipeline.phase_runner import PhaseRunner
 from swapos.pipeline.prompts import Phase, Prompt, build_prompt, capsule_for_task
+from swapos.policies.retry import (
+    NO_CODE,
+    Failed,
+    Generate,
+    Generated,
+    Grade,
+    Graded,
+    Keep,
+    Replace,
+    SendBack,
+)
 
 _TIMINGS = re.compile(r" in \d+(?:\.\d+)?s\b")
 """Wall times in pytest's output; kept out of prompts so runs (and KV prefixes) repeat."""
 _ADDRESSES = re.compile(r" at 0x[0-9a-fA-F]+\b")
 """Memory addresses in pytest's output (``<function f at 0x7f9a39d2cc20>``): they differ in
 every run, so they too are kept out of prompts."""
-
-
-class TaskState:
-    """The mutable state of one conducted task."""
-
-    def __init__(self, task: Task, *, selfchecks: int = 0) -> None:
-        self.capsule: Capsule = capsule_for_task(task)
-        self.last: GradeResult | None = None
-        self.error: str | None = None
-        self.attempts = 0
-        self.grades = 0
-        self.passed_attempt = 0
-        self.failed: dict[str, int] = {}  # normalized candidate -> the attempt whose grade failed
-        self.unchecked: dict[str, int] = {}  # ... whose self-check failed (never graded)
-        self.selfchecks = selfchecks  # candidates pre-grade checks may still send back
-        # A repository task's starter, normalized: a candidate equal to it changed nothing.
-        repository = task.category != "completion" and bool(task.starter.strip())
-        self.starter = candidate_identity(task.starter) if repository else None
 
 
 class Answer(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,102 +69,131 @@ class Answer(msgspec.Struct, frozen=True, kw_only=True):
         return replace_answer(artifact, self.raw) if self.chat else artifact
 
 
-async def decide(runner: PhaseRunner, st: TaskState, phase: str, text: str) -> None:
-    await runner.decide(st.capsule.meta.task_id, phase, text)
-    st.capsule = with_decision(st.capsule, Decision(phase=phase, text=text))
+class Work:
+    """What the steps of one task work on: its capsule (what every prompt is built from), the
+    first prompt's capsule (a second opinion's), the newest answer and the candidate in hand.
+    Written by the steps; every decision is in the policy's ``TaskState``."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.capsule: Capsule = capsule_for_task(task)
+        self.first: Capsule | None = None
+        self.answer: Answer | None = None  # the newest code answer, and its code
+        self.code = ExtractResult(code="", how="empty")
+        self.candidate = self.code  # the attempt's candidate (kept, or a draw in its place)
+        self.prompt: Prompt | None = None  # the prompt the candidate answered (draws reuse it)
 
 
-async def generate(  # noqa: PLR0917
-    runner: PhaseRunner,
-    st: TaskState,
-    task: Task,
-    phase: Phase,
-    model: str,
-    attempt: int,
-    upcoming: Sequence[str],
-    *,
-    sampling: tuple[float, int] | None = None,
-    prompt: Prompt | None = None,
-    capsule: Capsule | None = None,
-    recap: bool = False,
-) -> Answer | None:
-    """Build the prompt (unless given; from ``capsule``, default the task's), run the phase;
-    the answer or None on error.
+async def decide(runner: PhaseRunner, work: Work, phase: str, text: str) -> None:
+    """Record a decision in both of its records: the event log and the capsule's."""
+    await runner.decide(work.task.task_id, phase, text)
+    work.capsule = with_decision(work.capsule, Decision(phase=phase, text=text))
 
-    ``sampling`` overrides the phase's ``(temperature, seed)``; ``recap`` asks a chat model
-    for its code in a recap (:func:`~swapos.pipeline.chat_prompts.build_chat_prompt`).
-    """
+
+async def generate(runner: PhaseRunner, work: Work, step: Generate) -> Generated | Failed:
+    """Run ``step``'s phase and put what it says in the capsule: a plan, a review, or (for a
+    code phase) the newest answer, whose identity the outcome carries."""
+    out = await _answer(runner, work, step)
+    if isinstance(out, str):
+        return Failed(error=out)
+    if step.prompt == "plan":
+        work.capsule = with_plan(work.capsule, extract_plan(out.text))
+        return Generated(chat=out.chat)
+    if step.prompt == "review":
+        text = extract_feedback(out.text)
+        review = Feedback(attempt=step.attempt, source="critic", text=text)
+        work.capsule = with_feedback(work.capsule, review)
+        return Generated(chat=out.chat)
+    work.answer, work.code = out, extract_code(out.text, task=work.task)
+    key = candidate_identity(work.code.code)
+    return Generated(chat=out.chat, key=key, empty=work.code.how == "empty")
+
+
+async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | str:
+    """Build ``step``'s prompt and run its phase: the answer, or why there is none."""
+    phase: Phase = step.phase
     cfg = runner.profile.phase(phase)
-    n_ctx = runner.profile.models[model].n_ctx
-    budget = min(cfg.prompt_budget_tokens, n_ctx - cfg.max_tokens - 8)
     try:
-        counter = await runner.token_counter(model)
-        fmt = await runner.chat_format(model)
+        counter = await runner.token_counter(step.model)
+        fmt = await runner.chat_format(step.model)
     except SwapOSError as exc:
-        st.error = f"{phase} phase: model {model!r} is unusable: {exc}"
-        return None
-
-    shown = capsule or st.capsule
+        return f"{phase} phase: model {step.model!r} is unusable: {exc}"
+    if step.prompt == "first" and work.first is None:
+        work.first = work.capsule  # what a first attempt reads: the brief and the plan
+    shown = work.first if step.prompt == "opinion" and work.first is not None else work.capsule
+    n_ctx = runner.profile.models[step.model].n_ctx
+    budget = min(cfg.prompt_budget_tokens, n_ctx - cfg.max_tokens - 8)
+    recap = step.prompt == "recap"
 
     def build() -> Prompt:
         if fmt is not None:
-            return build_chat_prompt(phase, task, shown, counter, budget, fmt, recap=recap)
-        return build_prompt(phase, task, shown, counter, budget)
+            return build_chat_prompt(phase, work.task, shown, counter, budget, fmt, recap=recap)
+        return build_prompt(phase, work.task, shown, counter, budget)
 
     try:
-        if prompt is None:
-            prompt = await anyio.to_thread.run_sync(build)
+        given = work.prompt if step.prompt == "draw" else None
+        prompt = given if given is not None else await anyio.to_thread.run_sync(build)
     except (CapsuleError, TemplateError) as exc:
-        st.error = f"{phase} prompt: {exc}"
-        return None
-    temperature, seed = sampling or (cfg.temperature, cfg.seed)
+        return f"{phase} prompt: {exc}"
+    temperature, seed = step.sampling or (cfg.temperature, cfg.seed)
     params = SamplingParams(
-        max_tokens=cfg.max_tokens,
-        stop=prompt.stop + tuple(cfg.stop),
-        temperature=temperature,
+        max_tokens=cfg.max_tokens, stop=prompt.stop + tuple(cfg.stop), temperature=temperature,
         seed=seed,
-    )
+    )  # fmt: skip
     out = await runner.generate_phase(
-        task_id=task.task_id,
-        phase=phase,
-        model=model,
-        prompt=prompt.text,
-        stable_prefix=prompt.stable,
-        params=params,
-        attempt=attempt,
-        upcoming=upcoming,
-        special=prompt.chat,
-    )
+        task_id=work.task.task_id, phase=phase, model=step.model, prompt=prompt.text,
+        stable_prefix=prompt.stable, params=params, attempt=step.attempt,
+        upcoming=step.upcoming, special=prompt.chat,
+    )  # fmt: skip
     outcome = "error" if out.error else ("cap" if out.hit_cap else "ok")
-    st.capsule = with_history(
-        st.capsule, PhaseEntry(phase=phase, model=model, attempt=attempt, outcome=outcome)
-    )
+    entry = PhaseEntry(phase=phase, model=step.model, attempt=step.attempt, outcome=outcome)
+    work.capsule = with_history(work.capsule, entry)
     if out.error is not None:
-        st.error = f"{phase} phase failed: {out.error}"
-        return None
-    return Answer(
-        text=prompt.answer_prefix + out.text,
-        raw=prompt.opening + out.text,
-        chat=prompt.chat,
-        prompt=prompt,
-    )
+        return f"{phase} phase failed: {out.error}"
+    text, raw = prompt.answer_prefix + out.text, prompt.opening + out.text
+    return Answer(text=text, raw=raw, chat=prompt.chat, prompt=prompt)
+
+
+def keep(work: Work, step: Keep) -> None:
+    """The newest answer becomes ``step.attempt``'s candidate, in the capsule."""
+    assert work.answer is not None  # a code phase answered before
+    work.candidate, work.prompt = work.code, work.answer.prompt
+    work.capsule = with_artifact(work.capsule, work.answer.artifact(step.attempt, work.code.code))
+    if step.rejected is not None:
+        work.capsule = with_verdict(work.capsule, attempt=step.attempt, passed=False)
+        feedback = Feedback(attempt=step.attempt, source="grader", text=step.rejected)
+        work.capsule = with_feedback(work.capsule, feedback)
+
+
+def replace(work: Work, step: Replace) -> None:
+    """The newest answer (a draw) takes the place of the attempt's candidate."""
+    assert work.answer is not None  # the draw answered
+    work.candidate = work.code
+    artifact = work.answer.artifact(step.attempt, work.code.code)
+    work.capsule = with_newest_replaced(work.capsule, artifact)
+
+
+def send_back(work: Work, step: SendBack) -> None:
+    """The candidate's failed check is its verdict, and what the coder reads of it."""
+    record(
+        work, step.attempt, passed=False, source="selfcheck", text=step.text,
+        counts=(step.tests_passed, step.tests_total),
+    )  # fmt: skip
 
 
 def record(
-    st: TaskState, attempt: int, result: GradeResult, source: FeedbackSource, text: str
-) -> None:
-    """The verdict on attempt ``attempt`` and what ``source`` said about it, in the capsule."""
-    st.capsule = with_verdict(st.capsule, attempt=attempt, passed=result.passed)
-    st.capsule = with_feedback(
-        st.capsule,
-        Feedback(
-            attempt=attempt,
-            source=source,
-            text=text,
-            tests_passed=result.tests_passed,
-            tests_total=result.tests_total,
-        ),
-    )
+    work: Work, attempt: int, *, passed: bool, source: FeedbackSource, text: str,
+    counts: tuple[int, int],
+) -> None:  # fmt: skip
+    """The verdict on attempt ``attempt`` and what ``source`` said about it (with the tests
+    passed of the tests run), in the capsule."""
+    work.capsule = with_verdict(work.capsule, attempt=attempt, passed=passed)
+    tests_passed, tests_total = counts
+    feedback = Feedback(
+        attempt=attempt, source=source, text=text, tests_passed=tests_passed,
+        tests_total=tests_total,
+    )  # fmt: skip
+    work.capsule = with_feedback(work.capsule, feedback)
 
 
 def feedback_text(result: GradeResult) -> str:
@@ -188,35 +213,23 @@ def selfcheck_text(result: GradeResult) -> str:
     return "\n".join(dict.fromkeys(failed)) or feedback_text(result)
 
 
-async def grade_candidate(  # noqa: PLR0917
-    runner: PhaseRunner,
-    st: TaskState,
-    task: Task,
-    code: ExtractResult,
-    key: str,
-    attempt: int,
-) -> GradeResult:
-    if code.how == "empty":
+async def grade_candidate(runner: PhaseRunner, work: Work, step: Grade) -> Graded:
+    """Grade the attempt's candidate with the task's tests in the sandbox (not an empty one:
+    it fails with ``NO_CODE``), and record the verdict and the test output."""
+    task = work.task
+    if not step.run:
         result = GradeResult(
-            passed=False,
-            tests_passed=0,
-            tests_total=count_tests(task.tests),
-            outcome="error",
-            reason="the model produced no code (empty or prose-only answer)",
-            duration_s=0.0,
-            sandbox=["not run: no code"],
-        )
-        await runner.decide(task.task_id, "grade", result.reason)
+            passed=False, tests_passed=0, tests_total=count_tests(task.tests), outcome="error",
+            reason=NO_CODE, duration_s=0.0, sandbox=["not run: no code"],
+        )  # fmt: skip
     else:
-        timeout = runner.profile.pipeline.grade_timeout_s
-        st.grades += 1
+        code, timeout = work.candidate.code, runner.profile.pipeline.grade_timeout_s
         result = await runner.grade_phase(
             task_id=task.task_id,
-            attempt=attempt,
-            work=lambda abort: grade(task, code.code, timeout_s=timeout, cancel=abort),
+            attempt=step.attempt,
+            work=lambda abort: grade(task, code, timeout_s=timeout, cancel=abort),
         )
-    st.last = result
-    if not result.passed and code.how != "empty":
-        st.failed.setdefault(key, attempt)
-    record(st, attempt, result, "grader", feedback_text(result))
-    return result
+    counts = (result.tests_passed, result.tests_total)
+    text = feedback_text(result)
+    record(work, step.attempt, passed=result.passed, source="grader", text=text, counts=counts)
+    return Graded(passed=result.passed, tests_passed=counts[0], tests_total=counts[1])

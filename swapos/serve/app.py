@@ -59,10 +59,9 @@ def app(system: System, settings: ServeSettings | None = None) -> Starlette:
     mounts this one runs ``app.state.ollama.lifespan()`` in its own).
     """
     settings = settings or ServeSettings()
-    loader = system.actors["loader"]
 
     def resident() -> set[str]:
-        return {m for m, s in loader.statistics().states.items() if s == "ready"}
+        return {m for m, s in system.statistics()["loader"].states.items() if s == "ready"}
 
     server = Server(
         system=system,

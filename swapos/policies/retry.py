@@ -1,0 +1,679 @@
+"""The retry policy: what a task does next, after each thing it did. Pure and synchronous.
+
+This docstring is the one place the pipeline's retry rules are written; the conductor
+(:mod:`swapos.pipeline.conductor`) carries out the steps and feeds back what came of them::
+
+    state = TaskState(rules=...)
+    state, step = next_step(state, Started(...), expects_pass=...)
+    while not isinstance(step, Finish):
+        state, step = next_step(state, await carry_out(step), expects_pass=...)
+
+Each :class:`Step` is answered by one :class:`Outcome`: a :class:`Generate` by
+:class:`Generated` or :class:`Failed`, a :class:`SelfCheck` by :class:`Checked`, a
+:class:`Grade` by :class:`Graded`, every other step (a record) by :class:`Done`. ``expects_pass``
+is the Router's estimate, right after the step, of whether a graded candidate passes.
+:class:`TaskState` is written by :func:`next_step` alone.
+
+The rules (``PipelineConfig`` fields in ``code``; the models are the profile's roles):
+
+1. **Plan.** The routing decisions are recorded; a task routed to plan first asks the
+   ``reason`` model for a plan. Any generation that fails ends the task with its reason.
+2. **Attempts.** An *attempt* is one code phase; there are ``max_attempts``. Attempt 1 is the
+   ``code`` model's answer to the first prompt (the brief and the plan); every later attempt
+   is the ``fix`` model's. While the attempt is generated, the Prefetcher is told the critic
+   and the fixer come next (the fixer first after an attempt 1 a second opinion may follow),
+   unless it is the last attempt or a graded candidate is expected to pass (then the next
+   use is the next task's).
+3. **Review.** Each failed grade is reviewed once, by the ``critic`` (reading the attempts
+   up to the newest), before the next attempt that is not a second opinion. So every fixer
+   reads a review of the newest failed grade, also when the attempt after that grade was not
+   graded (a second opinion that repeated the failure or that its checks sent back). A
+   second opinion reads no review.
+4. **Second opinion** (``second_opinion``, and a ``fix`` model other than the ``code``
+   model). When attempt 1 fails (its grade, or its checks with no draw passing), attempt 2 is
+   the ``fix`` model's own answer to the *first* prompt, blind to the failed candidate (a
+   model shown a failed answer as its own tends to write it again), and it is not reviewed;
+   later attempts are reviewed and fixed.
+5. **Repeats.** A candidate whose code is the same as one whose grade failed (its identity:
+   the syntax tree, docstrings and a redefined stub aside) is asked for again, each time with
+   a decision saying so: by a chat model first in a *recap* of the failed answers (greedy),
+   then ``resamples`` times sampling at ``resample_temperature`` with a recorded seed
+   (:func:`resample_seed`; in a recap for a chat model, else from the attempt's own prompt),
+   then, for a fixer (not a second opinion) that is not the ``code`` model, once by the
+   ``code`` model instead (greedy; in a recap if it chats). A candidate that still repeats
+   is recorded as failed ("Identical to attempt N") and never graded again: the task goes on
+   with the next attempt. An empty answer is never a repeat.
+6. **Pre-grade checks.** Before a grade, a candidate is checked: a repository task's
+   candidate equal to its starter fails at once (:data:`UNCHANGED`, recorded as a decision);
+   else, when the task has examples (in its docstring or brief) and the profile's
+   ``selfcheck`` allows them, they are run (:class:`SelfCheck`). Not checked: the last
+   attempt's candidate and an empty one (graded at once), a candidate the checks already sent
+   back once (its examples advise, a few are wrong, the tests decide), and any candidate once
+   ``selfcheck_retries`` candidates were sent back (none with ``selfcheck`` off), even an
+   unchanged one (its grade shows the critic and the fixer which tests fail, which
+   "unchanged" alone does not); except that a second opinion is checked whatever that
+   budget when the profile draws (``draws > 0``) and self-checks. A candidate that passes
+   its check, or has nothing to check, is graded.
+7. **Draws.** When attempt 1's candidate or a second opinion fails its check and ``draws >
+   0``, up to ``draws`` more candidates are drawn from the very prompt it answered, by the
+   attempt's coder, sampling at ``resample_temperature`` with recorded seeds. A draw that is
+   empty or equal to a rejected candidate is not checked; each other draw is checked like the
+   candidate, and the first that passes takes the attempt's place and is graded. Each draw's
+   verdict is a decision.
+8. **Sent back.** When no draw passes (or none is drawn), a candidate whose check used the
+   budget goes back to the coder: its check's failure is its verdict, the budget shrinks by
+   one and the next attempt begins, without a grade spent. A second opinion checked beyond
+   the budget is graded as it is (with a decision saying so).
+9. **Grade.** A graded candidate that passes ends the task. An empty answer is not run: it
+   fails with :data:`NO_CODE` (a decision), and is not counted as a grade. A failed grade on
+   the last attempt ends the task; else the next attempt begins (after a review, rule 3).
+
+The tests (``tests/test_retry_policy.py``) mirror these rules row by row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from typing import Final, Literal, TypeVar
+
+import msgspec
+
+UNCHANGED: Final = "the answer is solution.py unchanged, and the task asks for a change"
+"""The verdict on a repository task's candidate that is its starter code."""
+NO_CODE: Final = "the model produced no code (empty or prose-only answer)"
+"""The verdict on an empty answer (not run)."""
+
+PromptKind = Literal["plan", "first", "fix", "opinion", "recap", "draw", "review"]
+"""What a :class:`Generate` step's prompt is: ``plan`` the reason phase's; ``first`` the
+first prompt (brief, starter, plan); ``fix`` the coder's conversation so far (every earlier
+attempt with its outcome and review); ``opinion`` the first prompt again, asked of a second
+model; ``recap`` one turn showing each failed answer once, asking for a different one;
+``draw`` the very prompt the attempt's candidate answered; ``review`` the critic's."""
+
+GeneratePhase = Literal["reason", "code", "critic"]
+
+_PHASE: Final[Mapping[PromptKind, GeneratePhase]] = {
+    "plan": "reason",
+    "review": "critic",
+    **dict.fromkeys(("first", "fix", "opinion", "recap", "draw"), "code"),
+}
+
+
+def resample_seed(task_id: str, attempt: int, resample: int) -> int:
+    """A reproducible sampling seed for one resample (or draw) of one attempt of one task."""
+    digest = hashlib.blake2b(f"{task_id}:{attempt}:{resample}".encode(), digest_size=4)
+    return int.from_bytes(digest.digest(), "big")
+
+
+class Rules(msgspec.Struct, frozen=True, kw_only=True):
+    """The task and profile settings the rules read (``PipelineConfig``'s, by name)."""
+
+    task_id: str
+    max_attempts: int = 3
+    selfcheck: bool = True
+    selfcheck_retries: int = 1
+    resamples: int = 2
+    resample_temperature: float = 0.8
+    draws: int = 0
+    second_opinion: bool = False
+    starter: str | None = None
+    """A repository task's starter code, as a candidate identity (None: any other task)."""
+
+
+# --- Steps: what the conductor is asked to do ---------------------------------------------
+
+
+class Step(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Something the conductor does for the task."""
+
+
+class Decide(Step, frozen=True, kw_only=True):
+    """Record a decision (the event log and the capsule). Answered by :class:`Done`."""
+
+    phase: str
+    text: str
+
+
+class Generate(Step, frozen=True, kw_only=True):
+    """Run a generate phase of ``model`` on a ``prompt`` of that kind, for ``attempt`` (0: the
+    plan); ``sampling`` is ``(temperature, seed)``, None for the phase's own; ``upcoming``
+    the model uses after it (for the Prefetcher)."""
+
+    model: str
+    prompt: PromptKind
+    attempt: int
+    upcoming: tuple[str, ...] = ()
+    sampling: tuple[float, int] | None = None
+
+    @property
+    def phase(self) -> GeneratePhase:
+        """The phase run: ``reason``, ``code`` or ``critic``."""
+        return _PHASE[self.prompt]
+
+
+class Keep(Step, frozen=True, kw_only=True):
+    """The newest answer is ``attempt``'s candidate (its artifact). With ``rejected``, it is
+    recorded as failed with that text, never graded."""
+
+    attempt: int
+    rejected: str | None = None
+
+
+class SelfCheck(Step, frozen=True, kw_only=True):
+    """Run the examples of the task's docstring or brief against the newest answer."""
+
+    attempt: int
+
+
+class Replace(Step, frozen=True, kw_only=True):
+    """The newest answer (a draw) takes the place of ``attempt``'s candidate."""
+
+    attempt: int
+
+
+class SendBack(Step, frozen=True, kw_only=True):
+    """``attempt``'s candidate goes back to the coder: its check's failure is its verdict."""
+
+    attempt: int
+    tests_passed: int
+    tests_total: int
+    text: str
+
+
+class Grade(Step, frozen=True, kw_only=True):
+    """Grade ``attempt``'s candidate with the task's tests; ``run=False``: it is empty, and
+    fails with :data:`NO_CODE` without running."""
+
+    attempt: int
+    run: bool = True
+
+
+class Finish(Step, frozen=True, kw_only=True):
+    """The task ends (the outcome is the state's: :attr:`TaskState.passed`...)."""
+
+    reason: str
+
+
+Action = Decide | Generate | Keep | SelfCheck | Replace | SendBack | Grade
+"""Every step but :class:`Finish`."""
+
+# --- Outcomes: what came of a step ------------------------------------------------------
+
+
+class Outcome(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """What came of the last step."""
+
+
+class Started(Outcome, frozen=True, kw_only=True):
+    """The task begins, routed: whether it plans first, each role's model (``reason``,
+    ``code``, ``critic``, ``fix``), the routing decisions and whether it has examples."""
+
+    plan_first: bool
+    models: dict[str, str]
+    why: tuple[str, ...] = ()
+    examples: bool = False
+
+
+class Done(Outcome, frozen=True, kw_only=True):
+    """A record step was carried out."""
+
+
+class Generated(Outcome, frozen=True, kw_only=True):
+    """A phase answered: whether its prompt was a chat; for a code phase, its candidate's
+    identity and whether it is empty (no code)."""
+
+    chat: bool = False
+    key: str = ""
+    empty: bool = False
+
+
+class Failed(Outcome, frozen=True, kw_only=True):
+    """A generate phase failed (the model unusable, the prompt, the generation)."""
+
+    error: str
+
+
+class Checked(Outcome, frozen=True, kw_only=True):
+    """A self-check's verdict; ``text`` what failed (for the coder)."""
+
+    passed: bool
+    tests_passed: int
+    tests_total: int
+    text: str = ""
+
+
+class Graded(Outcome, frozen=True, kw_only=True):
+    """A grade's verdict."""
+
+    passed: bool
+    tests_passed: int
+    tests_total: int
+
+
+# --- The state -------------------------------------------------------------------------
+
+At = Literal[
+    "start", "routed", "planned", "reviewed", "tried", "kept", "checked", "drew",
+    "draw_checked", "drawn", "grade", "graded", "sent_back", "done",
+]  # fmt: skip
+"""Where the task is: which outcome the state waits for (see :data:`RULES`)."""
+
+
+class TaskState(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything the rules know of one task. Frozen: :func:`next_step` returns a new one
+    (its dicts are never changed in place either)."""
+
+    rules: Rules
+    at: At = "start"
+    pending: tuple[Action, ...] = ()  # record steps still to hand out before ``at`` applies
+    plans: bool = False  # the task plans first
+    models: dict[str, str] = msgspec.field(default_factory=dict)  # role -> model
+    examples: bool = False  # it has examples to check
+    attempt: int = 0  # the current attempt (0: before the first)
+    review_due: bool = False  # a failed grade the critic has not reviewed yet
+    upcoming: tuple[str, ...] = ()  # the current attempt's schedule for the Prefetcher
+    coder: str = ""
+    other: str | None = None  # who answers instead when the coder keeps repeating (rule 5)
+    tried: int = 0  # which try of the attempt's candidate is out (rule 5)
+    chats: dict[str, bool] = msgspec.field(default_factory=dict)  # model -> prompted as a chat
+    key: str = ""  # the attempt's candidate's identity
+    empty: bool = False  # ... it has no code
+    budget: bool = False  # its check used the self-check budget (rule 8)
+    check: Checked | None = None  # its failed check (rule 8)
+    draw: int = 0  # the draw out (rule 7), and its candidate
+    draw_key: str = ""
+    # candidate identity -> the attempt whose grade failed / whose check failed (never graded)
+    failed: dict[str, int] = msgspec.field(default_factory=dict)
+    unchecked: dict[str, int] = msgspec.field(default_factory=dict)
+    selfchecks: int = -1  # candidates checks may still send back (-1: not started)
+    grades: int = 0  # graded candidates (an empty answer is not one)
+    passed_attempt: int = 0
+    last: Graded | None = None  # the newest grade
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        """The task passed: its newest grade passed and nothing failed."""
+        return self.last is not None and self.last.passed and self.error is None
+
+    @property
+    def pass_at_1(self) -> bool:
+        """It passed with its first graded candidate."""
+        return self.passed and self.grades == 1
+
+    @property
+    def fresh(self) -> bool:
+        """The current attempt is a second opinion (rule 4)."""
+        return self.attempt == 2 and self.opinions
+
+    @property
+    def opinions(self) -> bool:
+        """A failed attempt 1 is followed by a second opinion (rule 4)."""
+        return self.rules.second_opinion and self.models["fix"] != self.models["code"]
+
+
+Result = tuple[TaskState, list[Action | Finish]]
+"""A rule's result: the new state and the steps to hand out, in order; every step but the
+last is a record step (answered by :class:`Done`)."""
+
+
+def next_step(
+    state: TaskState, outcome: Outcome, *, expects_pass: bool
+) -> tuple[TaskState, Action | Finish]:
+    """The state after ``outcome`` (what came of the last step, or :class:`Started`) and the
+    next step.
+
+    Raises:
+        TypeError: ``outcome`` does not answer the last step (a bug in the caller).
+    """
+    if state.pending:
+        _expect(outcome, Done, state)
+        return _replace(state, pending=state.pending[1:]), state.pending[0]
+    new, steps = RULES[state.at](state, outcome, expects_pass)
+    first, *rest = steps
+    assert all(not isinstance(s, Finish) for s in rest)  # Finish comes last, alone
+    return _replace(new, pending=tuple(s for s in rest if not isinstance(s, Finish))), first
+
+
+# --- The rules, one function per place the task can be ----------------------------------
+
+
+def _start(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
+    o = _expect(out, Started, st)
+    rules = st.rules
+    st = _replace(
+        st,
+        plans=o.plan_first,
+        models=dict(o.models),
+        examples=o.examples,
+        selfchecks=rules.selfcheck_retries if rules.selfcheck else 0,
+    )
+    if not o.why:
+        return _routed(st, Done(), expects_pass)
+    return _replace(st, at="routed"), [Decide(phase="route", text=t) for t in o.why]
+
+
+def _routed(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
+    _expect(out, Done, st)
+    if st.plans:
+        m = st.models
+        plan = Generate(
+            model=m["reason"], prompt="plan", attempt=0, upcoming=(m["code"], m["critic"], m["fix"])
+        )
+        return _replace(st, at="planned"), [plan]
+    return _begin(st, 1, expects_pass)
+
+
+def _planned(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
+    if isinstance(out, Failed):
+        return _fail(st, out)
+    _expect(out, Generated, st)
+    return _begin(st, 1, expects_pass)
+
+
+def _begin(st: TaskState, attempt: int, expects_pass: bool) -> Result:
+    """Attempt ``attempt`` begins (rules 2, 3): reviewed first when a review is due."""
+    if attempt > st.rules.max_attempts:
+        return _finish(st, f"attempt {attempt - 1} was the last")
+    st = _replace(st, attempt=attempt)
+    if st.review_due and not st.fresh:
+        m = st.models
+        review = Generate(
+            model=m["critic"], prompt="review", attempt=attempt - 1, upcoming=(m["fix"],)
+        )
+        return _replace(st, at="reviewed"), [review]
+    return _candidate(st, expects_pass)
+
+
+def _reviewed(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
+    if isinstance(out, Failed):
+        return _fail(st, out)
+    _expect(out, Generated, st)
+    return _candidate(_replace(st, review_due=False), expects_pass)
+
+
+def _candidate(st: TaskState, expects_pass: bool) -> Result:
+    """Ask the attempt's coder for its candidate (rules 2, 4)."""
+    m, a = st.models, st.attempt
+    after = (m["fix"], m["critic"]) if a == 1 and st.opinions else (m["critic"], m["fix"])
+    upcoming = () if a == st.rules.max_attempts or expects_pass else after
+    coder = m["code"] if a == 1 else m["fix"]
+    other = m["code"] if a > 1 and not st.fresh and coder != m["code"] else None
+    st = _replace(st, upcoming=upcoming, coder=coder, other=other, tried=0, at="tried")
+    steps: list[Action | Finish] = []
+    if st.fresh:
+        text = (
+            f"attempt 2 is a second opinion: {coder} answers the first prompt afresh, "
+            "without the failed candidate"
+        )
+        steps.append(Decide(phase="code", text=text))
+    return st, [*steps, _tries(st)[0].step(st)]
+
+
+class _Try(msgspec.Struct, frozen=True):
+    """One try at an attempt's candidate (rule 5): who answers, from what, sampled how."""
+
+    model: str
+    prompt: PromptKind
+    sampling: tuple[float, int] | None = None
+    instead: bool = False  # the other model, in place of the attempt's coder
+
+    def step(self, st: TaskState) -> Generate:
+        return Generate(
+            model=self.model, prompt=self.prompt, attempt=st.attempt, upcoming=st.upcoming,
+            sampling=self.sampling,
+        )  # fmt: skip
+
+    def __str__(self) -> str:
+        if self.instead:
+            how = f"asking {self.model} instead"
+        elif self.sampling is not None:
+            how = f"sampling again at temperature {self.sampling[0]:g} with seed {self.sampling[1]}"
+        else:
+            how = f"asking {self.model} again"
+        return how + (" in a recap of the failed answers" if self.prompt == "recap" else "")
+
+
+def _tries(st: TaskState) -> list[_Try]:
+    """The tries at the attempt's candidate, in order (rule 5); what follows the first
+    depends on whether the coder chats, which its first answer tells."""
+    r, a = st.rules, st.attempt
+    own: PromptKind = "first" if a == 1 else ("opinion" if st.fresh else "fix")
+    recap = st.chats.get(st.coder, False)
+    again: PromptKind = "recap" if recap else own
+    tries = [_Try(st.coder, own)]
+    tries += [_Try(st.coder, "recap")] if recap else []
+    tries += [
+        _Try(st.coder, again, (r.resample_temperature, resample_seed(r.task_id, a, i)))
+        for i in range(r.resamples)
+    ]
+    if st.other is not None:
+        tries.append(_Try(st.other, "recap" if st.chats.get(st.other) else "fix", instead=True))
+    return tries
+
+
+def _tried(st: TaskState, out: Outcome, _: bool) -> Result:
+    if isinstance(out, Failed):
+        return _fail(st, out)
+    o = _expect(out, Generated, st)
+    model = _tries(st)[st.tried].model if st.tried else st.coder
+    st = _replace(st, key=o.key, empty=o.empty, chats={**st.chats, model: o.chat}, at="kept")
+    repeats = None if o.empty else st.failed.get(o.key)
+    if repeats is None:
+        return st, [Keep(attempt=st.attempt)]
+    tries, a = _tries(st), st.attempt
+    if st.tried + 1 < len(tries):
+        nxt = tries[st.tried + 1]
+        said = Decide(phase="code", text=f"attempt {a} repeats attempt {repeats}: {nxt}")
+        return _replace(st, tried=st.tried + 1, at="tried"), [said, nxt.step(st)]
+    asked = [
+        *(["a recap"] if st.chats.get(st.coder) else []),
+        f"{st.rules.resamples} resamples",
+        *([f"{st.other}'s answer"] if st.other is not None else []),
+    ]
+    text = f"attempt {a} repeats attempt {repeats} after {_listed(asked)}; not graded again"
+    rejected = f"Identical to attempt {repeats}, which failed; not graded again."
+    return st, [Decide(phase="code", text=text), Keep(attempt=a, rejected=rejected)]
+
+
+def _kept(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
+    """The attempt's candidate is in: not graded again, graded, or checked first (rule 6)."""
+    _expect(out, Done, st)
+    r, a = st.rules, st.attempt
+    if not st.empty and st.key in st.failed:
+        return _begin(st, a + 1, expects_pass)
+    if a == r.max_attempts or st.empty:
+        return _grade(st)
+    budget = st.key not in st.unchecked and st.selfchecks > 0
+    st = _replace(st, budget=budget)
+    if not budget and not (st.fresh and _draws(st) and r.selfcheck):
+        return _grade(st)
+    if st.key == r.starter:
+        return _check_failed(st, _unchanged(), expects_pass)
+    if not st.examples:
+        return _grade(st)
+    return _replace(st, at="checked"), [SelfCheck(attempt=a)]
+
+
+def _draws(st: TaskState) -> bool:
+    """Whether a failed check of this attempt's candidate draws more (rule 7)."""
+    return (st.attempt == 1 or st.fresh) and st.rules.draws > 0
+
+
+def _unchanged() -> Checked:
+    return Checked(passed=False, tests_passed=0, tests_total=1, text=UNCHANGED)
+
+
+def _checked(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
+    o = _expect(out, Checked, st)
+    return _grade(st) if o.passed else _check_failed(st, o, expects_pass)
+
+
+def _check_failed(st: TaskState, check: Checked, expects_pass: bool) -> Result:
+    unchecked = {st.key: st.attempt, **st.unchecked}
+    st = _replace(st, check=check, unchecked=unchecked, draw=0)
+    said: list[Action | Finish] = (
+        [Decide(phase="selfcheck", text=UNCHANGED)] if check.text == UNCHANGED else []
+    )
+    if _draws(st):
+        return _next_draw(st, said)
+    if said:
+        return _replace(st, at="drawn"), said  # no draw: rule 8 once it is recorded
+    return _no_draw_passed(st, expects_pass)
+
+
+def _next_draw(st: TaskState, said: list[Action | Finish]) -> Result:
+    r, i = st.rules, st.draw + 1
+    sampling = (r.resample_temperature, resample_seed(f"{r.task_id}:draw", st.attempt, i))
+    draw = Generate(
+        model=st.coder, prompt="draw", attempt=st.attempt, upcoming=(st.coder, *st.upcoming),
+        sampling=sampling,
+    )  # fmt: skip
+    return _replace(st, draw=i, at="drew"), [*said, draw]
+
+
+def _draw_said(st: TaskState) -> str:
+    r = st.rules
+    seed = resample_seed(f"{r.task_id}:draw", st.attempt, st.draw)
+    return f"draw {st.draw} of {r.draws} at temperature {r.resample_temperature:g} with seed {seed}"
+
+
+def _drew(st: TaskState, out: Outcome, _: bool) -> Result:
+    if isinstance(out, Failed):
+        return _fail(st, out)
+    o = _expect(out, Generated, st)
+    if o.empty or o.key in st.failed or o.key in st.unchecked:
+        text = f"{_draw_said(st)}: empty or a rejected candidate again"
+        return _replace(st, at="drawn"), [Decide(phase="code", text=text)]
+    st = _replace(st, draw_key=o.key)
+    if o.key == st.rules.starter:
+        return _draw_verdict(st, _unchanged())
+    if not st.examples:
+        return _draw_verdict(st, None)
+    return _replace(st, at="draw_checked"), [SelfCheck(attempt=st.attempt)]
+
+
+def _draw_checked(st: TaskState, out: Outcome, _: bool) -> Result:
+    return _draw_verdict(st, _expect(out, Checked, st))
+
+
+def _draw_verdict(st: TaskState, check: Checked | None) -> Result:
+    """A draw's check said ``check`` (None: there was nothing to check)."""
+    if check is None:
+        said = "nothing to check"
+    elif check.text == UNCHANGED:
+        said = "solution.py unchanged"
+    else:
+        said = f"{check.tests_passed}/{check.tests_total} examples pass"
+    a = st.attempt
+    if check is None or check.passed:
+        text = f"{_draw_said(st)}: {said}; graded in place of attempt {a}'s candidate"
+        st = _replace(st, key=st.draw_key, empty=False, at="grade")
+        return st, [Decide(phase="code", text=text), Replace(attempt=a)]
+    unchecked = {st.draw_key: a, **st.unchecked}
+    return _replace(st, unchecked=unchecked, at="drawn"), [
+        Decide(phase="code", text=f"{_draw_said(st)}: {said}")
+    ]
+
+
+def _drawn(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
+    _expect(out, Done, st)
+    if _draws(st) and st.draw < st.rules.draws:
+        return _next_draw(st, [])
+    return _no_draw_passed(st, expects_pass)
+
+
+def _no_draw_passed(st: TaskState, expects_pass: bool) -> Result:
+    """Rule 8: no draw passed (or none was drawn)."""
+    a = st.attempt
+    if not st.budget:
+        text = f"no draw passes the checks: attempt {a} is graded as it is"
+        return _replace(st, at="grade"), [Decide(phase="code", text=text)]
+    check = st.check
+    assert check is not None  # a check failed to get here
+    back = SendBack(
+        attempt=a, tests_passed=check.tests_passed, tests_total=check.tests_total, text=check.text
+    )
+    return _replace(st, selfchecks=st.selfchecks - 1, at="sent_back"), [back]
+
+
+def _sent_back(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
+    _expect(out, Done, st)
+    return _begin(st, st.attempt + 1, expects_pass)
+
+
+def _to_grade(st: TaskState, out: Outcome, _: bool) -> Result:
+    _expect(out, Done, st)
+    return _grade(st)
+
+
+def _grade(st: TaskState) -> Result:
+    """Rule 9: grade the attempt's candidate (an empty one without running it)."""
+    a = st.attempt
+    if st.empty:
+        return _replace(st, at="graded"), [
+            Decide(phase="grade", text=NO_CODE),
+            Grade(attempt=a, run=False),
+        ]
+    return _replace(st, grades=st.grades + 1, at="graded"), [Grade(attempt=a)]
+
+
+def _graded(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
+    o = _expect(out, Graded, st)
+    a = st.attempt
+    failed = st.failed if o.passed or st.empty else {st.key: a, **st.failed}
+    st = _replace(st, last=o, failed=failed)
+    if o.passed:
+        return _finish(_replace(st, passed_attempt=a), f"attempt {a} passed")
+    if a == st.rules.max_attempts:
+        return _finish(st, f"attempt {a}, the last, failed")
+    return _begin(_replace(st, review_due=True), a + 1, expects_pass)
+
+
+def _fail(st: TaskState, out: Failed) -> Result:
+    return _finish(_replace(st, error=out.error), out.error)
+
+
+def _finish(st: TaskState, reason: str) -> Result:
+    return _replace(st, at="done"), [Finish(reason=reason)]
+
+
+def _done(st: TaskState, out: Outcome, _: bool) -> Result:
+    raise TypeError(f"the task has finished; nothing answers {type(out).__name__}")
+
+
+RULES: Final[Mapping[At, Callable[[TaskState, Outcome, bool], Result]]] = {
+    "start": _start,  # Started: record the routing (rule 1)
+    "routed": _routed,  # Done: plan, or attempt 1
+    "planned": _planned,  # the plan: attempt 1
+    "reviewed": _reviewed,  # the review: the attempt's candidate
+    "tried": _tried,  # a try at the candidate: another try (rule 5), or keep it
+    "kept": _kept,  # Done: the next attempt, a check (rule 6) or the grade
+    "checked": _checked,  # the candidate's check: grade, draw (rule 7) or send back (8)
+    "drew": _drew,  # a draw: its check, or the next draw
+    "draw_checked": _draw_checked,  # a draw's check: graded in place, or the next draw
+    "drawn": _drawn,  # Done: the next draw, or rule 8
+    "grade": _to_grade,  # Done: the grade
+    "graded": _graded,  # the grade: finish, or the next attempt (rule 9)
+    "sent_back": _sent_back,  # Done: the next attempt
+    "done": _done,
+}
+"""Where the task is -> the rule that reads the outcome there."""
+
+
+_O = TypeVar("_O", bound=Outcome)
+
+
+def _expect(out: Outcome, kind: type[_O], st: TaskState) -> _O:
+    if not isinstance(out, kind):
+        raise TypeError(f"at {st.at!r} the policy waits for {kind.__name__}, got {out!r}")
+    return out
+
+
+def _replace(st: TaskState, **changes: object) -> TaskState:
+    return msgspec.structs.replace(st, **changes)
+
+
+def _listed(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

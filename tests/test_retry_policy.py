@@ -1,0 +1,346 @@
+"""The retry policy, rule by rule: synchronous, no event loop, no sandbox.
+
+Each row of :data:`ROWS` plays a task through :func:`~swapos.policies.retry.next_step`: the
+answers to its steps (every record step is answered ``Done``), then the steps the last answer
+leads to, up to the next step that needs an answer (or the end). The rows follow the rules of
+the policy's docstring, in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+import pytest
+
+from swapos.policies.retry import (
+    NO_CODE,
+    UNCHANGED,
+    Action,
+    Checked,
+    Decide,
+    Done,
+    Failed,
+    Finish,
+    Generate,
+    Generated,
+    Grade,
+    Graded,
+    Keep,
+    Outcome,
+    Replace,
+    Rules,
+    SelfCheck,
+    SendBack,
+    Started,
+    TaskState,
+    next_step,
+    resample_seed,
+)
+
+ONE = {"reason": "planner", "code": "coder", "critic": "critic", "fix": "coder"}
+"""Roles with one coder (the fixer is the code model)."""
+TWO = {**ONE, "fix": "fixer"}
+"""Roles with a fixer of its own."""
+
+A = Generated(key="A")  # a candidate (from a base model)
+B = Generated(key="B")
+A_CHAT = Generated(key="A", chat=True)  # the same code, from a chat model
+STARTER = Generated(key="S")  # the task's starter code, unchanged
+EMPTY = Generated(empty=True)
+TEXT = Generated()  # a plan or a review
+FAIL = Graded(passed=False, tests_passed=0, tests_total=1)
+PASS = Graded(passed=True, tests_passed=1, tests_total=1)
+BAD = Checked(passed=False, tests_passed=0, tests_total=1, text="f(2) returned 3")
+BAD2 = Checked(passed=False, tests_passed=0, tests_total=1, text="f(3) returned 1")
+GOOD = Checked(passed=True, tests_passed=1, tests_total=1)
+RECORDS = (Decide, Keep, Replace, SendBack)
+
+
+def seed(attempt: int, i: int) -> int:
+    return resample_seed("t", attempt, i)
+
+
+def drawn(attempt: int, i: int) -> tuple[float, int]:
+    return (0.8, resample_seed("t:draw", attempt, i))
+
+
+def code(model: str, prompt: Any, attempt: int, *upcoming: str, **kw: Any) -> Generate:
+    return Generate(model=model, prompt=prompt, attempt=attempt, upcoming=upcoming, **kw)
+
+
+def play(
+    answers: Iterable[Outcome],
+    *,
+    models: dict[str, str] = ONE,
+    plan: bool = False,
+    examples: bool = False,
+    why: tuple[str, ...] = (),
+    expects_pass: bool = False,
+    **rules: Any,
+) -> tuple[list[Action | Finish], TaskState]:
+    """Start a task, answer its steps with ``answers``; the steps after the last answer, up
+    to the next that waits for one (or :class:`Finish`), and the state then."""
+    state = TaskState(rules=Rules(task_id="t", starter="S", **rules))
+    outcome: Outcome = Started(plan_first=plan, models=models, why=why, examples=examples)
+    pending = list(answers)
+    after: list[Action | Finish] = []
+    while True:
+        state, step = next_step(state, outcome, expects_pass=expects_pass)
+        after.append(step)
+        if isinstance(step, RECORDS):
+            outcome = Done()
+            continue
+        if isinstance(step, Finish) or not pending:
+            return after, state
+        outcome = pending.pop(0)
+        after = []
+
+
+REPEATED = "attempt 2 repeats attempt 1"
+NOT_AGAIN = "Identical to attempt 1, which failed; not graded again."
+OPINION = (
+    "attempt 2 is a second opinion: fixer answers the first prompt afresh, without the failed "
+    "candidate"
+)
+RECAP = "in a recap of the failed answers"
+
+
+def said(text: str, phase: str = "code") -> Decide:
+    return Decide(phase=phase, text=text)
+
+
+def draw_said(attempt: int, i: int, of: int, verdict: str) -> Decide:
+    seed = resample_seed("t:draw", attempt, i)
+    return said(f"draw {i} of {of} at temperature 0.8 with seed {seed}: {verdict}")
+
+
+IN_PLACE = "graded in place of attempt 1's candidate"
+
+# fmt: off
+ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
+    # rule 1: plan
+    ("the routing is recorded first", {"why": ("skip reason",)}, [], [
+        Decide(phase="route", text="skip reason"), code("coder", "first", 1, "critic", "coder"),
+    ]),
+    ("a task routed to plan asks the reason model first", {"plan": True}, [], [
+        code("planner", "plan", 0, "coder", "critic", "coder"),
+    ]),
+    ("after the plan, attempt 1 answers the first prompt", {"plan": True}, [TEXT], [
+        code("coder", "first", 1, "critic", "coder"),
+    ]),
+    ("a failed generation ends the task with its reason", {}, [Failed(error="boom")], [
+        Finish(reason="boom"),
+    ]),
+    # rule 2: attempts and the schedule
+    ("no schedule when a graded candidate is expected to pass", {"expects_pass": True}, [], [
+        code("coder", "first", 1),
+    ]),
+    ("no schedule on the last attempt", {"max_attempts": 1}, [], [code("coder", "first", 1)]),
+    ("after attempt 1, a second opinion's fixer is scheduled before the critic",
+     {"models": TWO, "second_opinion": True}, [], [
+        code("coder", "first", 1, "fixer", "critic"),
+    ]),
+    # rule 3: review
+    ("a failed grade with attempts left is reviewed", {}, [A, FAIL], [
+        code("critic", "review", 1, "coder"),
+    ]),
+    ("after the review the fixer fixes", {"models": TWO}, [A, FAIL, TEXT], [
+        code("fixer", "fix", 2, "critic", "fixer"),
+    ]),
+    ("a failed grade on the last attempt ends the task", {"max_attempts": 1}, [A, FAIL], [
+        Finish(reason="attempt 1, the last, failed"),
+    ]),
+    ("a passing grade ends the task", {}, [A, PASS], [Finish(reason="attempt 1 passed")]),
+    # rule 4: second opinion
+    ("a failed attempt 1 is followed by a second opinion",
+     {"models": TWO, "second_opinion": True}, [A, FAIL], [
+        Decide(phase="code", text=OPINION), code("fixer", "opinion", 2, "critic", "fixer"),
+    ]),
+    ("no second opinion when the fixer is the code model", {"second_opinion": True}, [A, FAIL], [
+        code("critic", "review", 1, "coder"),
+    ]),
+    ("a failed second opinion is reviewed, then fixed",
+     {"models": TWO, "second_opinion": True}, [A, FAIL, B, FAIL], [
+        code("critic", "review", 2, "fixer"),
+    ]),
+    ("a second opinion that repeats the failure is reviewed before the fixer",
+     {"models": TWO, "second_opinion": True, "resamples": 0}, [A, FAIL, A], [
+        Decide(phase="code", text=f"{REPEATED} after 0 resamples; not graded again"),
+        Keep(attempt=2, rejected=NOT_AGAIN),
+        code("critic", "review", 2, "fixer"),
+    ]),
+    # rule 5: repeats
+    ("a base model's repeat is resampled with a recorded seed", {}, [A, FAIL, TEXT, A], [
+        said(f"{REPEATED}: sampling again at temperature 0.8 with seed {seed(2, 0)}"),
+        code("coder", "fix", 2, "critic", "coder", sampling=(0.8, seed(2, 0))),
+    ]),
+    ("a chat model's repeat is asked for again in a recap", {}, [A, FAIL, TEXT, A_CHAT], [
+        said(f"{REPEATED}: asking coder again {RECAP}"),
+        code("coder", "recap", 2, "critic", "coder"),
+    ]),
+    ("a chat model's resamples are recaps too", {}, [A, FAIL, TEXT, A_CHAT, A_CHAT], [
+        said(f"{REPEATED}: sampling again at temperature 0.8 with seed {seed(2, 0)} {RECAP}"),
+        code("coder", "recap", 2, "critic", "coder", sampling=(0.8, seed(2, 0))),
+    ]),
+    ("a fixer that keeps repeating hands the attempt to the code model",
+     {"models": TWO, "resamples": 0}, [A, FAIL, TEXT, A], [
+        Decide(phase="code", text=f"{REPEATED}: asking coder instead"),
+        code("coder", "fix", 2, "critic", "fixer"),
+    ]),
+    ("the code model is asked in a recap when it chats",
+     {"models": TWO, "resamples": 0}, [A_CHAT, FAIL, TEXT, A], [
+        said(f"{REPEATED}: asking coder instead {RECAP}"),
+        code("coder", "recap", 2, "critic", "fixer"),
+    ]),
+    ("a candidate that still repeats is not graded; the next attempt is not reviewed again",
+     {"max_attempts": 3, "resamples": 1}, [A, FAIL, TEXT, A, A], [
+        Decide(phase="code", text=f"{REPEATED} after 1 resamples; not graded again"),
+        Keep(attempt=2, rejected=NOT_AGAIN),
+        code("coder", "fix", 3),
+    ]),
+    ("a repeat on the last attempt ends the task",
+     {"resamples": 0, "max_attempts": 2}, [A, FAIL, TEXT, A], [
+        Decide(phase="code", text=f"{REPEATED} after 0 resamples; not graded again"),
+        Keep(attempt=2, rejected=NOT_AGAIN),
+        Finish(reason="attempt 2 was the last"),
+    ]),
+    ("an empty answer is never a repeat", {}, [EMPTY, FAIL, TEXT, EMPTY], [
+        Keep(attempt=2), Decide(phase="grade", text=NO_CODE), Grade(attempt=2, run=False),
+    ]),
+    # rule 6: pre-grade checks
+    ("a candidate with examples is checked before its grade", {"examples": True}, [A], [
+        Keep(attempt=1), SelfCheck(attempt=1),
+    ]),
+    ("a candidate that passes its check is graded", {"examples": True}, [A, GOOD], [
+        Grade(attempt=1),
+    ]),
+    ("no examples: graded unchecked", {}, [A], [Keep(attempt=1), Grade(attempt=1)]),
+    ("an unchanged starter fails its check without running anything", {}, [STARTER], [
+        Keep(attempt=1),
+        Decide(phase="selfcheck", text=UNCHANGED),
+        SendBack(attempt=1, tests_passed=0, tests_total=1, text=UNCHANGED),
+        code("coder", "fix", 2, "critic", "coder"),
+    ]),
+    ("once the check budget is spent an unchanged starter is graded",
+     {"max_attempts": 3}, [STARTER, STARTER], [Keep(attempt=2), Grade(attempt=2)]),
+    ("no check budget without selfcheck", {"selfcheck": False}, [STARTER], [
+        Keep(attempt=1), Grade(attempt=1),
+    ]),
+    ("the last attempt's candidate is not checked", {"max_attempts": 1, "examples": True}, [A], [
+        Keep(attempt=1), Grade(attempt=1),
+    ]),
+    ("an empty answer is not checked: it fails without running", {"examples": True}, [EMPTY], [
+        Keep(attempt=1), Decide(phase="grade", text=NO_CODE), Grade(attempt=1, run=False),
+    ]),
+    ("a candidate the checks sent back once is graded when it comes back",
+     {"examples": True, "max_attempts": 3, "selfcheck_retries": 2}, [A, BAD, A], [
+        Keep(attempt=2), Grade(attempt=2),
+    ]),
+    # rule 7: draws
+    ("attempt 1's failed check draws from the same prompt",
+     {"examples": True, "draws": 2}, [A, BAD], [
+        code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 1)),
+    ]),
+    ("a draw that passes its check is graded in place of the candidate",
+     {"examples": True, "draws": 2}, [A, BAD, B, GOOD], [
+        draw_said(1, 1, 2, f"1/1 examples pass; {IN_PLACE}"),
+        Replace(attempt=1),
+        Grade(attempt=1),
+    ]),
+    ("a draw with nothing to check is graded in place", {"draws": 2}, [STARTER, B], [
+        draw_said(1, 1, 2, f"nothing to check; {IN_PLACE}"),
+        Replace(attempt=1),
+        Grade(attempt=1),
+    ]),
+    ("a draw that repeats a rejected candidate is not checked",
+     {"examples": True, "draws": 2}, [A, BAD, A], [
+        draw_said(1, 1, 2, "empty or a rejected candidate again"),
+        code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 2)),
+    ]),
+    # rule 8: sent back
+    ("draws exhausted: the candidate goes back to the coder with its own check",
+     {"examples": True, "draws": 1}, [A, BAD, B, BAD2], [
+        draw_said(1, 1, 1, "0/1 examples pass"),
+        SendBack(attempt=1, tests_passed=0, tests_total=1, text="f(2) returned 3"),
+        code("coder", "fix", 2, "critic", "coder"),
+    ]),
+    ("a failed check goes back to the coder without a grade", {"examples": True}, [A, BAD], [
+        SendBack(attempt=1, tests_passed=0, tests_total=1, text="f(2) returned 3"),
+        code("coder", "fix", 2, "critic", "coder"),
+    ]),
+    ("once the budget is spent the next candidate is graded unchecked",
+     {"examples": True, "max_attempts": 3}, [A, BAD, B], [
+        Keep(attempt=2), Grade(attempt=2),
+    ]),
+    ("a second opinion is checked and drawn for whatever the budget",
+     {"models": TWO, "second_opinion": True, "draws": 1}, [STARTER, STARTER, STARTER], [
+        Keep(attempt=2),
+        Decide(phase="selfcheck", text=UNCHANGED),
+        code("fixer", "draw", 2, "fixer", "critic", "fixer", sampling=drawn(2, 1)),
+    ]),
+    ("a second opinion none of whose draws passes is graded as it is once the budget is spent",
+     {"models": TWO, "second_opinion": True, "draws": 1}, [STARTER] * 4, [
+        draw_said(2, 1, 1, "empty or a rejected candidate again"),
+        Decide(phase="code", text="no draw passes the checks: attempt 2 is graded as it is"),
+        Grade(attempt=2),
+    ]),
+    # rule 9: grade
+    ("an empty candidate fails without running", {"max_attempts": 1}, [EMPTY], [
+        Keep(attempt=1), Decide(phase="grade", text=NO_CODE), Grade(attempt=1, run=False),
+    ]),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(("rule", "setting", "answers", "expected"), ROWS, ids=[r[0] for r in ROWS])
+def test_each_rule_leads_to_its_step(
+    rule: str, setting: dict[str, Any], answers: list[Outcome], expected: list[Action | Finish]
+) -> None:
+    after, _ = play(answers, **setting)
+    assert after == expected, rule
+
+
+def test_the_outcome_counts_grades_not_empty_answers() -> None:
+    _, state = play([EMPTY, FAIL, TEXT, A, PASS], max_attempts=3)
+    assert state.passed and state.pass_at_1 and (state.grades, state.passed_attempt) == (1, 2)
+    assert state.attempt == 2 and state.last == PASS
+
+
+def test_a_grade_is_counted_when_it_is_asked_for() -> None:
+    # A task cancelled while its grade runs records the grade it spent.
+    steps, state = play([A])
+    assert steps[-1] == Grade(attempt=1) and state.grades == 1 and not state.passed
+
+
+def test_a_failed_generation_is_the_tasks_error() -> None:
+    _, state = play([A, FAIL, Failed(error="critic phase failed: boom")])
+    assert state.error == "critic phase failed: boom" and not state.passed
+
+
+def test_a_pass_after_a_failed_generation_is_no_pass() -> None:
+    state = msgspec.structs.replace(TaskState(rules=Rules(task_id="t", max_attempts=1)), last=PASS)
+    assert state.passed and not msgspec.structs.replace(state, error="x").passed
+
+
+def test_an_outcome_that_does_not_answer_the_step_is_a_bug() -> None:
+    state, step = next_step(
+        TaskState(rules=Rules(task_id="t", max_attempts=1)),
+        Started(plan_first=False, models=ONE),
+        expects_pass=False,
+    )
+    assert isinstance(step, Generate)
+    with pytest.raises(TypeError, match="waits for Generated"):
+        next_step(state, PASS, expects_pass=False)
+
+
+def test_the_state_is_frozen() -> None:
+    state = TaskState(rules=Rules(task_id="t", max_attempts=1))
+    with pytest.raises(AttributeError):
+        state.attempt = 2  # type: ignore[misc]
+
+
+def test_the_seeds_are_reproducible_and_distinct() -> None:
+    assert resample_seed("t", 2, 0) == resample_seed("t", 2, 0)
+    assert len({resample_seed("t", a, i) for a in (1, 2) for i in range(3)}) == 6
