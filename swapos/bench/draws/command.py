@@ -42,10 +42,10 @@ from swapos.models.resolve import model_specs
 from swapos.models.spec import ModelSpec
 from swapos.pipeline.chat_prompts import build_chat_prompt
 from swapos.pipeline.humaneval import load_humaneval
-from swapos.pipeline.identity import resample_seed
 from swapos.pipeline.prompts import build_prompt, capsule_for_task
 from swapos.pipeline.tasks import builtin_suite_path, discover_tasks
 from swapos.policies.draws import DrawPlan, plan_draws
+from swapos.policies.retry import resample_seed
 from swapos.sysinfo import host_info
 
 Say = Callable[[str], None]
