@@ -149,6 +149,58 @@ class TextPromptModel(Protocol):
         ...
 
 
+class DrawOutput(msgspec.Struct, frozen=True, kw_only=True):
+    """One finished draw of :meth:`DrawsModel.generate_draws`.
+
+    Attributes:
+        index: its place in the call's ``draws`` (whose ``SamplingParams`` it sampled with).
+        output: its text and stats, as the same draw generated alone would report them;
+            ``read`` is the prompt and the draw's decoded tokens; no KV state is saved.
+    """
+
+    index: int
+    output: GenerationOutput
+
+
+@runtime_checkable
+class DrawsModel(Protocol):
+    """A loaded model that decodes several sampled draws of one prompt side by side (the
+    llama backend: one sequence each in one context, sharing the prompt's KV cells)."""
+
+    async def generate_draws(
+        self,
+        prompt: list[int],
+        draws: Sequence[SamplingParams],
+        *,
+        restore: PrefixState | None = None,
+        on_draw: Callable[[DrawOutput], None] | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> list[DrawOutput]:
+        """Decode one continuation of ``prompt`` per item of ``draws``, in lockstep.
+
+        Each draw samples with its own ``SamplingParams`` (seed, temperature, stops,
+        ``max_tokens``) exactly as :meth:`LoadedModel.generate` would alone: the same text
+        where the numerics allow (a batch of several sequences is not bit-identical to a
+        batch of one on every kernel).
+
+        Args:
+            prompt: prompt token ids, prefilled once for all the draws.
+            draws: the sampling of each draw (at least one).
+            restore: a saved prefix state, used as :meth:`LoadedModel.generate` uses it.
+            on_draw: called on the event loop thread with each draw as soon as it finishes,
+                while the others go on.
+            stop: polled between steps (from a worker thread); once it returns True the
+                draws still running are dropped and the call returns.
+
+        Returns:
+            The finished draws in the order they finished (those dropped by ``stop`` are
+            not in it).
+
+        On cancellation the backend stops within one step, then re-raises.
+        """
+        ...
+
+
 class ModelBackend(Protocol):
     """Loads models. One backend instance serves a whole system."""
 

@@ -14,7 +14,7 @@ from typing import Literal
 
 import msgspec
 
-from swapos.backends.base import GenerationOutput
+from swapos.backends.base import DrawOutput, GenerationOutput
 from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
 from swapos.backends.stops import StopStream
 from swapos.clock import Clock
@@ -58,6 +58,9 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
             edge maps it to :class:`~swapos.errors.GenerationError`.
         kv_window: a sliding attention window: a restored state longer than it cannot be cut
             back (the restore restores nothing, as llama.cpp's would).
+        draw_step_cost: for :meth:`FakeModel.generate_draws`, the time of one lockstep step
+            of ``k`` draws as a multiple of ``token_s`` (item ``k - 1``; past the end, the
+            last item); empty: 1.0 for every ``k`` (a flat cost curve).
     """
 
     load_s: float = 1.0
@@ -76,6 +79,7 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
     fail_restore: bool = False
     fail_generations: tuple[int, ...] = ()
     kv_window: int | None = None
+    draw_step_cost: tuple[float, ...] = ()
 
 
 Fault = Literal[
@@ -272,6 +276,72 @@ class FakeModel:
             on_token(rest)
         return stream.text, n, reason, first_at
 
+    async def generate_draws(
+        self,
+        prompt: list[int],
+        draws: Sequence[SamplingParams],
+        *,
+        restore: PrefixState | None = None,
+        on_draw: Callable[[DrawOutput], None] | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> list[DrawOutput]:
+        """Side-by-side draws on the clock: one prefill, then lockstep steps of
+        ``token_s * draw_step_cost[k - 1]`` while ``k`` draws run. Draw ``i`` answers what
+        the ``i``-th of the same draws in turn would (the script's next replies, in order),
+        with the same stop rules; ``on_draw`` gets each as it ends, ``stop`` is polled
+        before every step. Counts as ``len(draws)`` generations.
+
+        Raises:
+            GenerationError: the script fails the first of these generations.
+        """
+        with map_exceptions(
+            {LIBRARY_ERRORS: GenerationError}, f"drawing with model {self._spec.name!r}"
+        ):
+            return await self._draws(prompt, draws, restore, on_draw, stop)
+
+    async def _draws(
+        self,
+        prompt: list[int],
+        draws: Sequence[SamplingParams],
+        restore: PrefixState | None,
+        on_draw: Callable[[DrawOutput], None] | None,
+        stop: Callable[[], bool] | None,
+    ) -> list[DrawOutput]:
+        clock, script, backend = self._backend.clock, self._script, self._backend
+        backend.prompts.append((self._spec.name, "".join(map(chr, prompt))))
+        start = clock.now()
+        restored = 0
+        if restore is not None and not script.fail_restore:
+            common = common_prefix_len(restore.tokens, prompt)
+            if can_cut_back(len(restore.tokens), common, script.kv_window):
+                restored = min(common, max(len(prompt) - 1, 0))
+        await clock.sleep(script.prefill_s_per_token * (len(prompt) - restored))
+        done = backend.generations.get(self._spec.name, 0)
+        backend.generations[self._spec.name] = done + len(draws)
+        if done in script.fail_generations:
+            raise RuntimeError("llama_decode failed with status -3")
+        prefill_s = clock.now() - start
+        replies = script.replies or (script.reply,)
+        live = [
+            _FakeDraw(i, p, replies[min(done + i, len(replies) - 1)]) for i, p in enumerate(draws)
+        ]
+        finished: list[DrawOutput] = []
+        ended = [d for d in live if d.empty]
+        for d in ended:
+            d.reason = "length" if d.pieces else "eos"  # as _decode: capped before a piece
+        while True:
+            for d in ended:
+                live.remove(d)
+                out = DrawOutput(index=d.index, output=d.output(prompt, restored, start, prefill_s))
+                finished.append(out)
+                if on_draw is not None:
+                    on_draw(out)
+            if not live or (stop is not None and stop()):
+                return finished
+            costs = script.draw_step_cost or (1.0,)
+            await clock.sleep(script.token_s * costs[min(len(live), len(costs)) - 1])
+            ended = [d for d in live if d.step(clock.now())]
+
     async def _save_faults(self) -> None:
         await self._backend.stall("save_hang")
         if self._backend.fault("save_fail"):
@@ -284,6 +354,58 @@ class FakeModel:
             self._backend.resident_bytes -= self._script.footprint_bytes
             if self._offload is not None:
                 self._backend.device_resident_bytes -= self._offload.device_bytes
+
+
+class _FakeDraw:
+    """One draw of :meth:`FakeModel.generate_draws`: its reply's pieces, one per step."""
+
+    def __init__(self, index: int, params: SamplingParams, reply: str) -> None:
+        words = reply.split(" ") if reply else []
+        self.index, self.params = index, params
+        self.pieces = words[:1] + [" " + w for w in words[1:]]
+        self.stream = StopStream(params.stop)
+        self.n, self.first, self.end = 0, 0.0, 0.0
+        self.reason: StopReason = "eos"
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to sample: it ends before any step, as a generation in turn would."""
+        return not self.pieces or self.params.max_tokens <= 0
+
+    def step(self, now: float) -> bool:
+        """Sample one piece at ``now``; True when the draw has ended (the rules of
+        ``FakeModel._decode``: a stop sequence, the reply's end, ``max_tokens``)."""
+        if self.n == 0:
+            self.first = now
+        self.end = now
+        self.stream.add(self.pieces[self.n])
+        self.n += 1
+        if self.stream.stopped:
+            self.reason = "stop"
+            return True
+        if self.n < len(self.pieces) and self.n < self.params.max_tokens:
+            return False
+        self.reason = "eos" if self.n == len(self.pieces) else "length"
+        self.stream.finish()
+        return True
+
+    def output(
+        self, prompt: list[int], restored: int, start: float, prefill_s: float
+    ) -> GenerationOutput:
+        stats = GenerationStats(
+            prompt_tokens=len(prompt),
+            kv_restored_tokens=restored,
+            prefill_tokens=len(prompt) - restored,
+            prefill_s=prefill_s,
+            ttft_s=self.first - start,
+            tokens=self.n,
+            gen_s=self.end - self.first,
+            stop_reason=self.reason,
+        )
+        kept = "".join(self.pieces[: self.n if self.reason == "eos" else max(self.n - 1, 0)])
+        return GenerationOutput(
+            text=self.stream.text, stats=stats, read=(*prompt, *(ord(c) for c in kept))
+        )
 
 
 class FakeBackend:

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from swapos.bench import kv, replay, report, splice
+from swapos.bench.draws import command as draws
 from swapos.bench.overhead import command as overhead
 from swapos.bench.serve import command as serve
 from swapos.bench.soak import command as soak
@@ -30,6 +31,7 @@ def _suite_run(args: argparse.Namespace) -> int:
 _suite_run.__doc__ = suite_run.main.__doc__
 
 SUBCOMMANDS: dict[str, tuple[AddArguments, Main]] = {
+    "draws": (draws.add_arguments, draws.main),
     "kv": (kv.add_arguments, kv.main),
     "overhead": (overhead.add_arguments, overhead.main),
     "ray-overhead": (ray_overhead.add_arguments, ray_overhead.main),

@@ -10,6 +10,7 @@ from swapos.messages.commands import (
     DescribeModels,
     Generate,
     Generated,
+    GenerateDraws,
     GenerateFailed,
     KVRamResized,
     LookupPrefix,
@@ -32,6 +33,7 @@ from swapos.messages.commands import (
     RunTask,
     SavePrefix,
     ScheduleUpdated,
+    StopDraws,
     TaskDone,
     UnloadModels,
 )
@@ -58,7 +60,9 @@ LoaderInbox = (
 )
 EvictorInbox = PlanRoom | ScheduleUpdated
 PrefetcherInbox = ScheduleUpdated | PrefetchDone | PhaseObserved
-GeneratorInbox = Generate | CancelGeneration | PrefixFound | PrefixMissing
+GeneratorInbox = (
+    Generate | GenerateDraws | StopDraws | CancelGeneration | PrefixFound | PrefixMissing
+)
 KVCacheInbox = LookupPrefix | SavePrefix | ResizeKVRam
 ClientInbox = PhasesDone | TaskDone | Preloaded | ModelsDescribed | ModelsUnloaded
 RecorderInbox = AnyEvent

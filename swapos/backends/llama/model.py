@@ -6,7 +6,7 @@ import contextlib
 import functools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -14,9 +14,10 @@ import anyio.to_thread
 import llama_cpp
 import structlog
 
-from swapos.backends.base import GenerationOutput
+from swapos.backends.base import DrawOutput, GenerationOutput
 from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
 from swapos.backends.llama.decode import Decoder, Handles
+from swapos.backends.llama.parallel import DrawsDecoder
 from swapos.backends.llama.runtime import Aborted
 from swapos.backends.llama.vocab import tokenize
 from swapos.backends.threads import run_in_worker
@@ -151,6 +152,44 @@ class LlamaModel:
                 decoder = Decoder(self._handles(), abort, on_token, started)
                 with self._edge("generating with"):
                     return decoder.run(prompt, params, restore, save_at, save_final=save_final)
+            finally:
+                self._lock.release()
+
+        return await run_in_worker(work, limiter=self._limiter)
+
+    async def generate_draws(
+        self,
+        prompt: list[int],
+        draws: Sequence[SamplingParams],
+        *,
+        restore: PrefixState | None = None,
+        on_draw: Callable[[DrawOutput], None] | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> list[DrawOutput]:
+        """Decode ``draws`` side by side in one worker thread (``DrawsModel.generate_draws``;
+        :mod:`~swapos.backends.llama.parallel` says how and what memory it takes).
+
+        On cancellation the loop stops within one step, the draws context is freed, the
+        model stays usable, and the cancellation is re-raised.
+
+        Raises:
+            GenerationError: llama.cpp failed (no room for the draws context, a
+                ``llama_decode`` error, the model was closed); the model stays loaded.
+        """
+        started = time.perf_counter()
+
+        def work(abort: threading.Event) -> list[DrawOutput]:
+            if not self._acquire(abort):
+                raise Aborted
+            try:
+                if self._ctx is None:
+                    raise GenerationError(f"model {self._spec.name!r} is closed; load it again")
+                decoder = DrawsDecoder(
+                    self._handles(), self._spec, abort, on_draw=on_draw, stop=stop,
+                    started=started,
+                )  # fmt: skip
+                with self._edge("drawing side by side with"):
+                    return decoder.run(prompt, draws, restore)
             finally:
                 self._lock.release()
 
