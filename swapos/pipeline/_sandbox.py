@@ -403,7 +403,7 @@ def _die_with_parent(parent: int, notes: list[str]) -> None:
 def _child(cfg: dict[str, Any], is_root: bool, mounts_ours: bool, notes: list[str]) -> None:
     host_pid = _host_pid()
     parent = os.getppid()
-    layout = {"work": os.path.join(cfg["root"], "work"), "tests": os.path.join(cfg["root"], "tests")}
+    layout = {name: os.path.join(cfg["root"], name) for name in ("work", "tests")}
     runner = cfg["runner"]
     if "ipcns: yes" in notes:  # while /proc is still writable
         _disable_sysv_ipc(notes)

@@ -381,7 +381,7 @@ def _pytest_paths() -> list[str]:
         for file in dist.files or ():
             top = file.parts[0] if file.parts else ""
             if top and top not in ("..", "__pycache__") and not top.endswith(".pth"):
-                paths.add(os.path.realpath(dist.locate_file(top)))
+                paths.add(os.path.realpath(str(dist.locate_file(top))))
     return sorted(paths)
 
 
