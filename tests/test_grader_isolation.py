@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from pathlib import Path
 
@@ -482,3 +483,32 @@ def test_host_tmp_is_not_visible_from_the_sandbox() -> None:
         assert result.passed, result.output_tail[-2000:]
     finally:
         secret.unlink()
+
+
+def test_the_kill_loop_empties_a_cgroup_without_cgroup_kill() -> None:
+    """The v1 path (no ``cgroup.kill``): a kill loop over ``cgroup.procs``, forks included."""
+    from swapos.pipeline._cgroup import create_cgroup
+
+    cgroup = create_cgroup(memory_bytes=256 << 20, processes=64)
+    if not cgroup.dirs:
+        pytest.skip("no cgroup here: " + "; ".join(cgroup.notes))
+    cgroup.kill_file = None
+    join = "; ".join(
+        f"open({d + '/cgroup.procs'!r}, 'w').write(str(os.getpid()))" for d in cgroup.dirs
+    )
+    code = f"import os, time; {join}; [os.fork() for _ in range(3)]; time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 10
+        while (
+            time.monotonic() < deadline
+            and len(Path(cgroup.dirs[0], "cgroup.procs").read_text().split()) < 8
+        ):
+            time.sleep(0.01)
+        assert cgroup.kill(10.0)
+        assert Path(procs[0]).read_text().split() == []
+    finally:
+        proc.kill()
+        proc.wait()
+        cgroup.remove()
+    assert not any(os.path.isdir(d) for d in cgroup.dirs)
