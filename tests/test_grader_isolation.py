@@ -493,9 +493,8 @@ def test_the_kill_loop_empties_a_cgroup_without_cgroup_kill() -> None:
     if not cgroup.dirs:
         pytest.skip("no cgroup here: " + "; ".join(cgroup.notes))
     cgroup.kill_file = None
-    join = "; ".join(
-        f"open({d + '/cgroup.procs'!r}, 'w').write(str(os.getpid()))" for d in cgroup.dirs
-    )
+    procs = [d + "/cgroup.procs" for d in cgroup.dirs]
+    join = "; ".join(f"open({p!r}, 'w').write(str(os.getpid()))" for p in procs)
     code = f"import os, time; {join}; [os.fork() for _ in range(3)]; time.sleep(60)"
     proc = subprocess.Popen([sys.executable, "-c", code])
     try:
