@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,9 @@ CRAFTED = {
     ),
     "unknown-array-type": _file([_str("a") + struct.pack("<IIQ", 9, 99, 1) + b"\0" * 8]),
     "unknown-value-type": _file([_str("a") + struct.pack("<I", 77) + b"\0" * 8]),
+    "kv-count-2**64-1": b"GGUF" + struct.pack("<IQQ", 3, 0, 2**64 - 1) + b"\0" * (1 << 20),
+    "tensor-count-2**63": b"GGUF" + struct.pack("<IQQ", 3, 2**63, 0) + b"\0" * (1 << 20),
+    "string-array-count-huge": _file([_str("t") + struct.pack("<IIQ", 9, 8, 2**40)]),
 }
 
 
@@ -87,9 +91,11 @@ def test_crafted_header_is_a_one_line_model_file_error(name: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "m.gguf"
         path.write_bytes(CRAFTED[name])
+        start = time.monotonic()
         with pytest.raises(ModelFileError) as err:
             read_gguf(path)
     assert "\n" not in str(err.value) and "GGUF header" in str(err.value)
+    assert time.monotonic() - start < 2.0  # a crafted count fails at once, not after a loop
 
 
 def test_shallow_nested_arrays_and_whole_float_sizes_still_read() -> None:

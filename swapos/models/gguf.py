@@ -134,6 +134,13 @@ class _Cursor:
     def skip_string(self) -> None:
         self.skip(self.u64())
 
+    def count(self, n: int, min_size: int, what: str) -> int:
+        """``n`` items of at least ``min_size`` bytes each must fit in what is left (so a
+        crafted count fails at once instead of looping over the rest of a large file)."""
+        if n * min_size > len(self.buf) - self.pos:
+            raise _Truncated(what)
+        return n
+
 
 def _value(cur: _Cursor, vtype: int, depth: int = 0) -> MetaValue | int:
     """Read one value; an array yields its length (its elements are skipped).
@@ -150,10 +157,10 @@ def _value(cur: _Cursor, vtype: int, depth: int = 0) -> MetaValue | int:
         if etype in _SCALARS:
             cur.skip(_SCALARS[etype].size * count)
         elif etype == _STRING:
-            for _ in range(count):
+            for _ in range(cur.count(count, 8, "strings")):
                 cur.skip_string()
         elif etype == _ARRAY:  # nested arrays: rare, read them one by one
-            for _ in range(count):
+            for _ in range(cur.count(count, 12, "arrays")):
                 _value(cur, etype, depth + 1)
         else:
             raise _Corrupt(f"unknown metadata array element type {etype}")
@@ -198,6 +205,8 @@ def _parse(buf: mmap.mmap | bytes, path: Path, file_size: int) -> GGUFInfo:
             "re-convert the model with a current llama.cpp"
         )
     tensor_count, kv_count = cur.u64(), cur.u64()
+    cur.count(kv_count, 12, "metadata")  # key length + value type, at the least
+    cur.count(tensor_count, 24, "tensor infos")  # name length, dims, type, offset
     metadata: dict[str, MetaValue] = {}
     arrays: dict[str, int] = {}
     for _ in range(kv_count):

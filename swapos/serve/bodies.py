@@ -15,7 +15,7 @@ T = TypeVar("T")
 async def read_body(request: Request, limit: int) -> bytes:
     """The request body, refused with 413 beyond ``limit`` bytes (declared or sent)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise RequestError(
             413, f"request body of {declared} bytes exceeds the limit of {limit} bytes"
         )
