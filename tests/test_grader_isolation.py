@@ -511,3 +511,46 @@ def test_the_kill_loop_empties_a_cgroup_without_cgroup_kill() -> None:
         proc.wait()
         cgroup.remove()
     assert not any(os.path.isdir(d) for d in cgroup.dirs)
+
+
+# --- without namespaces (a container without CAP_SYS_ADMIN): the fallbacks still grade --------
+
+NO_NAMESPACES = """\
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("_sandbox", {launcher!r})
+sandbox = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(sandbox)
+
+
+def refuse(flags):
+    raise OSError(1, "unshare refused (test)")
+
+
+sandbox._unshare = refuse
+sandbox.main()
+"""
+
+
+@pytest.mark.parametrize("with_cgroup", [True, False], ids=["cgroup", "no-cgroup"])
+def test_without_namespaces_grading_still_works_and_says_what_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_cgroup: bool
+) -> None:
+    from swapos.pipeline._cgroup import Cgroup
+
+    wrapper = tmp_path / "launcher.py"
+    wrapper.write_text(NO_NAMESPACES.format(launcher=grader_module._LAUNCHER))
+    wrapper.chmod(0o644)
+    tmp_path.chmod(0o755)
+    monkeypatch.setattr(grader_module, "_LAUNCHER", str(wrapper))
+    if not with_cgroup:
+        none = Cgroup(dirs=[], kill_file=None, memory_bounded=False, notes=[])
+        monkeypatch.setattr(grader_module, "create_cgroup", lambda **_: none)
+    task = load_task(builtin_suite_path() / "bugfix_sum_range")
+    good = grade(task, task.reference or "", timeout_s=60)
+    bad = grade(task, task.starter, timeout_s=60)
+    assert "mountns: unavailable (unshare refused (test))" in good.sandbox
+    assert any(n.startswith("fs: host view") for n in good.sandbox)
+    assert good.passed, good.reason + good.output_tail[-2000:]
+    assert not bad.passed
+    kill = next(n for n in good.sandbox if n.startswith("timeout:"))
+    assert ("cgroup.kill" in kill) == with_cgroup and ("process group only" in kill) != with_cgroup
