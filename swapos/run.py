@@ -191,23 +191,28 @@ async def _run(
     interrupted: list[str] = []
     targets: list[anyio.CancelScope] = [anyio.CancelScope()]  # a signal cancels the last
     outcome: TaskOutcome | None = None
-    async with anyio.create_task_group() as tg:
-        await tg.start(_watch_signals, targets, interrupted)
-        with targets[0], LiveStatus(console) as status:
-            async with open_system(
-                profile,
-                specs=specs,
-                mode=mode,
-                event_log=out / "events.jsonl",
-                on_event=status.on_event,
-                kv_cache=kv_cache,
-                kv_disk_dir=default_kv_dir() if kv_cache else None,
-            ) as system:
-                targets.append(anyio.CancelScope())
-                with targets[-1]:
-                    outcome = await system.run_task(task, max_attempts=max_attempts)
-                targets.pop()
-        tg.cancel_scope.cancel()
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(_watch_signals, targets, interrupted)
+            with targets[0], LiveStatus(console) as status:
+                async with open_system(
+                    profile,
+                    specs=specs,
+                    mode=mode,
+                    event_log=out / "events.jsonl",
+                    on_event=status.on_event,
+                    kv_cache=kv_cache,
+                    kv_disk_dir=default_kv_dir() if kv_cache else None,
+                ) as system:
+                    targets.append(anyio.CancelScope())
+                    with targets[-1]:
+                        outcome = await system.run_task(task, max_attempts=max_attempts)
+                    targets.pop()
+            tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:  # the signal watcher never fails: the run's error
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
     if outcome is None:
         return _write_interrupted(out, task, interrupted[0] if interrupted else "?", console)
     _write_result(out, outcome.result)

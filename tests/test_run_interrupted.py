@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from swapos.capsule.schema import decode_capsule
-from swapos.run import EXIT_INTERRUPTED
+from swapos.run import EXIT_ERROR, EXIT_INTERRUPTED
 
 DRIVER = Path(__file__).with_name("run_driver.py")
 
@@ -68,3 +68,27 @@ def test_a_signal_after_the_first_token_ends_the_run_and_keeps_what_was_done(
     assert capsule.meta.task_id == "add"
     assert any(d.text == f"interrupted by {signum.name}" for d in capsule.decisions)
     assert [h.phase for h in capsule.history] == [p["phase"] for p in result["phases"]]
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_error_opening_the_system_is_one_line_not_a_traceback(
+    tmp_path: Path, backend: str
+) -> None:
+    """The signal watcher's task group must not turn the run's own error into a group."""
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(DRIVER.parents[1])}
+    env["SWAPOS_DRIVER_FAIL_OPEN"] = "the budget is too small (test)"
+    proc = subprocess.run(
+        [sys.executable, str(DRIVER), str(out), backend],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == EXIT_ERROR, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "error: the budget is too small (test)" in proc.stdout
+    assert (
+        json.loads((out / "result.json").read_text())["error"] == "the budget is too small (test)"
+    )
