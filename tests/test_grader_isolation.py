@@ -358,6 +358,7 @@ def test_total_memory_of_the_run_is_bounded(hoard: str) -> None:
     if not any(n.startswith("cgroup memory: ") and "bytes" in n for n in result.sandbox):
         pytest.skip("no memory cgroup here: " + "; ".join(result.sandbox))
     assert not result.passed, "the candidate held more memory than the limit"
+    assert "memory limit reached" in result.reason, result.reason
 
 
 def test_memfd_is_denied_where_no_cgroup_bounds_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -316,6 +316,9 @@ def _result(
     )
     if ended.cancelled:
         outcome, reason = "cancelled", "grading was cancelled; the test run was killed"
+    oom = next((n for n in ended.notes if n.startswith("memory limit reached")), None)
+    if oom is not None and outcome != "pass":
+        reason = f"{reason} ({oom}: the candidate used more than memory_bytes)"
     counted = isinstance(verdict, Verdict) and verdict.tests and outcome != "error"
     total = len(verdict.tests) if isinstance(verdict, Verdict) and counted else static_total
     passed_n = sum(t.passed for t in verdict.tests) if isinstance(verdict, Verdict) else 0
