@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 
 from swapos.bench import kv, replay, report, splice
 from swapos.bench.draws import command as draws
+from swapos.bench.grade import command as grade_cost
 from swapos.bench.overhead import command as overhead
 from swapos.bench.serve import command as serve
 from swapos.bench.soak import command as soak
@@ -32,6 +33,7 @@ _suite_run.__doc__ = suite_run.main.__doc__
 
 SUBCOMMANDS: dict[str, tuple[AddArguments, Main]] = {
     "draws": (draws.add_arguments, draws.main),
+    "grade": (grade_cost.add_arguments, grade_cost.main),
     "kv": (kv.add_arguments, kv.main),
     "overhead": (overhead.add_arguments, overhead.main),
     "ray-overhead": (ray_overhead.add_arguments, ray_overhead.main),
