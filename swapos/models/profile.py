@@ -43,7 +43,10 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     file has none), ``"completion"`` (a markdown document the model continues: base models),
     or ``"auto"``: chat when the GGUF carries ``tokenizer.chat_template``. ``repack`` lets
     llama.cpp copy weights into its CPU-optimised layouts (more memory and slower loads; see
-    :class:`~swapos.models.spec.ModelSpec`).
+    :class:`~swapos.models.spec.ModelSpec`). ``draft`` pins the drafting costs the decode
+    loop reads (a ``bench decode`` file) or turns drafting off (``"off"``); unset, the costs
+    ``bench decode`` cached for this file on this machine are used (see
+    ``docs/timings.md``).
     """
 
     path: str | None = None
@@ -56,6 +59,7 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     type_v: str = "f16"
     prompt: PromptStyle = "auto"
     repack: bool = False
+    draft: str | None = None
     api_base: str | None = None
     api_model: str | None = None
     api_key_env: str | None = None

@@ -38,6 +38,7 @@ def model_specs(profile: Profile) -> dict[str, ModelSpec]:
             type_k=cfg.type_k,
             type_v=cfg.type_v,
             repack=cfg.repack,
+            draft=cfg.draft,
         )
     return specs
 

@@ -44,6 +44,8 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
         footprint_bytes: a measured or declared footprint; ``None`` means estimate it.
         repack: let llama.cpp repack weights into its CPU-optimised layouts (an anonymous
             copy of the repackable tensors, next to the mapped file).
+        draft: the drafting costs file the decode loop reads, ``"off"``, or None: the ones
+            ``bench decode`` cached for this file (see ``backends/llama/draft_costs.py``).
         api: set for a remote model, served by an OpenAI-compatible endpoint: ``path`` is
             then the endpoint's URL (for messages and logs; there is no file), and the model
             holds no local memory.
@@ -60,6 +62,7 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
     footprint_bytes: int | None = None
     repack: bool = False
     api: RemoteEndpoint | None = None
+    draft: str | None = None
 
     @property
     def remote(self) -> bool:

@@ -17,6 +17,7 @@ import structlog
 from swapos.backends.base import GenerationOutput
 from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
 from swapos.backends.llama.decode import Decoder, Handles
+from swapos.backends.llama.draft_costs import costs_for
 from swapos.backends.llama.runtime import Aborted
 from swapos.backends.llama.vocab import tokenize
 from swapos.backends.threads import run_in_worker
@@ -65,6 +66,7 @@ class LlamaModel:
         self._identity = identity
         n_swa = int(llama_cpp.llama_model_n_swa(model))
         self._window = n_swa if n_swa > 0 else None
+        self._draft_costs = costs_for(spec)  # bench decode's measurements, or a profile's pin
 
     @property
     def spec(self) -> ModelSpec:
@@ -158,7 +160,7 @@ class LlamaModel:
         return Handles(
             name=self._spec.name, model=self._model, ctx=self._ctx, vocab=self._vocab,
             n_vocab=self._n_vocab, n_ctx=self._n_ctx, n_batch=self._spec.n_batch,
-            window=self._window,
+            window=self._window, draft_costs=self._draft_costs,
         )  # fmt: skip
 
     def _acquire(self, abort: threading.Event) -> bool:
