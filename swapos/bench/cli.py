@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from swapos.bench import kv, overhead, replay, report, serve, soak, swap
+from swapos.bench import decode, kv, overhead, replay, report, serve, soak, swap
 from swapos.bench import run as suite_run
 from swapos.cluster import overhead as ray_overhead
 from swapos.errors import SwapOSError
@@ -16,6 +16,7 @@ AddArguments = Callable[[argparse.ArgumentParser], None]
 Main = Callable[[argparse.Namespace], int]
 
 SUBCOMMANDS: dict[str, tuple[AddArguments, Main]] = {
+    "decode": (decode.add_arguments, decode.main),
     "kv": (kv.add_arguments, kv.main),
     "overhead": (overhead.add_arguments, overhead.main),
     "ray-overhead": (ray_overhead.add_arguments, ray_overhead.main),

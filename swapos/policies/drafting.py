@@ -226,14 +226,25 @@ class Replay(msgspec.Struct, frozen=True, kw_only=True):
         return sum(n * verify_ratio[min(d, last)] for d, n in enumerate(self.batches))
 
 
-def replay(context: Sequence[int], answer: Sequence[int], rule: DraftRule) -> Replay:
-    """Decode ``answer`` after ``context`` with rule ``rule``, always verifying the whole
-    draft found, and count the steps (rules 1, 2, and the cost of rule 3)."""
+def replay(
+    context: Sequence[int],
+    answer: Sequence[int],
+    rule: DraftRule,
+    policy: DraftPolicy | None = None,
+) -> Replay:
+    """Decode ``answer`` after ``context`` with rule ``rule`` and count the steps (rules 1,
+    2, and the cost of rule 3): every draft found verified whole, or, with ``policy``, as
+    much of it as the policy chooses (observing outcomes as the decode loop does)."""
     history = NgramIndex(context, ngram_max=rule.ngram_max)
     i = steps = drafted = accepted = tested = 0
     batches = [0] * (rule.k + 1)
     while i < len(answer):
         draft = lookup([history], history.tokens, rule)
+        if policy is not None and draft:
+            d = policy.length(len(draft))
+            if d == 0:
+                policy.observe_unverified(draft[0], answer[i])
+            draft = draft[:d]
         m = 0
         while m < len(draft) and i + m < len(answer) and draft[m] == answer[i + m]:
             m += 1
@@ -241,6 +252,8 @@ def replay(context: Sequence[int], answer: Sequence[int], rule: DraftRule) -> Re
             drafted += len(draft)
             accepted += m
             tested += tested_tokens(len(draft), m)
+            if policy is not None:
+                policy.observe(len(draft), m)
         batches[len(draft)] += 1
         step = min(m + 1, len(answer) - i)
         history.extend(answer[i : i + step])

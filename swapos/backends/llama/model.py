@@ -7,7 +7,7 @@ import functools
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -28,6 +28,8 @@ from swapos.models.spec import ModelSpec
 from swapos.sysinfo import release_free_heap
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 
 class LlamaModel:
@@ -146,6 +148,18 @@ class LlamaModel:
                 self._lock.release()
 
         return await run_in_worker(work, limiter=self._limiter)
+
+    def with_handles(self, work: Callable[[Handles], T]) -> T:
+        """Run ``work`` on the model's llama.cpp handles under its lock, in this (worker)
+        thread: for benchmarks that drive llama.cpp directly (``bench decode``).
+
+        Raises:
+            GenerationError: the model is closed.
+        """
+        with self._lock:
+            if self._ctx is None:
+                raise GenerationError(f"model {self._spec.name!r} is closed; load it again")
+            return work(self._handles())
 
     def _edge(self, doing: str) -> contextlib.AbstractContextManager[None]:
         """Maps llama.cpp's exceptions to :class:`GenerationError` naming this model."""
