@@ -22,6 +22,7 @@ from swapos.capsule.schema import (
     with_history,
     with_verdict,
 )
+from swapos.data.generation import DraftRequest
 from swapos.data.sampling import SamplingParams
 from swapos.data.task import Task
 from swapos.errors import SwapOSError
@@ -127,6 +128,7 @@ async def generate(  # noqa: PLR0917
         stop=prompt.stop + tuple(cfg.stop),
         temperature=temperature,
         seed=seed,
+        draft=DraftRequest(kind="fix" if phase == "code" and attempt > 1 else phase),
     )
     out = await runner.generate_phase(
         task_id=task.task_id,
