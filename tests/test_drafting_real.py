@@ -8,9 +8,13 @@ import threading
 from collections.abc import Iterator
 
 import anyio
+import anyio.to_thread
+import llama_cpp
 import pytest
 
 from swapos.backends.llama import LlamaModel, load_model
+from swapos.backends.llama.decode import Handles
+from swapos.backends.llama.draws import decode_draws, open_context
 from swapos.data.generation import DraftRequest
 from swapos.data.sampling import SamplingParams
 from swapos.models.bundled import bundled_model_path
@@ -109,3 +113,29 @@ async def test_a_predicted_output_is_drafted_from(model: LlamaModel) -> None:
     assert predicted.text == plain.text
     assert predicted.stats.draft_rule == "lookup1-3+prediction"
     assert predicted.stats.accepted_tokens > plain.stats.tokens // 2
+
+
+async def test_draws_side_by_side_are_the_draws_generate_makes(model: LlamaModel) -> None:
+    """Lockstep draws on sequences sharing the prompt's cells sample what one generation
+    with the same seed samples."""
+    with anyio.fail_after(240):
+        tokens = await model.tokenize(FRESH, special=True)
+        draws = [params(None, max_tokens=8, temperature=0.8, seed=s) for s in (1, 2)]
+        alone = [(await model.generate(tokens, p)).text for p in draws]
+
+    def run(width: int) -> list[str]:
+        def work(h: Handles) -> list[str]:
+            ctx = open_context(h.model, sequences=3, n_ctx=256, threads=2)
+            try:
+                got = decode_draws(
+                    ctx, h.vocab, h.n_vocab, tokens, draws, width=width, abort=threading.Event()
+                )
+            finally:
+                llama_cpp.llama_free(ctx)
+            return [d.text for d in got]
+
+        return model.with_handles(work)
+
+    side_by_side = await anyio.to_thread.run_sync(run, 2)
+    assert side_by_side == alone
+    assert all(alone)

@@ -41,15 +41,17 @@ from rich.console import Console
 from rich.table import Table
 
 from swapos.backends.llama.decode import Handles
-from swapos.backends.llama.draft_costs import save_cached
+from swapos.backends.llama.draft_costs import save_cached, threads_of
 from swapos.backends.llama.loading import load_model
 from swapos.backends.llama.vocab import tokenize
 from swapos.bench.decode_measure import (
     Curve,
+    DrawsSample,
     RuleStats,
     SpeedCase,
     choose_costs,
     measure_curve,
+    measure_draws,
     replay_rules,
     speed_case,
 )
@@ -82,6 +84,7 @@ class ModelReport(msgspec.Struct, frozen=True, kw_only=True):
     costs: DraftCosts
     speed: list[SpeedCase]
     saved: str | None
+    draws: DrawsSample | None = None
 
 
 class DecodeReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -121,6 +124,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--speed-cases", type=int, default=1,
         help="recorded prompts per phase kind decoded plain and drafted (default: 1)")  # fmt: skip
     add("--speed-tokens", type=int, default=96, help="max tokens of each (default: 96)")
+    add("--draws", type=int, default=6,
+        help="draws of one prompt, in turn vs side by side (default: 6; 0: skip)")  # fmt: skip
+    add("--draw-tokens", type=int, default=48, help="max tokens of each draw (default: 48)")
     add("--no-save", action="store_true", help="do not cache the costs for later runs")
     add("--out", type=Path, default=Path("decode-bench.json"), help="JSON report")
 
@@ -176,7 +182,10 @@ def _bench_model(
             stats = replay_rules(h, cases, fitting, ratio)
             costs = choose_costs(ratio, stats, source=f"bench decode {time.strftime('%F')}")
             speed = _speed(h, costs, cases, args, say)
-            return ModelReport(curve=curve, rules=stats, costs=costs, speed=speed, saved=None)
+            draws = _draws(h, spec, cases, args, say)
+            return ModelReport(
+                curve=curve, rules=stats, costs=costs, speed=speed, saved=None, draws=draws
+            )
 
         rep = model.with_handles(work)
         if not args.no_save:
@@ -210,6 +219,22 @@ def _speed(
     return out
 
 
+def _draws(
+    h: Handles, spec: ModelSpec, cases: list[Recorded], args: argparse.Namespace, say: Say
+) -> DrawsSample | None:
+    if args.draws <= 0:
+        return None
+    for case in (c for c in cases if c.kind == "code"):
+        got = measure_draws(
+            h, case, draws=args.draws, max_tokens=args.draw_tokens, threads=threads_of(spec)
+        )
+        if got is not None:
+            say(f"  {got.draws} draws: in turn {got.in_turn_s:.2f}s, side by side "
+                f"{got.side_by_side_s:.2f}s (x{got.ratio:.2f})")  # fmt: skip
+            return got
+    return None
+
+
 def targets(models: dict[str, ModelReport], fix_model: str | None) -> list[Target]:
     """Issue 26's targets that this benchmark measures (the pipeline ones need ``bench
     run``; draws side by side are not built yet)."""
@@ -241,6 +266,13 @@ def targets(models: dict[str, ModelReport], fix_model: str | None) -> list[Targe
                     name="fix prompts decode >= 1.12x plain", condition=name, value=ratio,
                     limit=1.12, met=ratio >= 1.12, detail="the profile's fix model",
                 ))  # fmt: skip
+        if rep.draws is not None:
+            d = rep.draws
+            out.append(Target(
+                name=f"{d.draws} draws side by side <= 0.75x in turn", condition=name,
+                value=d.ratio, limit=0.75, met=d.ratio <= 0.75,
+                detail=f"{d.tokens} tokens, {d.same_texts}/{d.draws} texts as in turn",
+            ))  # fmt: skip
         differ = sum(not s.same_text for s in rep.speed) / len(rep.speed)
         out.append(Target(
             name="greedy text differs from plain (share)", condition=name, value=differ,
@@ -266,7 +298,7 @@ def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) ->
 
 
 def print_report(report: DecodeReport, console: Console) -> None:
-    """The four tables: cost curves, replayed rules, drafting vs plain, targets."""
+    """The tables: cost curves, replayed rules, drafting vs plain, draws, targets."""
     items = report.models.items()
     console.print(_table(
         f"Verification cost (load average {report.load_average:.2f})",
@@ -291,6 +323,13 @@ def print_report(report: DecodeReport, console: Console) -> None:
           f"x{c.measured:.2f}", f"x{c.predicted:.2f}", f"{c.accepted}/{c.drafted}",
           "same" if c.same_text else "DIFFERENT")
          for name, r in items for c in r.speed],
+    ))  # fmt: skip
+    console.print(_table(
+        "Draws of one prompt, in turn vs side by side (temperature 0.8)",
+        ("model", "draws", "tokens", "in turn s", "side by side s", "ratio", "same texts"),
+        [(name, str(d.draws), str(d.tokens), f"{d.in_turn_s:.2f}", f"{d.side_by_side_s:.2f}",
+          f"x{d.ratio:.2f}", f"{d.same_texts}/{d.draws}")
+         for name, r in items if (d := r.draws) is not None],
     ))  # fmt: skip
     console.print(_table(
         "Targets",

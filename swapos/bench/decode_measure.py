@@ -18,6 +18,7 @@ import msgspec
 from swapos.backends.llama import kv_state
 from swapos.backends.llama.batch import VerifyBatch
 from swapos.backends.llama.decode import Decoder, Handles
+from swapos.backends.llama.draws import decode_draws, open_context
 from swapos.backends.llama.vocab import tokenize
 from swapos.bench.decode_replay import Recorded
 from swapos.data.generation import DraftCosts, DraftRequest
@@ -234,4 +235,48 @@ def speed_case(
         measured=plain[1] / draft[1] if draft[1] > 0 else 0.0, predicted=predicted,
         same_text=plain[2] == draft[2], drafted=draft[3], accepted=draft[4],
         verify_steps=draft[5],
+    )  # fmt: skip
+
+
+class DrawsSample(msgspec.Struct, frozen=True, kw_only=True):
+    """``draws`` sampled draws of one prompt, in turn and side by side (same seeds)."""
+
+    draws: int
+    tokens: int
+    in_turn_s: float
+    side_by_side_s: float
+    ratio: float
+    """``side_by_side_s / in_turn_s`` (issue 26's target: at most 0.75 for six draws)."""
+    same_texts: int
+
+
+def measure_draws(
+    h: Handles, case: Recorded, *, draws: int, max_tokens: int, threads: int
+) -> DrawsSample | None:
+    """Decode ``draws`` draws of ``case``'s prompt one at a time, then all in lockstep, on
+    a context of ``draws + 1`` sequences over the same weights; None if it cannot fit."""
+    prompt = tokenize(h.vocab, case_prompt(case), special=True)
+    n_ctx = len(prompt) + draws * (max_tokens + 1) + 64
+    if len(prompt) + max_tokens + 8 > h.n_ctx:
+        return None
+    params = [
+        SamplingParams(max_tokens=max_tokens, stop=("\n```",), temperature=0.8, seed=seed)
+        for seed in range(1, draws + 1)
+    ]
+    ctx = open_context(h.model, sequences=draws + 1, n_ctx=n_ctx, threads=threads)
+    abort = threading.Event()
+    try:
+        walls, texts = [], []
+        for width in (1, draws):
+            t0 = time.perf_counter()
+            got = decode_draws(ctx, h.vocab, h.n_vocab, prompt, params, width=width, abort=abort)
+            walls.append(time.perf_counter() - t0)
+            texts.append([d.text for d in got])
+        tokens = sum(d.tokens for d in got)
+    finally:
+        llama_cpp.llama_free(ctx)
+    return DrawsSample(
+        draws=draws, tokens=tokens, in_turn_s=walls[0], side_by_side_s=walls[1],
+        ratio=walls[1] / walls[0] if walls[0] else 0.0,
+        same_texts=sum(a == b for a, b in zip(*texts, strict=True)),
     )  # fmt: skip

@@ -23,17 +23,22 @@ class VerifyBatch:
         self._batch: Any = llama_cpp.llama_batch_init(capacity, 0, 1)
 
     def decode(self, ctx: Any, tokens: Sequence[int], start: int) -> int:
-        """Evaluate ``tokens`` at positions ``start...``, logits at each; llama.cpp's status
-        (0 ok, 1 no room in the KV cache, other: an error)."""
-        assert 0 < len(tokens) <= self.capacity, "a verification batch must fit its capacity"
+        """Evaluate ``tokens`` at positions ``start...`` of sequence 0, logits at each;
+        llama.cpp's status (0 ok, 1 no room in the KV cache, other: an error)."""
+        return self.decode_rows(ctx, [(t, start + i, 0) for i, t in enumerate(tokens)])
+
+    def decode_rows(self, ctx: Any, rows: Sequence[tuple[int, int, int]]) -> int:
+        """Evaluate ``(token, position, sequence)`` rows, logits at each (draws side by
+        side: one row per live sequence); llama.cpp's status as for :meth:`decode`."""
+        assert 0 < len(rows) <= self.capacity, "a batch must fit its capacity"
         b = self._batch
-        for i, token in enumerate(tokens):
+        for i, (token, pos, seq) in enumerate(rows):
             b.token[i] = token
-            b.pos[i] = start + i
+            b.pos[i] = pos
             b.n_seq_id[i] = 1
-            b.seq_id[i][0] = 0
+            b.seq_id[i][0] = seq
             b.logits[i] = 1
-        b.n_tokens = len(tokens)
+        b.n_tokens = len(rows)
         return int(llama_cpp.llama_decode(ctx, b))
 
     def close(self) -> None:

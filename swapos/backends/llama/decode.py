@@ -65,6 +65,27 @@ class _Drafts:
     steps: int = 0
 
 
+def sample(
+    ctx: Any, n_vocab: int, params: SamplingParams, rng: np.random.Generator, row: int = -1
+) -> int:
+    """Sample from the logits of output ``row`` of the last batch (-1: its last): argmax
+    when greedy, else top-k, then top-p, at ``params.temperature``, one draw of ``rng``."""
+    ptr = llama_cpp.llama_get_logits_ith(ctx, row)
+    logits = np.ctypeslib.as_array(ptr, shape=(n_vocab,))
+    if params.temperature <= 0.0:
+        return int(np.argmax(logits))
+    scaled = logits.astype(np.float64) / params.temperature
+    k = params.top_k if 0 < params.top_k < scaled.size else scaled.size
+    ids = np.argpartition(-scaled, k - 1)[:k] if k < scaled.size else np.arange(scaled.size)
+    ids = ids[np.argsort(-scaled[ids])]
+    probs = np.exp(scaled[ids] - scaled[ids[0]])
+    probs /= probs.sum()
+    if params.top_p < 1.0:
+        keep = int(np.searchsorted(np.cumsum(probs), params.top_p)) + 1
+        ids, probs = ids[:keep], probs[:keep] / probs[:keep].sum()
+    return int(ids[rng.choice(len(ids), p=probs)])
+
+
 class Decoder:
     """One generation (runs in the worker thread, holding the model lock)."""
 
@@ -160,21 +181,7 @@ class Decoder:
         return True
 
     def _sample(self, params: SamplingParams, rng: np.random.Generator, row: int = -1) -> int:
-        """Sample from the logits of output ``row`` of the last batch (-1: its last)."""
-        ptr = llama_cpp.llama_get_logits_ith(self.ctx, row)
-        logits = np.ctypeslib.as_array(ptr, shape=(self.h.n_vocab,))
-        if params.temperature <= 0.0:
-            return int(np.argmax(logits))
-        scaled = logits.astype(np.float64) / params.temperature
-        k = params.top_k if 0 < params.top_k < scaled.size else scaled.size
-        ids = np.argpartition(-scaled, k - 1)[:k] if k < scaled.size else np.arange(scaled.size)
-        ids = ids[np.argsort(-scaled[ids])]
-        probs = np.exp(scaled[ids] - scaled[ids[0]])
-        probs /= probs.sum()
-        if params.top_p < 1.0:
-            keep = int(np.searchsorted(np.cumsum(probs), params.top_p)) + 1
-            ids, probs = ids[:keep], probs[:keep] / probs[:keep].sum()
-        return int(ids[rng.choice(len(ids), p=probs)])
+        return sample(self.ctx, self.h.n_vocab, params, rng, row)
 
     def _emit(self, text: str) -> None:
         if text and self.on_token is not None:
