@@ -2,7 +2,8 @@
 
 ``python -m swapos.bench decode [--profile default] [--models large,small]
 [--sizes 2,4,8,12] [--repeats 5] [--results docs/results] [--ngrams 1,2,3] [--ks 4,8,12]
-[--speed-cases 1] [--speed-tokens 96] [--no-save] [--out decode-bench.json]``
+[--speed-cases 1] [--speed-tokens 96] [--draws 6] [--draw-tokens 48] [--no-save]
+[--out decode-bench.json]``
 
 Per model of the profile:
 
@@ -17,10 +18,12 @@ Per model of the profile:
 3. **Drafting vs plain**, measured: ``--speed-cases`` recorded prompts per kind decoded
    greedily both ways (order alternating), the speed-up measured and predicted, and
    whether the texts are the same.
-4. **The costs the policy reads** (:class:`~swapos.data.generation.DraftCosts`): saved in
+4. **Draws side by side**: ``--draws`` sampled draws of one prompt, in turn vs in lockstep
+   on sequences sharing the prompt's KV cells (:mod:`~swapos.backends.llama.draws`).
+5. **The costs the policy reads** (:class:`~swapos.data.generation.DraftCosts`): saved in
    the user cache for this model file and thread count (``--no-save`` skips it), so later
    runs draft where it pays; also in the JSON report (``--out``), which a profile may pin.
-5. **Targets** of issue 26, each a ``name/condition/value/limit/met`` record.
+6. **Targets** of issue 26, each a ``name/condition/value/limit/met`` record.
 
 Timings on a busy machine are noise: the command prints the load average it ran under.
 See ``docs/timings.md`` ("Drafting") for how to read the output.
