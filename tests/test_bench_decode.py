@@ -21,9 +21,12 @@ from swapos.capsule.schema import (
     with_artifact,
     with_feedback,
 )
-from swapos.data.generation import DraftCosts
+from swapos.data.generation import DraftCosts, GenerationStats
+from swapos.messages.events import GenerationFinished, PhaseStarted, TaskStarted
 from swapos.models.digests import file_digest
 from swapos.models.spec import ModelSpec
+from swapos.records.aggregate import Aggregator
+from swapos.records.schema import PhaseRecord
 
 
 def _capsule_file(folder: Path) -> Path:
@@ -137,3 +140,21 @@ def test_the_decode_loop_reads_cached_pinned_or_no_costs(
     assert got is not None and got.verify_ratio == (1.0, 1.1)
     report.write_text("{broken")
     assert costs_for(msgspec.structs.replace(spec, draft=str(report))) is None
+
+
+def test_a_phase_record_says_what_drafting_did() -> None:
+    stats = GenerationStats(
+        prompt_tokens=10, prefill_tokens=10, kv_restored_tokens=0, prefill_s=1.0, ttft_s=1.0,
+        tokens=40, gen_s=2.0, stop_reason="eos", draft_rule="lookup1-3", drafted_tokens=36,
+        accepted_tokens=30, verify_steps=5,
+    )  # fmt: skip
+    agg = Aggregator()
+    ids = {"task_id": "t", "phase_id": "p", "model": "m"}
+    agg.feed(TaskStarted(t=0.0, task_id="t", run_id="r"))
+    agg.feed(PhaseStarted(t=0.0, run_id="r", phase="code", attempt=2, **ids))
+    agg.feed(GenerationFinished(t=3.0, stats=stats, **ids))
+    record = agg.phases["p"]
+    assert (record.draft_rule, record.drafted_tokens) == ("lookup1-3", 36)
+    assert (record.accepted_tokens, record.verify_steps) == (30, 5)
+    old = msgspec.json.decode(b'{"task_id":"t","phase_id":"p","phase":"code"}', type=PhaseRecord)
+    assert (old.draft_rule, old.drafted_tokens) == ("", 0)  # records from before read as plain
