@@ -20,6 +20,7 @@ from swapos.capsule.schema import (
     new_capsule,
     with_artifact,
     with_feedback,
+    with_plan,
 )
 from swapos.data.generation import DraftCosts, GenerationStats
 from swapos.messages.events import GenerationFinished, PhaseStarted, TaskStarted
@@ -31,6 +32,7 @@ from swapos.records.schema import PhaseRecord
 
 def _capsule_file(folder: Path) -> Path:
     cap = new_capsule(task_id="bugfix_is_even", category="bugfix", goal="Fix is_even.")
+    cap = with_plan(cap, ["1. use n % 2"])
     cap = with_artifact(cap, Artifact(attempt=1, phase="code", code="def is_even(n): 1\n"))
     cap = with_feedback(cap, Feedback(attempt=1, source="grader", text="1 failed"))
     cap = with_feedback(cap, Feedback(attempt=1, source="critic", text="return n % 2 == 0"))
@@ -47,8 +49,11 @@ def test_each_attempt_and_critic_note_is_a_recorded_phase_with_what_came_before(
     written = _capsule_file(tmp_path)
     assert find_capsules([tmp_path]) == [written]
     cases = recorded_phases(find_capsules([tmp_path]))
-    assert [(c.kind, c.attempt) for c in cases] == [("code", 1), ("critic", 1), ("fix", 2)]
-    first, critic, fix = cases
+    kinds = [(c.kind, c.attempt) for c in cases]
+    assert kinds == [("reason", 0), ("code", 1), ("critic", 1), ("fix", 2)]
+    plan, first, critic, fix = cases
+    assert plan.output == "1. use n % 2" and "def is_even(n: int) -> bool" in plan.context
+    assert "1. use n % 2" in first.context
     assert first.context.startswith("Fix is_even.")
     assert "def is_even(n: int) -> bool" in first.context  # the builtin task's starter
     assert "def is_even(n): 1" not in first.context

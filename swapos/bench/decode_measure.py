@@ -192,12 +192,17 @@ class SpeedCase(msgspec.Struct, frozen=True, kw_only=True):
     verify_steps: int
 
 
-_ASK = {"critic": "Say what to fix.", "code": "Write solution.py.", "fix": "Write solution.py."}
+_ASK = {
+    "reason": "Plan the change in numbered steps.",
+    "critic": "Say what to fix.",
+    "code": "Write solution.py.",
+    "fix": "Write solution.py.",
+}
 
 
 def case_prompt(case: Recorded) -> str:
     """A ChatML prompt of the recorded context (a rewrite opens a python fence)."""
-    opening = "" if case.kind == "critic" else "```python\n"
+    opening = "```python\n" if case.kind in ("code", "fix") else ""
     return (
         f"<|im_start|>user\n{case.context}\n\n{_ASK.get(case.kind, '')}<|im_end|>\n"
         f"<|im_start|>assistant\n{opening}"

@@ -9,8 +9,9 @@ what it wrote. The context is rebuilt from the capsule, not the exact prompt (no
 no compression): close enough to count which drafts a prompt lookup would find, since the
 texts a draft comes from (the starter, earlier attempts) are in it whole.
 
-Kinds: ``code`` (first attempt), ``fix`` (a later attempt, which rewrites the file it was
-shown), ``critic`` (the critic's notes on an attempt).
+Kinds: ``reason`` (the plan, from the brief and starter), ``code`` (first attempt), ``fix``
+(a later attempt, which rewrites the file it was shown), ``critic`` (the critic's notes on
+an attempt).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from swapos.capsule.schema import Capsule, decode_capsule
 from swapos.errors import TaskError
 from swapos.pipeline.tasks import builtin_suite_path
 
-KINDS = ("code", "fix", "critic")
+KINDS = ("reason", "code", "fix", "critic")
 
 
 class Recorded(msgspec.Struct, frozen=True, kw_only=True):
@@ -61,12 +62,22 @@ def recorded_phases(paths: list[Path]) -> list[Recorded]:
 
 def _cases(capsule: Capsule) -> list[Recorded]:
     task_id = capsule.meta.task_id
-    head = [capsule.goal, *capsule.constraints, *capsule.plan_steps]
+    brief = [capsule.goal, *capsule.constraints]
     starter = _starter(task_id)
     if starter:
-        head.append(starter)
+        brief.append(starter)
     cases: list[Recorded] = []
-    shown = list(head)
+    if capsule.plan_steps:
+        cases.append(
+            Recorded(
+                task_id=task_id,
+                kind="reason",
+                attempt=0,
+                context="\n\n".join(brief),
+                output="\n".join(capsule.plan_steps),
+            )
+        )
+    shown = [*brief, *capsule.plan_steps]
     for art in sorted(capsule.artifacts, key=lambda a: a.attempt):
         written = art.answer or art.code
         if written.strip():

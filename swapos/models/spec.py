@@ -44,11 +44,11 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
         footprint_bytes: a measured or declared footprint; ``None`` means estimate it.
         repack: let llama.cpp repack weights into its CPU-optimised layouts (an anonymous
             copy of the repackable tensors, next to the mapped file).
-        draft: the drafting costs file the decode loop reads, ``"off"``, or None: the ones
-            ``bench decode`` cached for this file (see ``backends/llama/draft_costs.py``).
         api: set for a remote model, served by an OpenAI-compatible endpoint: ``path`` is
             then the endpoint's URL (for messages and logs; there is no file), and the model
             holds no local memory.
+        draft: the drafting costs file the decode loop reads, ``"off"``, or None: the ones
+            ``bench decode`` cached for this file (see ``backends/llama/draft_costs.py``).
     """
 
     name: str
