@@ -181,7 +181,8 @@ def _bench_model(
             ratio = curve.verify_ratio()
             say(f"[{spec.name}] {curve.ms_per_token:.1f} ms/token; ratios "
                 + ", ".join(f"{p.tokens}: x{p.ratio:.2f}" for p in curve.points))  # fmt: skip
-            fitting = [msgspec.structs.replace(r, k=min(r.k, len(ratio) - 1)) for r in rules]
+            capped = (msgspec.structs.replace(r, k=min(r.k, len(ratio) - 1)) for r in rules)
+            fitting = list(dict.fromkeys(capped))  # caps past the curve are one rule
             stats = replay_rules(h, cases, fitting, ratio)
             costs = choose_costs(ratio, stats, source=f"bench decode {time.strftime('%F')}")
             speed = _speed(h, costs, cases, args, say)
