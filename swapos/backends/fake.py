@@ -195,6 +195,7 @@ class FakeModel:
     ) -> GenerationOutput:
         clock, script = self._backend.clock, self._script
         self._backend.prompts.append((self._spec.name, "".join(map(chr, prompt))))
+        self._backend.params.append((self._spec.name, params))
         backend = self._backend
         start = clock.now()
         restored = 0
@@ -456,6 +457,7 @@ class FakeBackend:
         self.warmed: set[str] = set()
         self.resident_bytes = 0
         self.prompts: list[tuple[str, str]] = []
+        self.params: list[tuple[str, SamplingParams]] = []  # what each generation was asked
         self.generations: dict[str, int] = {}
         self.peak_resident_bytes = 0
 

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from swapos.bench import kv, replay, report, splice
+from swapos.bench.decode import command as decode
 from swapos.bench.draws import command as draws
 from swapos.bench.grade import command as grade_cost
 from swapos.bench.overhead import command as overhead
@@ -32,6 +33,7 @@ def _suite_run(args: argparse.Namespace) -> int:
 _suite_run.__doc__ = suite_run.main.__doc__
 
 SUBCOMMANDS: dict[str, tuple[AddArguments, Main]] = {
+    "decode": (decode.add_arguments, decode.main),
     "draws": (draws.add_arguments, draws.main),
     "grade": (grade_cost.add_arguments, grade_cost.main),
     "kv": (kv.add_arguments, kv.main),

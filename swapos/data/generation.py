@@ -33,6 +33,14 @@ class GenerationStats(msgspec.Struct, frozen=True, kw_only=True):
             same task (the longest common prefix with an earlier phase's prompt and answer):
             what a perfect prefix cache could have restored. Set by the Generator (0 from the
             backend); the share of these that were restored is the KV cache's score.
+        draft_rule: the drafting rule the decode loop used (``"lookup1-3"``, with
+            ``"+prediction"`` when the request gave a predicted output); empty when it did
+            not draft (no measured batch cost, or drafting would not pay).
+        drafted_tokens: drafted tokens sent for verification (in ``verify_steps`` batches).
+        accepted_tokens: drafted tokens the model accepted (part of ``tokens``).
+        verify_steps: decode steps that verified a draft (each also yields the model's own
+            next token); the other ``tokens - accepted_tokens - verify_steps`` tokens were
+            decoded one per step.
     """
 
     prompt_tokens: int
@@ -44,8 +52,54 @@ class GenerationStats(msgspec.Struct, frozen=True, kw_only=True):
     gen_s: float
     stop_reason: StopReason
     kv_servable_tokens: int = 0
+    draft_rule: str = ""
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    verify_steps: int = 0
 
     @property
     def hit_cap(self) -> bool:
         """True when generation stopped because it reached ``max_tokens``."""
         return self.stop_reason == "length"
+
+
+class DraftRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """What a generation tells the decode loop about drafting (part of its sampling data).
+
+    Attributes:
+        kind: the phase kind (``"reason"``, ``"code"``, ``"fix"``, ``"critic"``, ``"serve"``):
+            the acceptance measured for that kind is the policy's starting estimate.
+        prediction: text the answer is expected to repeat (OpenAI's predicted outputs, a
+            file being rewritten): drafts are looked up in it before the prompt.
+        max_draft: pins the draft length (tokens verified per step whenever a draft is
+            found; 0 never drafts); None lets the policy choose from the measured costs.
+    """
+
+    kind: str = ""
+    prediction: str = ""
+    max_draft: int | None = None
+
+
+class DraftCosts(msgspec.Struct, frozen=True, kw_only=True):
+    """What drafting costs and yields on one model and machine (``bench decode`` writes it;
+    a profile may pin a file of it).
+
+    Attributes:
+        verify_ratio: entry ``i`` is the wall of one decode batch of ``i + 1`` tokens with
+            logits at every position, over the wall of a batch of one token (entry 0 is 1.0);
+            the longest draft verified is ``len(verify_ratio) - 1``.
+        acceptance: per phase kind, the probability that a drafted token is accepted given
+            the ones before it were (replayed on recorded outputs); kinds absent here use
+            ``default_acceptance``.
+        default_acceptance: the acceptance of a phase kind not measured.
+        ngram_min: shortest n-gram match a draft is looked up from.
+        ngram_max: longest n-gram match tried (first).
+        source: where these numbers come from (a file, "pinned"...), for the logs.
+    """
+
+    verify_ratio: tuple[float, ...]
+    acceptance: dict[str, float] = {}
+    default_acceptance: float = 0.0
+    ngram_min: int = 1
+    ngram_max: int = 3
+    source: str = ""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
+from swapos.data.generation import DraftRequest
+
 
 class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
     """How to sample one generation.
@@ -15,6 +17,8 @@ class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
         seed: sampling seed (used when ``temperature > 0``).
         top_k: top-k filter; 0 disables it.
         top_p: nucleus filter; 1.0 disables it.
+        draft: what the decode loop may draft from and for which phase kind; None: the
+            prompt and the answer only, the policy's default acceptance.
     """
 
     max_tokens: int = 256
@@ -23,3 +27,4 @@ class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
     seed: int = 0
     top_k: int = 40
     top_p: float = 0.95
+    draft: DraftRequest | None = None

@@ -49,7 +49,10 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
     ``gpu_layers`` offloads that many of its layers to a GPU (``"all"``: every layer; 0, the
     default: none), ``main_gpu`` says on which of llama.cpp's devices (its index among the
-    GPUs; see ``docs/gpu.md``).
+    GPUs; see ``docs/gpu.md``). ``draft`` pins the drafting costs the decode
+    loop reads (a ``bench decode`` file) or turns drafting off (``"off"``); unset, the costs
+    ``bench decode`` cached for this file on this machine are used (see
+    ``docs/timings.md``).
     """
 
     path: str | None = None
@@ -62,6 +65,7 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     type_v: str = "f16"
     prompt: PromptStyle = "auto"
     repack: bool = False
+    draft: str | None = None
     api_base: str | None = None
     api_model: str | None = None
     api_key_env: str | None = None

@@ -44,6 +44,7 @@ def model_specs(profile: Profile) -> dict[str, ModelSpec]:
             repack=cfg.repack,
             gpu_layers=gpu_layer_count(cfg),
             main_gpu=cfg.main_gpu,
+            draft=cfg.draft,
         )
     return specs
 

@@ -50,6 +50,8 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
         api: set for a remote model, served by an OpenAI-compatible endpoint: ``path`` is
             then the endpoint's URL (for messages and logs; there is no file), and the model
             holds no local memory.
+        draft: the drafting costs file the decode loop reads, ``"off"``, or None: the ones
+            ``bench decode`` cached for this file (see ``backends/llama/draft_costs.py``).
     """
 
     name: str
@@ -65,6 +67,7 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
     gpu_layers: int = 0
     main_gpu: int = 0
     api: RemoteEndpoint | None = None
+    draft: str | None = None
 
     @property
     def remote(self) -> bool:

@@ -25,6 +25,7 @@ from swapos.capsule.schema import (
     with_plan,
     with_verdict,
 )
+from swapos.data.generation import DraftRequest
 from swapos.data.sampling import SamplingParams
 from swapos.data.task import Task
 from swapos.errors import SwapOSError
@@ -139,6 +140,7 @@ async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | s
     params = SamplingParams(
         max_tokens=cfg.max_tokens, stop=prompt.stop + tuple(cfg.stop), temperature=temperature,
         seed=seed,
+        draft=DraftRequest(kind="fix" if phase == "code" and step.attempt > 1 else phase),
     )  # fmt: skip
     out = await runner.generate_phase(
         task_id=work.task.task_id, phase=phase, model=step.model, prompt=prompt.text,

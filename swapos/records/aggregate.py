@@ -151,6 +151,8 @@ def _apply_generation(record: PhaseRecord, stats: GenerationStats) -> None:
     record.prompt_tokens, record.prefill_tokens = stats.prompt_tokens, stats.prefill_tokens
     record.prefill_s, record.kv_restored_tokens = stats.prefill_s, stats.kv_restored_tokens
     record.kv_servable_tokens = stats.kv_servable_tokens
+    record.draft_rule, record.drafted_tokens = stats.draft_rule, stats.drafted_tokens
+    record.accepted_tokens, record.verify_steps = stats.accepted_tokens, stats.verify_steps
     record.hit_cap = stats.hit_cap
     record.tok_s = (stats.tokens - 1) / stats.gen_s if stats.tokens > 1 and stats.gen_s > 0 else 0.0
     record.outcome = "cap" if stats.hit_cap else stats.stop_reason

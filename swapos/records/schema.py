@@ -31,6 +31,10 @@ class PhaseRecord(msgspec.Struct, kw_only=True):
     peak_rss_bytes: int = 0
     outcome: str = ""
     error: str | None = None
+    draft_rule: str = ""
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    verify_steps: int = 0
 
 
 class TaskResult(msgspec.Struct, kw_only=True):

@@ -21,6 +21,7 @@ import anyio.to_thread
 import msgspec
 
 from swapos.actors.system import PhasesOutcome
+from swapos.data.generation import DraftRequest
 from swapos.data.sampling import SamplingParams
 from swapos.messages.base import new_id
 from swapos.messages.commands import PhaseSpec
@@ -38,6 +39,7 @@ from swapos.serve.schemas import (
     CompletionRequest,
     Delta,
     FinishReason,
+    Prediction,
     TextChoice,
     TextCompletion,
     TextCompletionChunk,
@@ -124,6 +126,18 @@ def _messages(messages: list[ChatMessageIn]) -> list[ChatMessage]:
     return out
 
 
+def _prediction(prediction: Prediction | None) -> str:
+    """The text of a predicted output (``{"type": "content", "content": ...}``)."""
+    if prediction is None:
+        return ""
+    if prediction.type != "content":
+        raise RequestError(
+            400, f"prediction.type must be 'content', got {prediction.type!r}", "prediction"
+        )
+    content = prediction.content
+    return content if isinstance(content, str) else "".join(p.text for p in content)
+
+
 def _stops(stop: str | list[str] | None) -> tuple[str, ...]:
     if stop is None:
         return ()
@@ -141,6 +155,7 @@ async def _params_for(
     seed: int | None,
     stop: str | list[str] | None,
     param: str,
+    prediction: str = "",
 ) -> tuple[SamplingParams, int]:
     """Sampling parameters and the prompt's token count; a prompt that leaves no room in
     the model's context is refused naming the limit."""
@@ -168,6 +183,7 @@ async def _params_for(
         temperature=temperature if temperature is not None else 0.0,
         seed=seed if seed is not None else 0,
         top_p=top_p if top_p is not None else SamplingParams().top_p,
+        draft=DraftRequest(kind="prediction" if prediction else "serve", prediction=prediction),
     )
     return params, count
 
@@ -227,6 +243,7 @@ async def prepare_chat(server: Server, body: ChatCompletionRequest, key: str | N
         seed=body.seed,
         stop=body.stop,
         param="messages",
+        prediction=_prediction(body.prediction),
     )
     return Prepared(
         kind="chat",

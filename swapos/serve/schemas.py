@@ -30,6 +30,15 @@ class StreamOptions(msgspec.Struct, frozen=True, kw_only=True):
     include_usage: bool = False
 
 
+class Prediction(msgspec.Struct, frozen=True, kw_only=True):
+    """OpenAI's predicted output: text most of the answer is expected to repeat (a file
+    being rewritten). SwapOS drafts from it (``docs/timings.md``, "Drafting"); the answer
+    is the model's, whatever the prediction says."""
+
+    type: str = "content"
+    content: str | list[ContentPart] = ""
+
+
 class ChatCompletionRequest(msgspec.Struct, frozen=True, kw_only=True):
     """``POST /v1/chat/completions``."""
 
@@ -49,6 +58,7 @@ class ChatCompletionRequest(msgspec.Struct, frozen=True, kw_only=True):
     """vLLM's extension: the model continues the final (assistant) message instead of
     starting a new turn; with it ``add_generation_prompt`` must be false."""
     add_generation_prompt: bool = True
+    prediction: Prediction | None = None
 
 
 class CompletionRequest(msgspec.Struct, frozen=True, kw_only=True):

@@ -1,7 +1,15 @@
 """One generation's decode loop: restore, prefill in ``n_batch`` chunks, sample, stop.
 
 It runs in a worker thread that holds the model's lock, and polls the abort flag between
-chunks and tokens, so a cancellation stops it within one token (or one prefill chunk).
+chunks and tokens, so a cancellation stops it within one token (or one prefill chunk, or
+one verification batch).
+
+With drafting (``policies/drafting.py`` decides; the model's measured costs say whether it
+pays) a step evaluates the next token and a looked-up draft in one batch with logits at each
+position, samples position after position while the sampled token equals the drafted one,
+and drops the KV cells of the rejected rest. Each emitted token is sampled from the model
+with the same random draw as plain decoding would use, so the output (greedy or sampled) is
+what plain decoding gives, up to the batch's numerics.
 """
 
 from __future__ import annotations
@@ -20,12 +28,14 @@ import numpy as np
 
 from swapos.backends.base import GenerationOutput
 from swapos.backends.llama import kv_state
+from swapos.backends.llama.batch import VerifyBatch
 from swapos.backends.llama.runtime import Aborted
-from swapos.backends.llama.vocab import piece
+from swapos.backends.llama.vocab import piece, tokenize
 from swapos.backends.stops import StopStream
-from swapos.data.generation import GenerationStats, StopReason
+from swapos.data.generation import DraftCosts, GenerationStats, StopReason
 from swapos.data.prefix import PrefixState
 from swapos.data.sampling import SamplingParams
+from swapos.policies.drafting import MAX_DRAFT, DraftPolicy, NgramIndex, lookup
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +51,39 @@ class Handles:
     n_batch: int
     window: int | None = None
     """The sliding attention window (``n_swa``), None with full attention."""
+    draft_costs: DraftCosts | None = None
+    """The model's measured drafting costs (None: never draft unless a request pins it)."""
+
+
+@dataclasses.dataclass
+class _Drafts:
+    """Drafting counters of one generation."""
+
+    rule: str = ""
+    drafted: int = 0
+    accepted: int = 0
+    steps: int = 0
+
+
+def sample(
+    ctx: Any, n_vocab: int, params: SamplingParams, rng: np.random.Generator, row: int = -1
+) -> int:
+    """Sample from the logits of output ``row`` of the last batch (-1: its last): argmax
+    when greedy, else top-k, then top-p, at ``params.temperature``, one draw of ``rng``."""
+    ptr = llama_cpp.llama_get_logits_ith(ctx, row)
+    logits = np.ctypeslib.as_array(ptr, shape=(n_vocab,))
+    if params.temperature <= 0.0:
+        return int(np.argmax(logits))
+    scaled = logits.astype(np.float64) / params.temperature
+    k = params.top_k if 0 < params.top_k < scaled.size else scaled.size
+    ids = np.argpartition(-scaled, k - 1)[:k] if k < scaled.size else np.arange(scaled.size)
+    ids = ids[np.argsort(-scaled[ids])]
+    probs = np.exp(scaled[ids] - scaled[ids[0]])
+    probs /= probs.sum()
+    if params.top_p < 1.0:
+        keep = int(np.searchsorted(np.cumsum(probs), params.top_p)) + 1
+        ids, probs = ids[:keep], probs[:keep] / probs[:keep].sum()
+    return int(ids[rng.choice(len(ids), p=probs)])
 
 
 class Decoder:
@@ -60,6 +103,10 @@ class Decoder:
         self.started = started
         self.n_past = 0
         self.generated: list[int] = []  # sampled tokens decoded into the KV cache
+        self.drafts = _Drafts()
+        self.policy = DraftPolicy(None, None)
+        self.sources: list[NgramIndex] = []  # prediction, then prompt + answer (the history)
+        self.batch: VerifyBatch | None = None
 
     def run(
         self,
@@ -100,7 +147,7 @@ class Decoder:
                 "", prompt, restored, prefilled=prefilled, first=prefilled, count=0,
                 reason="context", saved=saved,
             )  # fmt: skip
-        text, count, reason, first = self._sample_loop(params)
+        text, count, reason, first = self._sample_loop(params, prompt)
         out = self._output(
             text, prompt, restored, prefilled=prefilled, first=first, count=count,
             reason=reason, saved=saved,
@@ -133,53 +180,134 @@ class Decoder:
             self.n_past += len(chunk)
         return True
 
-    def _sample(self, params: SamplingParams, rng: np.random.Generator) -> int:
-        ptr = llama_cpp.llama_get_logits_ith(self.ctx, -1)
-        logits = np.ctypeslib.as_array(ptr, shape=(self.h.n_vocab,))
-        if params.temperature <= 0.0:
-            return int(np.argmax(logits))
-        scaled = logits.astype(np.float64) / params.temperature
-        k = params.top_k if 0 < params.top_k < scaled.size else scaled.size
-        ids = np.argpartition(-scaled, k - 1)[:k] if k < scaled.size else np.arange(scaled.size)
-        ids = ids[np.argsort(-scaled[ids])]
-        probs = np.exp(scaled[ids] - scaled[ids[0]])
-        probs /= probs.sum()
-        if params.top_p < 1.0:
-            keep = int(np.searchsorted(np.cumsum(probs), params.top_p)) + 1
-            ids, probs = ids[:keep], probs[:keep] / probs[:keep].sum()
-        return int(ids[rng.choice(len(ids), p=probs)])
+    def _sample(self, params: SamplingParams, rng: np.random.Generator, row: int = -1) -> int:
+        return sample(self.ctx, self.h.n_vocab, params, rng, row)
 
     def _emit(self, text: str) -> None:
         if text and self.on_token is not None:
             anyio.from_thread.run_sync(self.on_token, text)
 
-    def _sample_loop(self, params: SamplingParams) -> tuple[str, int, StopReason, float]:
+    def _policy(
+        self, params: SamplingParams, prompt: list[int]
+    ) -> tuple[DraftPolicy, list[NgramIndex]]:
+        """The drafting policy and the sources it looks drafts up in (prediction first)."""
+        if self.h.window is not None:  # a rolled-back step may have pushed cells out of it
+            return DraftPolicy(None, None), []
+        policy = DraftPolicy(self.h.draft_costs, params.draft)
+        sources: list[NgramIndex] = []
+        if not policy.active:
+            return policy, sources
+        n = policy.rule.ngram_max
+        prediction = params.draft.prediction if params.draft is not None else ""
+        if prediction:
+            tokens = tokenize(self.h.vocab, prediction)
+            bos = llama_cpp.llama_vocab_bos(self.h.vocab)
+            sources.append(NgramIndex(tokens[1:] if tokens[:1] == [bos] else tokens, ngram_max=n))
+            self.drafts.rule = f"{policy.rule.name}+prediction"
+        else:
+            self.drafts.rule = policy.rule.name
+        sources.append(NgramIndex(prompt, ngram_max=n))
+        return policy, sources
+
+    def _sample_loop(
+        self, params: SamplingParams, prompt: list[int]
+    ) -> tuple[str, int, StopReason, float]:
+        if params.max_tokens <= 0:
+            return "", 0, "length", time.perf_counter()
         rng = np.random.default_rng(params.seed)
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         stream = StopStream(params.stop)
+        policy, sources = self._policy(params, prompt)
+        self.policy, self.sources = policy, sources
+        history = sources[-1] if sources else None
         count = 0
-        first = time.perf_counter()
         reason: StopReason = "length"
-        for i in range(params.max_tokens):
-            if self.abort.is_set():
-                raise Aborted
-            token = self._sample(params, rng)
-            if i == 0:
-                first = time.perf_counter()
-            if llama_cpp.llama_vocab_is_eog(self.h.vocab, token):
-                reason = "eos"
-                break
-            count += 1
-            self._emit(stream.add(utf8.decode(piece(self.h.vocab, token))))
-            if stream.stopped:
-                return stream.text, count, "stop", first
-            if i + 1 < params.max_tokens:
-                if not self._eval([token]):
+        token = self._sample(params, rng)
+        first = time.perf_counter()
+        batch = self.batch = VerifyBatch(MAX_DRAFT + 1) if policy.active else None
+        try:
+            queue = [token]  # sampled, not yet emitted; all but the last are in the KV cache
+            while True:
+                if self.abort.is_set():
+                    raise Aborted
+                ended: StopReason | None = None
+                for j, tok in enumerate(queue):
+                    if llama_cpp.llama_vocab_is_eog(self.h.vocab, tok):
+                        ended = "eos"
+                    else:
+                        count += 1
+                        self._emit(stream.add(utf8.decode(piece(self.h.vocab, tok))))
+                        ended = "stop" if stream.stopped else None
+                        if ended is None and count >= params.max_tokens:
+                            ended = "length"
+                    if ended is not None:
+                        self._keep(len(queue) - 1 - j)  # tok and what followed leave the KV
+                        break
+                    if j < len(queue) - 1:
+                        self.generated.append(tok)
+                        self.drafts.accepted += 1
+                    if history is not None:
+                        history.append(tok)
+                if ended is not None:
+                    reason = ended
+                    break
+                queue = self._step(queue[-1], params, rng)
+                if not queue:
                     reason = "context"
                     break
-                self.generated.append(token)
+        finally:
+            if batch is not None:
+                batch.close()
+        if reason == "stop":
+            return stream.text, count, "stop", first
         self._emit(stream.finish(utf8.decode(b"", final=True)))
         return stream.text, count, "stop" if stream.stopped else reason, first
+
+    def _step(self, token: int, params: SamplingParams, rng: np.random.Generator) -> list[int]:
+        """Put ``token`` in the KV cache (with a verified draft when one pays) and sample
+        what follows: the accepted drafted tokens (in the cache) and the model's own next
+        token (not yet). Empty when the context is full."""
+        policy, sources, batch = self.policy, self.sources, self.batch
+        draft = lookup(sources, sources[-1].tokens, policy.rule) if sources else []
+        room = self.h.n_ctx - self.n_past - 1
+        d = min(policy.length(len(draft)), room) if draft else 0
+        if d <= 0 or batch is None:
+            if not self._eval([token]):
+                return []
+            self.generated.append(token)
+            nxt = self._sample(params, rng)
+            if draft:
+                policy.observe_unverified(draft[0], nxt)
+            return [nxt]
+        start = self.n_past
+        status = batch.decode(self.ctx, [token, *draft[:d]], start)
+        if status == 1:
+            return []
+        if status != 0:
+            raise RuntimeError(f"llama_decode failed with status {status}")
+        self.n_past += d + 1
+        self.generated.append(token)
+        out: list[int] = []
+        for j in range(d + 1):
+            sampled = self._sample(params, rng, j)
+            out.append(sampled)
+            if j == d or sampled != draft[j]:
+                break
+        accepted = len(out) - 1
+        policy.observe(d, accepted)
+        self.drafts.drafted += d
+        self.drafts.steps += 1
+        self._keep(d - accepted)
+        return out
+
+    def _keep(self, drop: int) -> None:
+        """Drop the last ``drop`` cells of the KV cache (rejected or never emitted)."""
+        if drop <= 0:
+            return
+        keep = self.n_past - drop
+        if not kv_state.truncate(self.ctx, keep):
+            raise RuntimeError(f"llama.cpp refused to drop KV cells from position {keep}")
+        self.n_past = keep
 
     def _final_state(self, prompt: list[int]) -> PrefixState | None:
         """The state holding ``prompt`` + the answer's decoded tokens, for a retry whose
@@ -224,5 +352,9 @@ class Decoder:
             tokens=count,
             gen_s=end - first,
             stop_reason=reason,
+            draft_rule=self.drafts.rule,
+            drafted_tokens=self.drafts.drafted,
+            accepted_tokens=self.drafts.accepted,
+            verify_steps=self.drafts.steps,
         )
         return GenerationOutput(text=text, stats=stats, saved=saved)

@@ -18,6 +18,7 @@ from swapos.errors import ModelFileError
 from swapos.models.digests import file_digest
 from swapos.models.gguf import GGUFInfo, read_gguf
 from swapos.models.spec import ModelSpec
+from swapos.policies.drafting import MAX_DRAFT
 from swapos.policies.memory import KV_TYPES, estimate_device_footprint, estimate_footprint
 from swapos.sysinfo import device_used_bytes, release_free_heap, rss_bytes
 
@@ -178,7 +179,7 @@ def _open(spec: ModelSpec, abort: threading.Event) -> tuple[Any, Any, float]:
     cparams.n_ctx = spec.n_ctx
     cparams.n_batch = cparams.n_ubatch = min(spec.n_batch, spec.n_ctx)
     cparams.n_seq_max = 1
-    cparams.n_outputs_max = 1  # one logits row per batch: we only sample the last token
+    cparams.n_outputs_max = MAX_DRAFT + 1  # a verification batch has logits at each token
     cparams.n_threads = cparams.n_threads_batch = threads
     cparams.type_k = _kv_type(spec, spec.type_k)
     cparams.type_v = _kv_type(spec, spec.type_v)

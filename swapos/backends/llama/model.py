@@ -7,7 +7,7 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -17,6 +17,7 @@ import structlog
 from swapos.backends.base import DrawOutput, GenerationOutput
 from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
 from swapos.backends.llama.decode import Decoder, Handles
+from swapos.backends.llama.draft_costs import costs_for
 from swapos.backends.llama.parallel import DrawsDecoder
 from swapos.backends.llama.runtime import Aborted
 from swapos.backends.llama.vocab import tokenize
@@ -29,6 +30,8 @@ from swapos.models.spec import ModelSpec
 from swapos.sysinfo import release_free_heap
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 
 class LlamaModel:
@@ -70,6 +73,7 @@ class LlamaModel:
         self._identity = identity
         n_swa = int(llama_cpp.llama_model_n_swa(model))
         self._window = n_swa if n_swa > 0 else None
+        self._draft_costs = costs_for(spec)  # bench decode's measurements, or a profile's pin
 
     @property
     def spec(self) -> ModelSpec:
@@ -195,6 +199,18 @@ class LlamaModel:
 
         return await run_in_worker(work, limiter=self._limiter)
 
+    def with_handles(self, work: Callable[[Handles], T]) -> T:
+        """Run ``work`` on the model's llama.cpp handles under its lock, in this (worker)
+        thread: for benchmarks that drive llama.cpp directly (``bench decode``).
+
+        Raises:
+            GenerationError: the model is closed.
+        """
+        with self._lock:
+            if self._ctx is None:
+                raise GenerationError(f"model {self._spec.name!r} is closed; load it again")
+            return work(self._handles())
+
     def _edge(self, doing: str) -> contextlib.AbstractContextManager[None]:
         """Maps llama.cpp's exceptions to :class:`GenerationError` naming this model."""
         return map_exceptions(
@@ -208,7 +224,7 @@ class LlamaModel:
         return Handles(
             name=self._spec.name, model=self._model, ctx=self._ctx, vocab=self._vocab,
             n_vocab=self._n_vocab, n_ctx=self._n_ctx, n_batch=self._spec.n_batch,
-            window=self._window,
+            window=self._window, draft_costs=self._draft_costs,
         )  # fmt: skip
 
     def _acquire(self, abort: threading.Event) -> bool:

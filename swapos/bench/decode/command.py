@@ -1,0 +1,309 @@
+"""The decode benchmark: what a verification batch costs, and what drafting would yield.
+
+``python -m swapos.bench decode [--profile default] [--models large,small]
+[--sizes 2,4,8,12] [--repeats 5] [--results DIR] [--ngrams 1,2,3] [--ks 4,8,12]
+[--speed-cases 1] [--speed-tokens 96] [--no-save]
+[--out decode-bench.json]``
+
+Per model of the profile:
+
+1. **Cost curve**: the wall of one decode batch of K tokens with logits at every position
+   (what verifying K-1 drafted tokens costs) over the wall of one token, after a context of
+   ``--context`` tokens, the sizes interleaved and repeated (medians); prefill and decode
+   tok/s.
+2. **Acceptance** of each lookup rule (n-gram at least ``--ngrams`` long, up to 3; drafts of
+   up to ``--ks`` tokens), replayed on the recorded outputs of the capsules under
+   ``--results`` (:mod:`~swapos.bench.decode.replay`), per phase kind: tokens per target
+   pass, per-token acceptance, and the speed-up the curve predicts.
+3. **Drafting vs plain**, measured: ``--speed-cases`` recorded prompts per kind decoded
+   greedily both ways (order alternating), the speed-up measured and predicted, and
+   whether the texts are the same.
+5. **The costs the policy reads** (:class:`~swapos.data.generation.DraftCosts`): saved in
+   the user cache for this model file and thread count (``--no-save`` skips it), so later
+   runs draft where it pays; also in the JSON report (``--out``), which a profile may pin.
+6. **Targets** of issue 26, each a ``name/condition/value/limit/met`` record.
+
+Timings on a busy machine are noise: the command prints the load average it ran under.
+See ``docs/timings.md`` ("Drafting") for how to read the output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import msgspec
+from rich.console import Console
+from rich.table import Table
+
+from swapos.backends.llama.decode import Handles
+from swapos.backends.llama.draft_costs import save_cached
+from swapos.backends.llama.loading import load_model
+from swapos.backends.llama.vocab import tokenize
+from swapos.bench.decode.measure import (
+    Curve,
+    RuleStats,
+    SpeedCase,
+    choose_costs,
+    measure_curve,
+    replay_rules,
+    speed_case,
+)
+from swapos.bench.decode.replay import KINDS, Recorded, find_capsules, recorded_phases
+from swapos.data.generation import DraftCosts
+from swapos.errors import SwapOSError
+from swapos.models.bundled import resolve_profile
+from swapos.models.resolve import model_specs
+from swapos.models.spec import ModelSpec
+from swapos.policies.drafting import DraftRule
+from swapos.sysinfo import host_info
+
+Say = Callable[[str], None]
+CONTEXT_TEXT = "def f(x):\n    return x + 1\n\n"
+
+
+class Target(msgspec.Struct, frozen=True, kw_only=True):
+    """One target checked: its value against its limit (as ``bench swap`` reports them)."""
+
+    name: str
+    condition: str
+    value: float
+    limit: float
+    met: bool
+    detail: str
+
+
+class ModelReport(msgspec.Struct, frozen=True, kw_only=True):
+    curve: Curve
+    rules: list[RuleStats]
+    costs: DraftCosts
+    speed: list[SpeedCase]
+    saved: str | None
+
+
+class DecodeReport(msgspec.Struct, frozen=True, kw_only=True):
+    kind: str
+    run_at: str
+    host: dict[str, str]
+    load_average: float
+    profile: str
+    recorded_cases: int
+    models: dict[str, ModelReport]
+    targets: list[Target]
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers like 2,4,8 (got {text!r})") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers (got {text!r})")
+    return values
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--profile", default="default", help="profile TOML or builtin name (default: default)")
+    add("--models", default=None, help="comma-separated model names (default: all local ones)")
+    add("--sizes", type=_ints, default=[2, 4, 8, 12],
+        help="verification batch sizes K, tokens (default: 2,4,8,12)")  # fmt: skip
+    add("--repeats", type=int, default=5, help="timed batches per size (default: 5)")
+    add("--context", type=int, default=256, help="context tokens before the batches")
+    add("--results", type=Path, action="append", default=None,
+        help="results folder(s) of `bench run` whose capsules are replayed (default: "
+        "out/bench, bench run's default --out); repeatable")  # fmt: skip
+    add("--ngrams", type=_ints, default=[1, 2, 3], help="shortest n-gram matches (default 1,2,3)")
+    add("--ks", type=_ints, default=[4, 8, 12], help="draft caps K (default: 4,8,12)")
+    add("--speed-cases", type=int, default=1,
+        help="recorded prompts per phase kind decoded plain and drafted (default: 1)")  # fmt: skip
+    add("--speed-tokens", type=int, default=96, help="max tokens of each (default: 96)")
+    add("--no-save", action="store_true", help="do not cache the costs for later runs")
+    add("--out", type=Path, default=Path("decode-bench.json"), help="JSON report")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Decode bench: verification batch cost curve, lookup-draft acceptance, drafting vs plain."""
+    console = Console(width=None if sys.stdout.isatty() else 150)
+    report = run_bench(args, say=console.print)
+    print_report(report, console)
+    args.out.write_bytes(msgspec.json.format(msgspec.json.encode(report)))
+    console.print(f"wrote {args.out}")
+    return 0
+
+
+def run_bench(args: argparse.Namespace, *, say: Say = print) -> DecodeReport:
+    """Every part of the benchmark, model by model (one loaded at a time)."""
+    profile = resolve_profile(args.profile)
+    specs = [s for s in model_specs(profile).values() if not s.remote]
+    if args.models:
+        wanted = {m.strip() for m in args.models.split(",")}
+        specs = [s for s in specs if s.name in wanted]
+    folders = args.results or [Path("out/bench")]
+    cases = recorded_phases(find_capsules([f for f in folders if f.is_dir()]))
+    if not cases:
+        raise SwapOSError(
+            f"no recorded capsules under {', '.join(map(str, folders))}: run a suite first "
+            "(`python -m swapos.bench run --out DIR`) and pass --results DIR"
+        )
+    say(f"{len(cases)} recorded phases from {len(folders)} folder(s); load average "
+        f"{os.getloadavg()[0]:.2f}")  # fmt: skip
+    rules = [DraftRule(ngram_min=n, ngram_max=3, k=k) for n in args.ngrams for k in args.ks]
+    models: dict[str, ModelReport] = {}
+    for spec in specs:
+        models[spec.name] = _bench_model(spec, args, cases, rules, say)
+    fix_model = profile.roles.get("fix")
+    return DecodeReport(
+        kind="decode", run_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), host=host_info(),
+        load_average=os.getloadavg()[0], profile=profile.name, recorded_cases=len(cases),
+        models=models, targets=targets(models, fix_model),
+    )  # fmt: skip
+
+
+def _bench_model(
+    spec: ModelSpec, args: argparse.Namespace, cases: list[Recorded], rules: list[DraftRule],
+    say: Say,
+) -> ModelReport:  # fmt: skip
+    say(f"[{spec.name}] loading {spec.path}")
+    model = load_model(spec, threading.Event())
+    try:
+
+        def work(h: Handles) -> ModelReport:
+            context = tokenize(h.vocab, CONTEXT_TEXT * (1 + args.context // 8))[: args.context]
+            curve = measure_curve(h, context, args.sizes, args.repeats)
+            ratio = curve.verify_ratio()
+            say(f"[{spec.name}] {curve.ms_per_token:.1f} ms/token; ratios "
+                + ", ".join(f"{p.tokens}: x{p.ratio:.2f}" for p in curve.points))  # fmt: skip
+            capped = (msgspec.structs.replace(r, k=min(r.k, len(ratio) - 1)) for r in rules)
+            fitting = list(dict.fromkeys(capped))  # caps past the curve are one rule
+            stats = replay_rules(h, cases, fitting, ratio)
+            costs = choose_costs(ratio, stats, source=f"bench decode {time.strftime('%F')}")
+            speed = _speed(h, costs, cases, args, say)
+            return ModelReport(curve=curve, rules=stats, costs=costs, speed=speed, saved=None)
+
+        rep = model.with_handles(work)
+        if not args.no_save:
+            rep = msgspec.structs.replace(rep, saved=str(save_cached(spec, rep.costs)))
+        return rep
+    finally:
+        model.close_sync()
+
+
+def _speed(
+    h: Handles, costs: DraftCosts, cases: list[Recorded], args: argparse.Namespace, say: Say
+) -> list[SpeedCase]:
+    out: list[SpeedCase] = []
+    for kind in KINDS:
+        # the longest recorded answers of the kind: where drafting matters most
+        pool = sorted((c for c in cases if c.kind == kind), key=lambda c: -len(c.output))
+        taken = 0
+        for case in pool:
+            if taken >= args.speed_cases:
+                break
+            res = speed_case(
+                h, costs, case, max_tokens=args.speed_tokens, draft_first=len(out) % 2 == 1
+            )
+            if res is None:
+                continue
+            taken += 1
+            out.append(res)
+            say(f"  {kind} {case.task_id}: plain {res.plain_s:.2f}s, drafted {res.draft_s:.2f}s "
+                f"(x{res.measured:.2f}, predicted x{res.predicted:.2f}), "
+                f"{'same' if res.same_text else 'DIFFERENT'} text")  # fmt: skip
+    return out
+
+
+def targets(models: dict[str, ModelReport], fix_model: str | None) -> list[Target]:
+    """Issue 26's targets that this benchmark measures (the pipeline ones need ``bench
+    run``; draws side by side are measured by ``bench draws``)."""
+    out: list[Target] = []
+    for name, rep in models.items():
+        if not rep.speed:
+            continue
+        plain = sum(s.plain_s for s in rep.speed)
+        draft = sum(s.draft_s for s in rep.speed)
+        measured = plain / draft if draft else 0.0
+        predicted = _weighted(rep.speed)
+        gap = abs(measured / predicted - 1) if predicted else 1.0
+        out.append(Target(
+            name="predicted speed-up within 10% of measured", condition=name, value=gap,
+            limit=0.10, met=gap <= 0.10,
+            detail=f"measured x{measured:.3f}, predicted x{predicted:.3f}",
+        ))  # fmt: skip
+        for kind in KINDS:
+            group = [s for s in rep.speed if s.kind == kind]
+            if not group:
+                continue
+            ratio = sum(s.plain_s for s in group) / max(sum(s.draft_s for s in group), 1e-9)
+            out.append(Target(
+                name=f"never slower: {kind}", condition=name, value=ratio, limit=0.97,
+                met=ratio >= 0.97, detail=f"{len(group)} prompt(s), policy on vs plain",
+            ))  # fmt: skip
+            if kind == "fix" and name == fix_model:
+                out.append(Target(
+                    name="fix prompts decode >= 1.12x plain", condition=name, value=ratio,
+                    limit=1.12, met=ratio >= 1.12, detail="the profile's fix model",
+                ))  # fmt: skip
+        differ = sum(not s.same_text for s in rep.speed) / len(rep.speed)
+        out.append(Target(
+            name="greedy text differs from plain (share)", condition=name, value=differ,
+            limit=0.0, met=differ <= 0.0, detail=f"{len(rep.speed)} prompt(s)",
+        ))  # fmt: skip
+    return out
+
+
+def _weighted(speed: Sequence[SpeedCase]) -> float:
+    """The predicted speed-up of the cases together (their plain time as weights)."""
+    plain = sum(s.plain_s for s in speed)
+    drafted = sum(s.plain_s / s.predicted for s in speed if s.predicted > 0)
+    return plain / drafted if drafted else 0.0
+
+
+def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
+    table = Table(title=title)
+    for col in columns:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def print_report(report: DecodeReport, console: Console) -> None:
+    """The tables: cost curves, replayed rules, drafting vs plain, targets."""
+    items = report.models.items()
+    console.print(_table(
+        f"Verification cost (load average {report.load_average:.2f})",
+        ("model", "ms/token", "decode tok/s", "prefill tok/s", "K: batch/one"),
+        [(name, f"{r.curve.ms_per_token:.1f}", f"{r.curve.decode_tok_s:.1f}",
+          f"{r.curve.prefill_tok_s:.1f}",
+          "  ".join(f"{p.tokens}: x{p.ratio:.2f}" for p in r.curve.points))
+         for name, r in items],
+    ))  # fmt: skip
+    console.print(_table(
+        f"Lookup drafting replayed on {report.recorded_cases} recorded phases",
+        ("model", "rule", "K", "kind", "cases", "tokens/pass", "acceptance", "predicted"),
+        [(name, s.rule, str(s.k), s.kind, str(s.cases), f"{s.tokens_per_step:.2f}",
+          f"{s.acceptance:.3f}", f"x{s.predicted_speedup:.2f}")
+         for name, r in items for s in r.rules],
+    ))  # fmt: skip
+    console.print(_table(
+        "Drafting vs plain (greedy, measured)",
+        ("model", "kind", "task", "tokens", "plain s", "drafted s", "measured", "predicted",
+         "accepted/drafted", "text"),
+        [(name, c.kind, c.task_id, str(c.tokens), f"{c.plain_s:.2f}", f"{c.draft_s:.2f}",
+          f"x{c.measured:.2f}", f"x{c.predicted:.2f}", f"{c.accepted}/{c.drafted}",
+          "same" if c.same_text else "DIFFERENT")
+         for name, r in items for c in r.speed],
+    ))  # fmt: skip
+    console.print(_table(
+        "Targets",
+        ("verdict", "model", "target", "value", "limit", "detail"),
+        [("[green]MET[/green]" if t.met else "[red]MISSED[/red]", t.condition, t.name,
+          f"{t.value:.3f}", f"{t.limit:.3f}", t.detail)
+         for t in report.targets],
+    ))  # fmt: skip

@@ -1,0 +1,242 @@
+"""Measurements of ``bench decode``: the verification cost curve, prefill and decode rates,
+the acceptance of each lookup rule on recorded outputs, and drafting vs plain on real
+prompts. Everything here is synchronous: it runs in a worker thread holding the model's
+lock (:meth:`~swapos.backends.llama.model.LlamaModel.with_handles`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import threading
+import time
+from collections.abc import Sequence
+
+import llama_cpp
+import msgspec
+
+from swapos.backends.llama import kv_state
+from swapos.backends.llama.batch import VerifyBatch
+from swapos.backends.llama.decode import Decoder, Handles
+from swapos.backends.llama.vocab import tokenize
+from swapos.bench.decode.replay import Recorded
+from swapos.data.generation import DraftCosts, DraftRequest
+from swapos.data.sampling import SamplingParams
+from swapos.policies.drafting import DraftPolicy, DraftRule, replay
+
+
+class CurvePoint(msgspec.Struct, frozen=True, kw_only=True):
+    """A verification batch of ``tokens`` tokens: its median wall and its ratio to one."""
+
+    tokens: int
+    ms: float
+    ratio: float
+
+
+class Curve(msgspec.Struct, frozen=True, kw_only=True):
+    """One model's cost curve and rates (after ``context_tokens`` tokens of context)."""
+
+    context_tokens: int
+    repeats: int
+    ms_per_token: float
+    decode_tok_s: float
+    prefill_tok_s: float
+    points: list[CurvePoint]
+
+    def verify_ratio(self) -> tuple[float, ...]:
+        """Ratios for every batch size 1..largest measured, linear between measured ones."""
+        pts = sorted(self.points, key=lambda p: p.tokens)
+        out = [1.0]
+        for size in range(2, pts[-1].tokens + 1):
+            hi = next(p for p in pts if p.tokens >= size)
+            lo = max((p for p in pts if p.tokens <= size), key=lambda p: p.tokens)
+            span = hi.tokens - lo.tokens
+            w = 0.0 if span == 0 else (size - lo.tokens) / span
+            out.append(round(lo.ratio + w * (hi.ratio - lo.ratio), 4))
+        return tuple(out)
+
+
+def measure_curve(h: Handles, context: list[int], sizes: Sequence[int], repeats: int) -> Curve:
+    """Time batches of each size (logits at every position) at the end of ``context``,
+    interleaved, dropping their cells after each; and the context's prefill."""
+    sizes = sorted({1, *sizes})
+    kv_state.clear(h.ctx)
+    started = time.perf_counter()
+    for i in range(0, len(context), h.n_batch):
+        chunk = context[i : i + h.n_batch]
+        arr = (llama_cpp.llama_token * len(chunk))(*chunk)
+        if llama_cpp.llama_decode(h.ctx, llama_cpp.llama_batch_get_one(arr, len(chunk))) != 0:
+            raise RuntimeError("prefill failed while measuring the cost curve")
+    prefill_s = time.perf_counter() - started
+    at = len(context)
+    filler = (context * (1 + max(sizes) // max(1, len(context))))[: max(sizes)]
+    batch = VerifyBatch(max(sizes))
+    times: dict[int, list[float]] = {s: [] for s in sizes}
+    try:
+        for r in range(repeats + 1):
+            order = sizes[r % len(sizes) :] + sizes[: r % len(sizes)]
+            for size in order:
+                t0 = time.perf_counter()
+                if batch.decode(h.ctx, filler[:size], at) != 0:
+                    raise RuntimeError(f"a {size}-token batch failed while measuring")
+                dt = time.perf_counter() - t0
+                if r > 0:  # the first round warms caches
+                    times[size].append(dt)
+                kv_state.truncate(h.ctx, at)
+    finally:
+        batch.close()
+        kv_state.clear(h.ctx)
+    ms = {s: 1000 * statistics.median(v) for s, v in times.items()}
+    return Curve(
+        context_tokens=at, repeats=repeats, ms_per_token=ms[1], decode_tok_s=1000 / ms[1],
+        prefill_tok_s=at / prefill_s if prefill_s > 0 else 0.0,
+        points=[CurvePoint(tokens=s, ms=ms[s], ratio=ms[s] / ms[1]) for s in sizes],
+    )  # fmt: skip
+
+
+class RuleStats(msgspec.Struct, frozen=True, kw_only=True):
+    """One rule replayed on one phase kind's recorded outputs (drafts verified whole)."""
+
+    rule: str
+    ngram_min: int
+    k: int
+    kind: str
+    cases: int
+    tokens: int
+    steps: int
+    accepted: int
+    tested: int
+    cost: float
+    """Single-token steps' worth of wall on this model's curve."""
+
+    @property
+    def tokens_per_step(self) -> float:
+        return self.tokens / self.steps if self.steps else 0.0
+
+    @property
+    def acceptance(self) -> float:
+        return self.accepted / self.tested if self.tested else 0.0
+
+    @property
+    def predicted_speedup(self) -> float:
+        return self.tokens / self.cost if self.cost else 0.0
+
+
+def _answer_tokens(h: Handles, text: str) -> list[int]:
+    tokens = tokenize(h.vocab, text)
+    bos = llama_cpp.llama_vocab_bos(h.vocab)
+    return tokens[1:] if tokens[:1] == [bos] else tokens
+
+
+def replay_rules(
+    h: Handles, cases: list[Recorded], rules: list[DraftRule], ratio: Sequence[float]
+) -> list[RuleStats]:
+    """Every rule on every recorded case, summed per phase kind."""
+    tokenized = [(c.kind, tokenize(h.vocab, c.context), _answer_tokens(h, c.output)) for c in cases]
+    out: list[RuleStats] = []
+    for rule in rules:
+        for kind in sorted({k for k, _, _ in tokenized}):
+            runs = [replay(ctx, ans, rule) for k, ctx, ans in tokenized if k == kind and ans]
+            out.append(
+                RuleStats(
+                    rule=rule.name,
+                    ngram_min=rule.ngram_min,
+                    k=rule.k,
+                    kind=kind,
+                    cases=len(runs),
+                    tokens=sum(r.tokens for r in runs),
+                    steps=sum(r.steps for r in runs),
+                    accepted=sum(r.accepted for r in runs),
+                    tested=sum(r.tested for r in runs),
+                    cost=sum(r.cost(ratio) for r in runs),
+                )
+            )
+    return out
+
+
+def choose_costs(ratio: tuple[float, ...], stats: list[RuleStats], source: str) -> DraftCosts:
+    """The costs the policy reads: the curve, and the acceptance per kind of the n-gram rule
+    with the best predicted speed-up over all kinds (at its longest ``k``)."""
+    if not stats:
+        return DraftCosts(verify_ratio=ratio, source=source)
+    by_min: dict[int, float] = {}
+    for s in stats:
+        by_min[s.ngram_min] = by_min.get(s.ngram_min, 0.0) + s.tokens / max(s.cost, 1e-9)
+    best = max(by_min, key=lambda n: by_min[n])
+    k = max(s.k for s in stats if s.ngram_min == best)
+    acceptance = {s.kind: round(s.acceptance, 4) for s in stats if (s.ngram_min, s.k) == (best, k)}
+    if "fix" in acceptance:  # a predicted output is a file to rewrite, as a fix rewrites one
+        acceptance.setdefault("prediction", acceptance["fix"])
+    return DraftCosts(
+        verify_ratio=ratio, acceptance=acceptance, ngram_min=best, ngram_max=3, source=source
+    )
+
+
+class SpeedCase(msgspec.Struct, frozen=True, kw_only=True):
+    """One prompt decoded plain and with the policy on (the same greedy settings)."""
+
+    task_id: str
+    kind: str
+    prompt_tokens: int
+    tokens: int
+    plain_s: float
+    draft_s: float
+    measured: float
+    """``plain_s / draft_s``: decode time only, after the first token."""
+    predicted: float
+    """What the curve predicts for the plain output, replayed through the policy."""
+    same_text: bool
+    drafted: int
+    accepted: int
+    verify_steps: int
+
+
+_ASK = {
+    "reason": "Plan the change in numbered steps.",
+    "critic": "Say what to fix.",
+    "code": "Write solution.py.",
+    "fix": "Write solution.py.",
+}
+
+
+def case_prompt(case: Recorded) -> str:
+    """A ChatML prompt of the recorded context (a rewrite opens a python fence)."""
+    opening = "```python\n" if case.kind in ("code", "fix") else ""
+    return (
+        f"<|im_start|>user\n{case.context}\n\n{_ASK.get(case.kind, '')}<|im_end|>\n"
+        f"<|im_start|>assistant\n{opening}"
+    )
+
+
+def speed_case(
+    h: Handles, costs: DraftCosts, case: Recorded, *, max_tokens: int, draft_first: bool
+) -> SpeedCase | None:
+    """Decode ``case``'s prompt plain and with drafting, in the order given; None when the
+    prompt leaves no room for ``max_tokens`` in the context."""
+    prompt = tokenize(h.vocab, case_prompt(case), special=True)
+    if len(prompt) + max_tokens + 8 > h.n_ctx:
+        return None
+    abort = threading.Event()
+
+    def run(drafting: bool) -> tuple[Decoder, float, str, int, int, int]:
+        handles = dataclasses.replace(h, draft_costs=costs if drafting else None)
+        request = DraftRequest(kind=case.kind, max_draft=None if drafting else 0)
+        params = SamplingParams(max_tokens=max_tokens, stop=("\n```",), draft=request)
+        dec = Decoder(handles, abort, None, time.perf_counter())
+        out = dec.run(prompt, params, None, None)
+        s = out.stats
+        return dec, s.gen_s, out.text, s.drafted_tokens, s.accepted_tokens, s.verify_steps
+
+    first, second = run(draft_first), run(not draft_first)
+    plain, draft = (second, first) if draft_first else (first, second)
+    answer = plain[0].generated
+    policy = DraftPolicy(costs, DraftRequest(kind=case.kind))
+    rep = replay(prompt, answer, policy.rule, policy)
+    predicted = rep.tokens / rep.cost(costs.verify_ratio) if answer else 1.0
+    return SpeedCase(
+        task_id=case.task_id, kind=case.kind, prompt_tokens=len(prompt), tokens=len(answer),
+        plain_s=plain[1], draft_s=draft[1],
+        measured=plain[1] / draft[1] if draft[1] > 0 else 0.0, predicted=predicted,
+        same_text=plain[2] == draft[2], drafted=draft[3], accepted=draft[4],
+        verify_steps=draft[5],
+    )  # fmt: skip

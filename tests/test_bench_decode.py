@@ -1,0 +1,165 @@
+"""``bench decode`` without a model: recorded phases from capsules, the cost curve's ratios,
+the costs it hands the policy, its targets, and where the decode loop finds the costs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from swapos.backends.llama.draft_costs import cache_path, costs_for, save_cached
+from swapos.bench import cli
+from swapos.bench.decode.command import ModelReport, targets
+from swapos.bench.decode.measure import Curve, CurvePoint, RuleStats, SpeedCase, choose_costs
+from swapos.bench.decode.replay import find_capsules, recorded_phases
+from swapos.capsule.schema import (
+    Artifact,
+    Feedback,
+    encode_capsule,
+    new_capsule,
+    with_artifact,
+    with_feedback,
+    with_plan,
+)
+from swapos.data.generation import DraftCosts, GenerationStats
+from swapos.messages.events import GenerationFinished, PhaseStarted, TaskStarted
+from swapos.models.digests import file_digest
+from swapos.models.spec import ModelSpec
+from swapos.records.aggregate import Aggregator
+from swapos.records.schema import PhaseRecord
+
+
+def _capsule_file(folder: Path) -> Path:
+    cap = new_capsule(task_id="bugfix_is_even", category="bugfix", goal="Fix is_even.")
+    cap = with_plan(cap, ["1. use n % 2"])
+    cap = with_artifact(cap, Artifact(attempt=1, phase="code", code="def is_even(n): 1\n"))
+    cap = with_feedback(cap, Feedback(attempt=1, source="grader", text="1 failed"))
+    cap = with_feedback(cap, Feedback(attempt=1, source="critic", text="return n % 2 == 0"))
+    cap = with_artifact(cap, Artifact(attempt=2, phase="code", code="def is_even(n): 2\n"))
+    path = folder / "overlap-pipeline" / "capsules" / "bugfix_is_even.json"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(encode_capsule(cap))
+    return path
+
+
+def test_each_attempt_and_critic_note_is_a_recorded_phase_with_what_came_before(
+    tmp_path: Path,
+) -> None:
+    written = _capsule_file(tmp_path)
+    assert find_capsules([tmp_path]) == [written]
+    cases = recorded_phases(find_capsules([tmp_path]))
+    kinds = [(c.kind, c.attempt) for c in cases]
+    assert kinds == [("reason", 0), ("code", 1), ("critic", 1), ("fix", 2)]
+    plan, first, critic, fix = cases
+    assert plan.output == "1. use n % 2" and "def is_even(n: int) -> bool" in plan.context
+    assert "1. use n % 2" in first.context
+    assert first.context.startswith("Fix is_even.")
+    assert "def is_even(n: int) -> bool" in first.context  # the builtin task's starter
+    assert "def is_even(n): 1" not in first.context
+    assert "def is_even(n): 1" in critic.context and "1 failed" in critic.context
+    assert critic.output == "return n % 2 == 0"
+    assert "return n % 2 == 0" in fix.context
+    assert fix.output == "def is_even(n): 2\n"
+
+
+def test_the_curve_fills_every_batch_size_between_measured_ones() -> None:
+    curve = Curve(
+        context_tokens=256, repeats=3, ms_per_token=50.0, decode_tok_s=20.0, prefill_tok_s=90.0,
+        points=[CurvePoint(tokens=1, ms=50, ratio=1.0), CurvePoint(tokens=2, ms=100, ratio=2.0),
+                CurvePoint(tokens=4, ms=150, ratio=3.0)],
+    )  # fmt: skip
+    assert curve.verify_ratio() == (1.0, 2.0, 2.5, 3.0)
+
+
+def _stats(n: int, k: int, kind: str, accepted: int, cost: float) -> RuleStats:
+    return RuleStats(
+        rule=f"lookup{n}-3", ngram_min=n, k=k, kind=kind, cases=1, tokens=100, steps=50,
+        accepted=accepted, tested=100, cost=cost,
+    )  # fmt: skip
+
+
+def test_the_policy_gets_the_acceptance_of_the_rule_that_predicts_most() -> None:
+    stats = [
+        _stats(1, 4, "fix", 60, 80.0), _stats(1, 8, "fix", 70, 70.0),
+        _stats(2, 4, "fix", 80, 90.0), _stats(2, 8, "fix", 85, 95.0),
+        _stats(1, 8, "code", 40, 90.0), _stats(2, 8, "code", 50, 99.0),
+    ]  # fmt: skip
+    costs = choose_costs((1.0, 2.0), stats, source="test")
+    assert costs.ngram_min == 1
+    assert costs.acceptance == {"fix": 0.7, "code": 0.4, "prediction": 0.7}
+    assert choose_costs((1.0,), [], source="x").acceptance == {}
+
+
+def _speed(kind: str, plain: float, draft: float, predicted: float, same: bool) -> SpeedCase:
+    return SpeedCase(
+        task_id="t", kind=kind, prompt_tokens=10, tokens=50, plain_s=plain, draft_s=draft,
+        measured=plain / draft, predicted=predicted, same_text=same, drafted=10, accepted=5,
+        verify_steps=2,
+    )  # fmt: skip
+
+
+def test_targets_say_what_was_met_and_what_was_missed() -> None:
+    curve = Curve(context_tokens=1, repeats=1, ms_per_token=1, decode_tok_s=1, prefill_tok_s=1,
+                  points=[CurvePoint(tokens=1, ms=1, ratio=1.0)])  # fmt: skip
+    rep = ModelReport(
+        curve=curve, rules=[], costs=DraftCosts(verify_ratio=(1.0,)), saved=None,
+        speed=[_speed("fix", 12.0, 10.0, 1.2, True), _speed("code", 10.0, 10.5, 1.0, False)],
+    )  # fmt: skip
+    got = {(t.name, t.condition): t for t in targets({"large": rep}, "large")}
+    assert got["never slower: fix", "large"].met
+    assert not got["never slower: code", "large"].met  # 10 / 10.5 < 0.97
+    assert got["fix prompts decode >= 1.12x plain", "large"].value == pytest.approx(1.2)
+    assert got["greedy text differs from plain (share)", "large"].value == 0.5
+    gap = got["predicted speed-up within 10% of measured", "large"]
+    assert gap.value == pytest.approx(abs((22 / 20.5) / (22 / 20) - 1))
+    assert gap.met
+
+
+def test_decode_is_a_bench_subcommand() -> None:
+    args = cli.build_parser().parse_args(["decode", "--models", "small", "--sizes", "2,4"])
+    assert args.sizes == [2, 4]
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["decode", "--sizes", "0"])
+
+
+def test_the_decode_loop_reads_cached_pinned_or_no_costs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF not really")
+    spec = ModelSpec(name="m", path=str(model), n_threads=2)
+    assert costs_for(spec) is None  # never measured: never draft
+    costs = DraftCosts(verify_ratio=(1.0, 2.0), acceptance={"fix": 0.8})
+    saved = save_cached(spec, costs)
+    assert saved == cache_path(file_digest(str(model)), 2)
+    got = costs_for(spec)
+    assert got is not None and got.acceptance == {"fix": 0.8} and got.source == str(saved)
+    assert costs_for(msgspec.structs.replace(spec, n_threads=1)) is None  # other threads
+    assert costs_for(msgspec.structs.replace(spec, draft="off")) is None
+    report = tmp_path / "decode-bench.json"
+    pinned = DraftCosts(verify_ratio=(1.0, 1.1))
+    report.write_bytes(msgspec.json.encode({"models": {"m": {"costs": pinned}}}))
+    got = costs_for(msgspec.structs.replace(spec, draft=str(report)))
+    assert got is not None and got.verify_ratio == (1.0, 1.1)
+    report.write_text("{broken")
+    assert costs_for(msgspec.structs.replace(spec, draft=str(report))) is None
+
+
+def test_a_phase_record_says_what_drafting_did() -> None:
+    stats = GenerationStats(
+        prompt_tokens=10, prefill_tokens=10, kv_restored_tokens=0, prefill_s=1.0, ttft_s=1.0,
+        tokens=40, gen_s=2.0, stop_reason="eos", draft_rule="lookup1-3", drafted_tokens=36,
+        accepted_tokens=30, verify_steps=5,
+    )  # fmt: skip
+    agg = Aggregator()
+    ids = {"task_id": "t", "phase_id": "p", "model": "m"}
+    agg.feed(TaskStarted(t=0.0, task_id="t", run_id="r"))
+    agg.feed(PhaseStarted(t=0.0, run_id="r", phase="code", attempt=2, **ids))
+    agg.feed(GenerationFinished(t=3.0, stats=stats, **ids))
+    record = agg.phases["p"]
+    assert (record.draft_rule, record.drafted_tokens) == ("lookup1-3", 36)
+    assert (record.accepted_tokens, record.verify_steps) == (30, 5)
+    old = msgspec.json.decode(b'{"task_id":"t","phase_id":"p","phase":"code"}', type=PhaseRecord)
+    assert (old.draft_rule, old.drafted_tokens) == ("", 0)  # records from before read as plain
