@@ -450,9 +450,9 @@ def _routed(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
     _expect(out, Done, st)
     if st.plans:
         m = st.models
-        plan = Generate(
-            model=m["reason"], prompt="plan", attempt=0, upcoming=(m["code"], m["critic"], m["fix"])
-        )
+        critic = (m["critic"],) if st.rules.critic else ()
+        upcoming = (m["code"], *critic, m["fix"])
+        plan = Generate(model=m["reason"], prompt="plan", attempt=0, upcoming=upcoming)
         return _replace(st, at="planned"), [plan]
     return _begin(st, 1, expects_pass)
 
@@ -502,7 +502,8 @@ def _review_checked(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
 def _candidate(st: TaskState, expects_pass: bool) -> Result:
     """Ask the attempt's coder for its candidate (rules 2, 4)."""
     m, a = st.models, st.attempt
-    after = (m["fix"], m["critic"]) if a == 1 and st.opinions else (m["critic"], m["fix"])
+    critic = (m["critic"],) if st.rules.critic else ()
+    after = (m["fix"], *critic) if a == 1 and st.opinions else (*critic, m["fix"])
     upcoming = () if a == st.rules.max_attempts or expects_pass else after
     coder = m["code"] if a == 1 else m["fix"]
     other = m["code"] if a > 1 and not st.fresh and coder != m["code"] else None
