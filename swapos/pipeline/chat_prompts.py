@@ -299,11 +299,15 @@ def _focus(task: Task, view: CapsuleView, fmt: ChatFormat, focus: Focus) -> Prom
         parts.append("solution.py is now:")
     parts.append(_fenced(focus.code))
     what = "the function" if completion else "solution.py"
-    target = "this one test pass" if focus.headline else "the task's tests pass"
-    parts.append(
-        f"Make the smallest change to {what} that makes {target}; keep everything else as "
-        f"it is. {_request(task, retry=True)}"
-    )
+    if focus.headline:
+        ask = (
+            f"This code fails that test. Make the smallest change to {what} that makes this "
+            "one test pass: find the line that gives the wrong result and change it; keep "
+            "everything else as it is. This code unchanged fails again."
+        )
+    else:
+        ask = f"Make the smallest change to {what} that makes the task's tests pass."
+    parts.append(f"{ask} {_request(task, retry=True)}")
     head, rest = _render(fmt, "code", [_user("\n\n".join(parts))], "", CODE_CUE)
     return Prompt(
         stable=head, variable=rest, stop=CODE_STOP if fmt.opens_answer else (),

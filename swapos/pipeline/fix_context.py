@@ -51,7 +51,8 @@ def _status(f: Feedback) -> str:
 
 class Focus(msgspec.Struct, frozen=True, kw_only=True):
     """A focus prompt's matter (rule 11): the failing example as one line, the lines of the
-    candidate its test ran (numbered, "" when the output shows none) and that candidate."""
+    candidate its test ran (numbered; "" when the output shows none, or when they are the
+    whole candidate and no traceback line marks them) and that candidate."""
 
     headline: str
     lines: str
@@ -70,7 +71,10 @@ def focus_of(capsule: Capsule, starter: str, base: int = 0) -> Focus:
     failure = first_failure(chosen.text)
     if failure is None:
         return Focus(headline="", lines="", code=code)
-    return Focus(headline=failure.headline, lines=exercised_lines(code, failure), code=code)
+    lines = exercised_lines(code, failure)
+    if not failure.frames and len(lines.splitlines()) >= len(code.strip().splitlines()):
+        lines = ""  # the whole candidate, unmarked: it is shown whole below anyway
+    return Focus(headline=failure.headline, lines=lines, code=code)
 
 
 def _chosen(capsule: Capsule, base: int) -> Feedback | None:
