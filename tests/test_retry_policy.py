@@ -358,6 +358,12 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
         said(f"{REPEATED}: asking coder again in a focus prompt"),
         code("coder", "focus", 2, "critic", "coder"),
     ]),
+    ("a stuck fixer's focus prompt is not asked twice greedily: its repeat is resampled",
+     {"focus_fix": True}, [STARTER, STARTER, FAIL, TEXT, STARTER], [
+        said(f"attempt 3 repeats attempt 2: sampling again at temperature 0.8 with seed "
+             f"{seed(3, 0)} in a focus prompt"),
+        code("coder", "focus", 3, sampling=(0.8, seed(3, 0))),
+    ]),
     ("a second opinion is never a focus prompt",
      {"models": TWO, "second_opinion": True, "focus_fix": True}, [STARTER, STARTER], [
         Keep(attempt=2), Grade(attempt=2),

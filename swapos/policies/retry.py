@@ -590,10 +590,10 @@ def _tries(st: TaskState) -> list[_Try]:
     own: PromptKind = "first" if a == 1 else ("opinion" if st.fresh else "fix")
     own = "focus" if _focused(st) else own
     retry: PromptKind = "focus" if r.focus_fix else "recap"
-    recap = r.focus_fix or st.chats.get(st.coder, False)
-    again: PromptKind = retry if recap else own
+    anew = r.focus_fix or st.chats.get(st.coder, False)  # asked again in another prompt
+    again: PromptKind = retry if anew else own
     tries = [_Try(st.coder, own)]
-    tries += [_Try(st.coder, retry)] if recap else []
+    tries += [_Try(st.coder, retry)] if anew and retry != own else []  # greedy: not twice
     tries += [
         _Try(st.coder, again, (r.resample_temperature, resample_seed(r.task_id, a, i)))
         for i in range(r.resamples)
@@ -621,7 +621,7 @@ def _tried(st: TaskState, out: Outcome, _: bool) -> Result:
         said = Decide(phase="code", text=f"attempt {a} repeats attempt {repeats}: {nxt}")
         return _replace(st, tried=st.tried + 1, at="tried"), [said, nxt.step(st)]
     asked = [
-        *(["a focus prompt"] if st.rules.focus_fix else []),
+        *(["a focus prompt"] if st.rules.focus_fix and not _focused(st) else []),
         *(["a recap"] if st.chats.get(st.coder) and not st.rules.focus_fix else []),
         f"{st.rules.resamples} resamples",
         *([f"{st.other}'s answer"] if st.other is not None else []),
