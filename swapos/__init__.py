@@ -3,8 +3,10 @@
 The public API is exactly what this module re-exports (a test keeps it so).
 """
 
+from swapos.actors.prefetcher import PrefetchPolicy as PrefetchPolicy
 from swapos.actors.system import PhasesOutcome as PhasesOutcome
 from swapos.actors.system import System as System
+from swapos.actors.system import SystemStatistics as SystemStatistics
 from swapos.actors.system import TaskOutcome as TaskOutcome
 from swapos.actors.system import open_system as open_system
 from swapos.backends.base import GenerationOutput as GenerationOutput
@@ -15,6 +17,7 @@ from swapos.clock import MonotonicClock as MonotonicClock
 from swapos.data.generation import GenerationStats as GenerationStats
 from swapos.data.sampling import SamplingParams as SamplingParams
 from swapos.data.task import Task as Task
+from swapos.errors import CapsuleError as CapsuleError
 from swapos.errors import EventLogError as EventLogError
 from swapos.errors import GenerationError as GenerationError
 from swapos.errors import ModelFileError as ModelFileError
@@ -22,6 +25,9 @@ from swapos.errors import ProfileError as ProfileError
 from swapos.errors import SwapOSError as SwapOSError
 from swapos.errors import SystemClosedError as SystemClosedError
 from swapos.errors import TaskError as TaskError
+from swapos.errors import TemplateError as TemplateError
+from swapos.messages.commands import ModelState as ModelState
+from swapos.messages.commands import ModelsUnloaded as ModelsUnloaded
 from swapos.messages.commands import PhaseSpec as PhaseSpec
 from swapos.messages.events import EVENT_DECODER as EVENT_DECODER
 from swapos.messages.events import AnyEvent as AnyEvent
@@ -31,6 +37,7 @@ from swapos.models.profile import Profile as Profile
 from swapos.models.profile import decode_profile as decode_profile
 from swapos.models.profile import load_profile as load_profile
 from swapos.models.spec import ModelSpec as ModelSpec
+from swapos.models.templates import ChatFormat as ChatFormat
 from swapos.pipeline.tasks import load_suite as load_suite
 from swapos.pipeline.tasks import load_task as load_task
 from swapos.records.schema import PhaseRecord as PhaseRecord

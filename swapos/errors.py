@@ -34,3 +34,13 @@ class EventLogError(SwapOSError):
 
 class GenerationError(SwapOSError):
     """A generation could not run (prompt longer than the context, a backend failure)."""
+
+
+class CapsuleError(SwapOSError, ValueError):
+    """A capsule cannot be decoded, or cannot be rendered within its token budget (still a
+    ``ValueError``, as it was before it joined this hierarchy)."""
+
+
+class TemplateError(SwapOSError, ValueError):
+    """A chat template that cannot be compiled or rendered (the message says which; still a
+    ``ValueError``, as it was before it joined this hierarchy)."""

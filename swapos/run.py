@@ -8,6 +8,12 @@ happens, prints the per-phase table and writes ``result.json``,
 
 Exit codes: 0 the task passed, 1 it failed, 2 it could not run (the reason is printed and
 written to ``result.json``), 130 interrupted.
+
+Interrupted (Ctrl-C or SIGTERM, the same on asyncio and trio): the task is cancelled, the
+system shuts down as it does at the end of a run (so the event log ends with the phase's,
+the task's and the run's ``*Finished`` events), and ``result.json`` and ``capsule.json``
+are written from what the event log recorded, marked interrupted. A second signal while
+that happens exits at once.
 """
 
 from __future__ import annotations
@@ -15,16 +21,21 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import os
+import signal
 import sys
 from functools import partial
 from pathlib import Path
 
 import anyio
+import anyio.abc
 import msgspec
 from rich.console import Console
 from rich.markup import escape
 
+from swapos.actors.handle import TaskOutcome
 from swapos.actors.system import open_system
+from swapos.capsule.schema import Decision, PhaseEntry, encode_capsule, new_capsule
 from swapos.cliargs import positive_int
 from swapos.console import LiveStatus, interrupt_on_sigterm, print_task_summary
 from swapos.data.task import Task
@@ -132,11 +143,10 @@ def main(argv: list[str] | None = None) -> int:
             _write_result(out, TaskResult(task_id=task_id, error=str(exc)))
             console.print(escape(f"wrote {out / 'result.json'}"))
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        console.print(
-            "[yellow]interrupted[/yellow]; events written so far are in "
-            + escape(str(out / "events.jsonl"))
-        )
+    except KeyboardInterrupt:  # before the event loop ran (loading the task or the profile)
+        console.print("[yellow]interrupted[/yellow] before the run started")
+        with contextlib.suppress(SwapOSError):
+            _write_result(out, TaskResult(task_id=task_id, error="interrupted before any phase"))
         return EXIT_INTERRUPTED
 
 
@@ -178,17 +188,34 @@ async def _run(
         f"[bold]SwapOS[/bold] task [cyan]{escape(task.task_id)}[/cyan] ({task.category}) "
         f"profile [magenta]{escape(profile.name)}[/magenta] -> {escape(str(out))}"
     )
-    with LiveStatus(console) as status:
-        async with open_system(
-            profile,
-            specs=specs,
-            mode=mode,
-            event_log=out / "events.jsonl",
-            on_event=status.on_event,
-            kv_cache=kv_cache,
-            kv_disk_dir=default_kv_dir() if kv_cache else None,
-        ) as system:
-            outcome = await system.run_task(task, max_attempts=max_attempts)
+    interrupted: list[str] = []
+    targets: list[anyio.CancelScope] = [anyio.CancelScope()]  # a signal cancels the last
+    outcome: TaskOutcome | None = None
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(_watch_signals, targets, interrupted)
+            with targets[0], LiveStatus(console) as status:
+                async with open_system(
+                    profile,
+                    specs=specs,
+                    mode=mode,
+                    event_log=out / "events.jsonl",
+                    on_event=status.on_event,
+                    kv_cache=kv_cache,
+                    kv_disk_dir=default_kv_dir() if kv_cache else None,
+                    process_budget=True,
+                ) as system:
+                    targets.append(anyio.CancelScope())
+                    with targets[-1]:
+                        outcome = await system.run_task(task, max_attempts=max_attempts)
+                    targets.pop()
+            tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:  # the signal watcher never fails: the run's error
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+    if outcome is None:
+        return _write_interrupted(out, task, interrupted[0] if interrupted else "?", console)
     _write_result(out, outcome.result)
     (out / "capsule.json").write_bytes(outcome.capsule_json)
     print_task_summary(console, outcome.result)
@@ -198,6 +225,72 @@ async def _run(
     if outcome.result.error and not outcome.result.passed:
         return EXIT_ERROR if not outcome.result.phases else EXIT_FAIL
     return EXIT_PASS if outcome.result.passed else EXIT_FAIL
+
+
+async def _watch_signals(
+    targets: list[anyio.CancelScope],
+    interrupted: list[str],
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """On SIGINT or SIGTERM, cancel ``targets[-1]`` (the task while it runs, so the system
+    still closes the way it does after a run; the whole run before and after) and append
+    the signal's name to ``interrupted``; a second signal exits at once.
+
+    The same on both backends: a signal handler raising ``KeyboardInterrupt`` unwinds
+    asyncio and trio differently, and skips the events the shutdown records.
+    """
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()
+        async for signum in signals:
+            if interrupted:
+                os._exit(EXIT_INTERRUPTED)
+            interrupted.append(signal.Signals(signum).name)
+            targets[-1].cancel()
+
+
+def _write_interrupted(out: Path, task: Task, signame: str, console: Console) -> int:
+    """``result.json`` and ``capsule.json`` from what the event log recorded, marked
+    interrupted; the interrupted exit code."""
+    result = _recorded_result(out / "events.jsonl", task)
+    result.error = (
+        f"interrupted by {signame} after {len(result.phases)} phase(s); "
+        "result.json and capsule.json hold what the event log recorded until then"
+    )
+    result.passed = False
+    capsule = new_capsule(
+        task_id=task.task_id,
+        category=task.category,
+        goal=task.problem,
+        difficulty=task.meta.difficulty,
+    )
+    history = tuple(
+        PhaseEntry(phase=p.phase, model=p.model or "", attempt=p.attempt, outcome=p.outcome)
+        for p in result.phases
+    )
+    decision = Decision(phase="run", text=f"interrupted by {signame}")
+    capsule = msgspec.structs.replace(capsule, history=history, decisions=(decision,))
+    console.print(f"[yellow]interrupted[/yellow] by {signame}")
+    with contextlib.suppress(SwapOSError):
+        _write_result(out, result)
+        (out / "capsule.json").write_bytes(encode_capsule(capsule))
+        console.print(
+            escape(f"wrote {out / 'result.json'}, {out / 'events.jsonl'}, {out / 'capsule.json'}")
+        )
+    return EXIT_INTERRUPTED
+
+
+def _recorded_result(events: Path, task: Task) -> TaskResult:
+    """The task's record as the event log has it (an empty one if the log is unreadable)."""
+    from swapos.bench.replay import load_events
+    from swapos.records.aggregate import Aggregator
+
+    agg = Aggregator()
+    with contextlib.suppress(SwapOSError):
+        for ev in load_events(events)[0]:
+            agg.feed(ev)
+    found = [r for r in agg.tasks.values() if r.task_id == task.task_id]
+    return found[-1] if found else TaskResult(task_id=task.task_id, category=task.category)
 
 
 def _write_result(out: Path, result: TaskResult) -> None:

@@ -7,8 +7,10 @@ import ctypes
 import os
 import platform
 import resource
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Any, Literal
 
 
 def rss_bytes() -> int:
@@ -18,6 +20,19 @@ def rss_bytes() -> int:
         return pages * os.sysconf("SC_PAGE_SIZE")
     except (OSError, IndexError, ValueError):
         return peak_rss_bytes()
+
+
+_BASELINE: list[int] = []
+
+
+def process_baseline_bytes() -> int:
+    """The process's fixed memory: its RSS the first time this is called (SwapOS calls it
+    when the first system opens, before any model loads: the interpreter, the libraries,
+    the server if one runs), the same value ever after. The process budget counts it
+    (docs/timings.md, "What the budget counts")."""
+    if not _BASELINE:
+        _BASELINE.append(rss_bytes())
+    return _BASELINE[0]
 
 
 def release_free_heap() -> bool:
@@ -72,6 +87,9 @@ def host_info() -> dict[str, str]:
         info["cpu"] = cpu
     with contextlib.suppress(metadata.PackageNotFoundError):
         info["llama_cpp_python"] = metadata.version("llama_cpp_python")
+    devices = backend_devices()
+    if devices:
+        info["devices"] = "; ".join(d.label for d in devices)
     node = os.environ.get(NODE_ENV)
     if node:
         info["node"] = node
@@ -89,3 +107,131 @@ def _cpu_model() -> str:
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
     return ""
+
+
+# --- llama.cpp's backend devices (GPU offload) -------------------------------------------
+
+GPU_INSTALL_HINT = (
+    'install a GPU build: CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall '
+    "--no-cache-dir llama-cpp-python (macOS builds use Metal; docs/gpu.md), or set "
+    "gpu_layers = 0"
+)
+"""The one line that tells a user of a CPU-only build how to get a GPU build."""
+
+DeviceKind = Literal["cpu", "gpu", "igpu", "accel", "other"]
+_KINDS: dict[int, DeviceKind] = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel"}
+
+
+@dataclass(frozen=True)
+class BackendDevice:
+    """One of llama.cpp's backend devices (``ggml_backend_dev_*``).
+
+    Attributes:
+        name: ggml's name for it (``CPU``, ``CUDA0``, ``Metal``).
+        description: the hardware (``NVIDIA L4``, the CPU's model).
+        kind: what memory it computes in: ``gpu`` (dedicated memory), ``igpu`` (host
+            memory), ``cpu``, ``accel`` (BLAS, AMX: beside the CPU).
+        free_bytes, total_bytes: its memory as the backend reports it now.
+    """
+
+    name: str
+    description: str
+    kind: DeviceKind
+    free_bytes: int
+    total_bytes: int
+
+    @property
+    def label(self) -> str:
+        """``CUDA0 (NVIDIA L4, gpu, 22.5 GiB)``: what headers and results say (its total
+        memory: what is free changes from run to run)."""
+        return f"{self.name} ({self.description}, {self.kind}, {self.total_bytes / 2**30:.1f} GiB)"
+
+
+def gpu_offload_supported() -> bool:
+    """Whether the installed llama-cpp-python can offload layers to a GPU
+    (``llama_supports_gpu_offload``); False without llama-cpp-python."""
+    llama = _llama_cpp()
+    return llama is not None and bool(llama.llama_supports_gpu_offload())
+
+
+def backend_devices() -> list[BackendDevice]:
+    """llama.cpp's device list (the CPU too), or [] when llama-cpp-python is missing or its
+    library does not export the device API."""
+    ggml = _ggml_library()
+    if ggml is None:
+        return []
+    devices = []
+    for i in range(int(ggml.ggml_backend_dev_count())):
+        dev = ggml.ggml_backend_dev_get(i)
+        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+        ggml.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
+        devices.append(
+            BackendDevice(
+                name=(ggml.ggml_backend_dev_name(dev) or b"").decode(errors="replace"),
+                description=(ggml.ggml_backend_dev_description(dev) or b"").decode(
+                    errors="replace"
+                ),
+                kind=_KINDS.get(int(ggml.ggml_backend_dev_type(dev)), "other"),
+                free_bytes=int(free.value),
+                total_bytes=int(total.value),
+            )
+        )
+    return devices
+
+
+def gpu_devices() -> list[BackendDevice]:
+    """The devices with memory of their own that layers are offloaded to (``gpu``; an
+    integrated GPU computes in host memory, which ``budget`` already covers)."""
+    return [d for d in backend_devices() if d.kind == "gpu"]
+
+
+def free_device_bytes() -> int:
+    """Free memory of every GPU device together (0 without one)."""
+    return sum(d.free_bytes for d in gpu_devices())
+
+
+def device_used_bytes() -> int:
+    """Memory in use on every GPU device together (total less free), 0 without one: the
+    llama backend measures a load's device footprint as its change."""
+    return sum(d.total_bytes - d.free_bytes for d in gpu_devices())
+
+
+def _llama_cpp() -> Any:
+    try:
+        import llama_cpp
+    except ImportError:
+        return None
+    return llama_cpp
+
+
+_GGML: list[Any] = []
+
+
+def _ggml_library() -> Any:
+    """ggml's shared library as llama-cpp-python loaded it, its device functions typed."""
+    if _GGML:
+        return _GGML[0]
+    llama = _llama_cpp()
+    if llama is None:
+        return None
+    lib_dir = Path(llama.__file__).parent / "lib"
+    lib: Any = None
+    for name in ("libggml.so", "libggml.dylib", "ggml.dll"):  # the registry, and its deps
+        path = lib_dir / name
+        if path.exists():
+            with contextlib.suppress(OSError):
+                lib = ctypes.CDLL(str(path))
+                break
+    if lib is None or not hasattr(lib, "ggml_backend_dev_count"):
+        return None
+    llama.llama_backend_init()  # registers the backends that are built in
+    vp, sz = ctypes.c_void_p, ctypes.c_size_t
+    lib.ggml_backend_dev_count.restype = sz
+    lib.ggml_backend_dev_get.argtypes, lib.ggml_backend_dev_get.restype = [sz], vp
+    for fn in ("ggml_backend_dev_name", "ggml_backend_dev_description"):
+        getattr(lib, fn).argtypes, getattr(lib, fn).restype = [vp], ctypes.c_char_p
+    lib.ggml_backend_dev_type.argtypes, lib.ggml_backend_dev_type.restype = [vp], ctypes.c_int
+    lib.ggml_backend_dev_memory.argtypes = [vp, ctypes.POINTER(sz), ctypes.POINTER(sz)]
+    lib.ggml_backend_dev_memory.restype = None
+    _GGML.append(lib)
+    return lib

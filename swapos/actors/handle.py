@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypedDict
 
 import anyio
 import anyio.to_thread
@@ -13,9 +14,15 @@ import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from swapos.actors.base import CLEANUP_TIMEOUT_S, Outbox, Pending
-from swapos.actors.recorder import Recorder
-from swapos.actors.router import Router
+from swapos.actors.evictor import Evictor, EvictorStatistics
+from swapos.actors.generator import Generator, GeneratorStatistics
+from swapos.actors.kvcache import KVCache, KVCacheStatistics
+from swapos.actors.loader import Loader, LoaderStatistics
+from swapos.actors.prefetcher import Prefetcher, PrefetcherStatistics
+from swapos.actors.recorder import Recorder, RecorderStatistics
+from swapos.actors.router import Router, RouterStatistics
 from swapos.actors.taps import Tap, TokenTaps
+from swapos.actors.texts import ModelTexts
 from swapos.clock import Clock
 from swapos.data.task import Task
 from swapos.errors import SystemClosedError
@@ -55,34 +62,66 @@ class PhasesOutcome(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None
 
 
+@dataclass(frozen=True)
+class Actors:
+    """The seven actors of one system (``open_system`` starts them in this order, the
+    Recorder first)."""
+
+    recorder: Recorder
+    evictor: Evictor
+    kvcache: KVCache
+    loader: Loader
+    generator: Generator
+    prefetcher: Prefetcher
+    router: Router
+
+
+class SystemStatistics(TypedDict):
+    """What :meth:`System.statistics` returns: each actor's frozen snapshot, by actor."""
+
+    evictor: EvictorStatistics
+    kvcache: KVCacheStatistics
+    loader: LoaderStatistics
+    generator: GeneratorStatistics
+    prefetcher: PrefetcherStatistics
+    router: RouterStatistics
+    recorder: RecorderStatistics
+
+
 class System:
-    """The handle :func:`open_system` yields. Safe to use from many tasks at once."""
+    """The handle :func:`open_system` yields. Safe to use from many tasks at once.
+
+    It asks the actors by messages (through its own outbox) and reads them only through
+    their frozen ``statistics()`` snapshots and the Recorder's finished records; it writes
+    no actor's state.
+    """
 
     def __init__(
         self,
         *,
         router: Outbox,
-        recorder: Recorder,
-        actors: dict[str, Any],
+        actors: Actors,
         mode: str,
         budget_bytes: int,
         specs: dict[str, ModelSpec],
         outboxes: dict[Address, Outbox],
         clock: Clock,
         taps: TokenTaps,
+        texts: ModelTexts,
         profile: Profile,
     ) -> None:
         self.clock = clock
         self.profile = profile
         self._taps = taps
+        self._texts = texts
         self._out = router
         self._pending = Pending()
-        self.recorder = recorder
-        self.actors = actors
+        self._recorder = actors.recorder
+        self._actors = actors
         self.mode = mode
         self.budget_bytes = budget_bytes
         self.specs = specs
-        self.outboxes = outboxes
+        self._outboxes = outboxes
         self._closed = False
 
     async def _ask(self, request: Any) -> Any:
@@ -100,7 +139,7 @@ class System:
         )
         done = await self._ask(request)
         assert isinstance(done, PhasesDone)
-        result = await self.recorder.task_result(request.run_id)
+        result = await self._recorder.task_result(request.run_id)
         return PhasesOutcome(records=list(result.phases), outputs=done.outputs, error=done.error)
 
     async def generate(
@@ -143,24 +182,22 @@ class System:
                 # Its end is logged after its lease release was sent to the Loader, so a
                 # request the caller sends the Loader next (an unload) comes after it.
                 with anyio.move_on_after(CLEANUP_TIMEOUT_S):
-                    await self.recorder.task_result(request.run_id)
+                    await self._recorder.task_result(request.run_id)
             raise
         finally:
             self._taps.remove(task_id)
         assert isinstance(done, PhasesDone)
-        result = await self.recorder.task_result(request.run_id)
+        result = await self._recorder.task_result(request.run_id)
         return PhasesOutcome(records=list(result.phases), outputs=done.outputs, error=done.error)
 
     async def chat_format(self, model: str) -> ChatFormat | None:
         """``model``'s chat template, or None when the profile prompts it as a base model."""
-        router: Router = self.actors["router"]
-        return await router.chat_format(model)
+        return await self._texts.chat_format(model)
 
     async def token_counter(self, model: str) -> Callable[[str], int]:
         """A function counting tokens of text as ``model``'s tokenizer does (blocking for
         real models: call it in a worker thread for long texts)."""
-        router: Router = self.actors["router"]
-        return await router.token_counter(model)
+        return await self._texts.token_counter(model)
 
     async def models(self) -> list[ModelState]:
         """Every model's state, leases and measured footprint, as the Loader has them."""
@@ -217,7 +254,7 @@ class System:
                 await self._out.send_if_open("router", CancelTask(request_id=request.request_id))
             raise
         assert isinstance(done, TaskDone)
-        result = await self.recorder.task_result(request.run_id)
+        result = await self._recorder.task_result(request.run_id)
         return TaskOutcome(result=result, capsule_json=done.capsule_json)
 
     async def preload(self, models: Sequence[str] | None = None) -> dict[str, str]:
@@ -228,18 +265,28 @@ class System:
         return done.failed
 
     def summary(self) -> RunSummary:
-        return self.recorder.summary()
+        return self._recorder.summary()
 
     def message_counts(self) -> dict[str, int]:
         """Messages the actors and the client sent so far (events excluded), by type."""
         total: Counter[str] = Counter()
-        for box in self.outboxes.values():
+        for box in self._outboxes.values():
             total.update(box.sent)
         return dict(total)
 
-    def statistics(self) -> dict[str, Any]:
-        """Frozen snapshots of every actor's counters."""
-        return {name: actor.statistics() for name, actor in self.actors.items()}
+    def statistics(self) -> SystemStatistics:
+        """Frozen snapshots of every actor's counters, by actor (``["loader"]``: the model
+        states, leases and bytes in use; ``["router"]``: the runs; ...)."""
+        a = self._actors
+        return SystemStatistics(
+            evictor=a.evictor.statistics(),
+            kvcache=a.kvcache.statistics(),
+            loader=a.loader.statistics(),
+            generator=a.generator.statistics(),
+            prefetcher=a.prefetcher.statistics(),
+            router=a.router.statistics(),
+            recorder=a.recorder.statistics(),
+        )
 
     async def _dispatch(self, inbox: MemoryObjectReceiveStream[ClientInbox]) -> None:
         async with inbox:

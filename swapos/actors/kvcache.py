@@ -18,7 +18,14 @@ from swapos.actors.base import Events, Outbox, serving
 from swapos.data.prefix import PrefixState
 from swapos.kvstore.disk import DiskLookup, DiskPut, DiskStore
 from swapos.kvstore.ram import Dropped, RamStore
-from swapos.messages.commands import LookupPrefix, PrefixFound, PrefixMissing, SavePrefix
+from swapos.messages.commands import (
+    KVRamResized,
+    LookupPrefix,
+    PrefixFound,
+    PrefixMissing,
+    ResizeKVRam,
+    SavePrefix,
+)
 from swapos.messages.events import KVDropped, KVHit, KVMiss, KVSaved
 from swapos.messages.inboxes import KVCacheInbox
 from swapos.sysinfo import release_free_heap
@@ -54,6 +61,8 @@ class KVCacheStatistics(msgspec.Struct, frozen=True, kw_only=True):
     disk_errors: int = 0
     disk_read_only: bool = False
     """A write found the disk tier read-only: it is read from, no longer written to."""
+    yielded: int = 0
+    """RAM-tier states dropped to make room for models under the process budget."""
 
 
 _READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
@@ -120,6 +129,7 @@ class KVCache:
         self._hits = self._misses = self._saves = self._dropped = 0
         self._disk_hits = self._disk_saves = self._disk_rejected = self._disk_errors = 0
         self._disk_read_only = False
+        self._yielded = 0
 
     @property
     def budget_bytes(self) -> int:
@@ -147,6 +157,7 @@ class KVCache:
             disk_rejected=self._disk_rejected,
             disk_errors=self._disk_errors,
             disk_read_only=self._disk_read_only,
+            yielded=self._yielded,
         )
 
     async def run(
@@ -169,6 +180,8 @@ class KVCache:
                 await self._lookup(msg)
             case SavePrefix():
                 await self._save(msg)
+            case ResizeKVRam():
+                await self._resize(msg)
             case _:
                 assert_never(msg)
 
@@ -254,6 +267,23 @@ class KVCache:
                 nbytes=len(msg.state.state),
                 tier="+".join(tiers),
             )
+        )
+
+    async def _resize(self, msg: ResizeKVRam) -> None:
+        """The Loader's share of the process budget for the RAM tier: drop to fit, reply."""
+        dropped = self._ram.resize(msg.budget_bytes, reason="yielded to a model (budget)")
+        for drop in dropped:
+            await self._drop(drop, tier="ram", request_id=msg.request_id)
+        self._yielded += len(dropped)
+        await self._outbox.send(
+            msg.reply_to,
+            KVRamResized(
+                request_id=msg.request_id,
+                budget_bytes=self._ram.budget_bytes,
+                dropped=len(dropped),
+                dropped_bytes=sum(d.nbytes for d in dropped),
+                nbytes=self._ram.nbytes,
+            ),
         )
 
     async def _put_ram(self, identity: str, state: PrefixState, model: str | None) -> bool:

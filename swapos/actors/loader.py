@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Literal, assert_never
 
@@ -15,12 +16,13 @@ from swapos.actors.base import Events, Outbox, Pending, serving
 from swapos.actors.residency import Residency
 from swapos.backends.base import LoadedModel, ModelBackend
 from swapos.data.residency import RoomPlan
-from swapos.errors import SwapOSError
+from swapos.errors import SwapOSError, SystemClosedError
 from swapos.messages.base import new_id
 from swapos.messages.commands import (
     AcquireFailed,
     AcquireModel,
     DescribeModels,
+    KVRamResized,
     ModelLeased,
     ModelsDescribed,
     ModelState,
@@ -30,6 +32,7 @@ from swapos.messages.commands import (
     PrefetchModel,
     PrefetchOutcome,
     ReleaseLease,
+    ResizeKVRam,
     RoomPlanned,
     UnloadModels,
 )
@@ -47,7 +50,7 @@ from swapos.messages.events import (
 )
 from swapos.messages.inboxes import LoaderInbox
 from swapos.models.spec import ModelSpec
-from swapos.policies.ledger import Ledger
+from swapos.policies.ledger import Ledger, kv_room
 from swapos.policies.waits import lease_wait
 
 log = structlog.get_logger(__name__)
@@ -70,6 +73,11 @@ class LoaderStatistics(msgspec.Struct, frozen=True, kw_only=True):
     granted: int
     denied: int
     victims: int
+    device_budget_bytes: int = 0
+    device_used_bytes: int = 0
+    peak_device_bytes: int = 0
+    overhead_bytes: int = 0
+    kv_ram_bytes: int | None = None
 
 
 _STATES: dict[str | None, State] = {
@@ -102,6 +110,17 @@ class Loader:
     """Owns ``absent -> loading -> ready -> evicting -> absent`` for every model, and the
     memory ledger (:class:`~swapos.policies.ledger.Ledger`) that records it.
 
+    The ledger has two budgets: host memory (``budget_bytes``) and GPU memory
+    (``device_budget_bytes``, for offloaded layers); a load is admitted when it fits both,
+    and the Evictor evicts for the one it lacks.
+
+    With ``kv_ram_bytes`` (the KV cache's RAM tier size), ``budget_bytes`` is the process's
+    budget: ``overhead_bytes`` (its measured fixed cost) comes off it, models share the rest,
+    and the KV tier is resized to what they leave (:func:`~swapos.policies.ledger.kv_room`),
+    shrunk once a reserved load's victims are closed, before it starts, and grown back when
+    memory is freed: it yields to models and never makes one wait. Without it the KV tier
+    is outside the budget.
+
     With ``cold``, an evicted model's file is also dropped from the page cache, as on a
     machine whose RAM cannot hold every model (``--cold`` benchmarks).
 
@@ -124,6 +143,9 @@ class Loader:
         specs: dict[str, ModelSpec],
         residency: Residency,
         budget_bytes: int,
+        device_budget_bytes: int = 0,
+        overhead_bytes: int = 0,
+        kv_ram_bytes: int | None = None,
         cold: bool = False,
     ) -> None:
         self._cold = cold
@@ -132,7 +154,9 @@ class Loader:
         self._events = events
         self._backend = backend
         self._table = {name: _Slot(spec=spec) for name, spec in specs.items()}
-        self._ledger = Ledger(budget_bytes)
+        self._ledger = Ledger(budget_bytes, device_budget_bytes, overhead_bytes=overhead_bytes)
+        self._kv_cap = kv_ram_bytes
+        self._kv_sent: int | None = None
         self._room_changed = anyio.Event()
         self._urgent_waiting = 0
         self._residency = residency
@@ -157,6 +181,11 @@ class Loader:
             granted=self._granted,
             denied=self._denied,
             victims=self._victims,
+            device_budget_bytes=self._ledger.device_budget_bytes,
+            device_used_bytes=self._ledger.used_bytes("device"),
+            peak_device_bytes=self._ledger.peak_device_bytes,
+            overhead_bytes=self._ledger.overhead_bytes,
+            kv_ram_bytes=self._kv_sent,
         )
 
     def _state(self, name: str) -> State:
@@ -169,6 +198,7 @@ class Loader:
         shielded and bounded by :data:`CLEANUP_TIMEOUT_S`."""
         async with serving(self._inbox, self._outbox, cleanup=self._close_all) as self._tg:
             task_status.started()
+            self._room_may_have_changed()  # the KV tier's first share of the budget
             async for msg in self._inbox:
                 await self._handle(msg)
 
@@ -186,7 +216,7 @@ class Loader:
                 self._tg.start_soon(self._prefetch, msg)
             case ReleaseLease(lease_id=lease_id):
                 await self._release(lease_id)
-            case RoomPlanned():
+            case RoomPlanned() | KVRamResized():
                 self._pending.resolve(msg)
             case DescribeModels() | UnloadModels():
                 self._tg.start_soon(self._residency_request, msg)
@@ -287,10 +317,17 @@ class Loader:
             }
             outcome = mapping.get(slot.outcome, "cancelled")
             reason = slot.failure
+        parts = _load_parts(slot) if slot is not None and outcome == "loaded" else (0.0, 0.0, "")
         await self._outbox.send(
             req.reply_to,
             PrefetchDone(
-                request_id=req.request_id, model=req.model, outcome=outcome, reason=reason
+                request_id=req.request_id,
+                model=req.model,
+                outcome=outcome,
+                reason=reason,
+                read_s=parts[0],
+                upload_s=parts[1],
+                device=parts[2],
             ),
         )
 
@@ -308,26 +345,29 @@ class Loader:
 
     async def _load(self, name: str, slot: _Slot, scope: anyio.CancelScope) -> None:
         """Make room, evict victims, load. Always ends with ``slot.done`` set."""
-        estimate = 0
+        estimate = device_estimate = 0
         try:
             with scope:
                 estimate = self._backend.estimate_footprint(slot.spec)
+                device_estimate = self._backend.estimate_device_footprint(slot.spec)
                 await self._events.emit(
                     ModelLoadStarted(
                         t=self._events.t(),
                         model=name,
                         speculative=slot.started_speculative,
                         estimate_bytes=estimate,
+                        device_estimate_bytes=device_estimate,
                     )
                 )
                 t_room = self._events.t()
-                plan = await self._make_room(name, slot, estimate)
+                plan = await self._make_room(name, slot, estimate, device_estimate)
                 if plan is None:
                     return
                 for other in plan.cancel:
                     await self._cancel_load(other)
                 for victim in plan.victims:
                     await self._evict(victim, reason=f"room for {name}")
+                await self._fit_kv()  # victims are gone: the KV tier yields what is left
                 slot.room = (t_room, self._events.t())
                 t_load = self._events.t()
                 model = await self._backend.load(slot.spec)
@@ -335,24 +375,13 @@ class Loader:
                     with anyio.CancelScope(shield=True):  # just as the load finished
                         await model.close()
                     return
-                slot.model = model
-                slot.load = (t_load, self._events.t())
-                speculative = self._speculative(name)
-                self._ledger.loaded(name, model.footprint_bytes)
-                self._room_may_have_changed()  # the measured footprint may be smaller
-                slot.outcome = "loaded"
-                self._loads += 1
-                if speculative:
-                    slot.hidden_credit_s = slot.load[1] - slot.load[0]
-                await self._events.emit(
-                    ModelLoaded(
-                        t=self._events.t(),
-                        model=name,
-                        load_s=slot.load[1] - t_load,
-                        speculative=slot.started_speculative,  # started by a prefetch
-                        estimate_bytes=estimate,
-                        measured_bytes=model.footprint_bytes,
-                    )
+                await self._loaded(
+                    name,
+                    slot,
+                    model,
+                    t_load=t_load,
+                    estimate=estimate,
+                    device_estimate=device_estimate,
                 )
         except SwapOSError as exc:
             slot.outcome, slot.failure = "failed", str(exc)
@@ -364,34 +393,78 @@ class Loader:
                 )
         finally:
             if self._state(name) != "ready":
-                self._ledger.forget(name)
-                self._room_may_have_changed()
-                if slot.outcome == "none":
-                    slot.outcome = "cancelled"
-                if slot.outcome in ("cancelled", "denied"):  # every started load logs its end
-                    reason = "cancelled" if slot.outcome == "cancelled" else slot.failure
-                    with anyio.CancelScope(shield=True):
-                        await self._events.emit(
-                            ModelLoadCancelled(t=self._events.t(), model=name, reason=reason)
-                        )
+                with anyio.CancelScope(shield=True):
+                    await self._not_loaded(name, slot)
             slot.done.set()
+
+    async def _loaded(
+        self,
+        name: str,
+        slot: _Slot,
+        model: LoadedModel,
+        *,
+        t_load: float,
+        estimate: int,
+        device_estimate: int,
+    ) -> None:
+        """Book the model ``_load`` just loaded as ready and log it."""
+        slot.model = model
+        slot.load = (t_load, self._events.t())
+        speculative = self._speculative(name)
+        offload = model.offload
+        device_bytes = offload.device_bytes if offload is not None else 0
+        self._ledger.loaded(name, model.footprint_bytes, device_bytes)
+        self._room_may_have_changed()  # the measured footprint may be smaller
+        slot.outcome = "loaded"
+        self._loads += 1
+        if speculative:
+            slot.hidden_credit_s = slot.load[1] - slot.load[0]
+        await self._events.emit(
+            ModelLoaded(
+                t=self._events.t(),
+                model=name,
+                load_s=slot.load[1] - t_load,
+                speculative=slot.started_speculative,  # started by a prefetch
+                estimate_bytes=estimate,
+                measured_bytes=model.footprint_bytes,
+                device_estimate_bytes=device_estimate,
+                measured_device_bytes=device_bytes,
+                upload_s=offload.upload_s if offload is not None else 0.0,
+                device=offload.device if offload is not None else "",
+            )
+        )
+
+    async def _not_loaded(self, name: str, slot: _Slot) -> None:
+        """A load that did not end ready: forget its claim; a cancelled or refused one logs
+        its end (every started load does). Call it shielded."""
+        self._ledger.forget(name)
+        self._room_may_have_changed()
+        if slot.outcome == "none":
+            slot.outcome = "cancelled"
+        if slot.outcome in ("cancelled", "denied"):
+            reason = "cancelled" if slot.outcome == "cancelled" else slot.failure
+            await self._events.emit(
+                ModelLoadCancelled(t=self._events.t(), model=name, reason=reason)
+            )
 
     def _speculative(self, name: str) -> bool:
         entry = self._ledger.entry(name)
         return entry is not None and entry.speculative
 
-    async def _make_room(self, name: str, slot: _Slot, nbytes: int) -> RoomPlan | None:
-        """Ask the Evictor until its plan fits the ledger, then claim the room; None (and
-        ``slot`` updated) when the load is refused."""
-        budget = self._ledger.budget_bytes
-        if nbytes > budget:
-            await self._refuse(
-                name,
-                slot,
-                f"model {name!r} needs ~{nbytes / 2**20:.0f} MiB but the whole budget is "
-                f"{budget / 2**20:.0f} MiB: raise `budget` in the profile or use a smaller "
-                "model/quantization",
+    async def _make_room(
+        self, name: str, slot: _Slot, nbytes: int, device_nbytes: int = 0
+    ) -> RoomPlan | None:
+        """Ask the Evictor until its plan fits the ledger (both budgets), then claim the
+        room; None (and ``slot`` updated) when the load is refused."""
+        budget, device_budget = self._ledger.budget("host"), self._ledger.device_budget_bytes
+        too_big = _too_big(name, nbytes, budget, device_nbytes, device_budget)
+        if too_big and self._ledger.overhead_bytes and nbytes > budget:
+            too_big += (
+                f" (the budget covers the process: {self._ledger.overhead_bytes / 2**20:.0f} "
+                "MiB of it are SwapOS's own)"
             )
+        if too_big:
+            await self._refuse(name, slot, too_big)
             return None
         while True:
             urgent = not self._speculative(name)  # a waiting prefetch may be upgraded
@@ -411,12 +484,14 @@ class Loader:
                     urgent=urgent,
                     claims=self._ledger.claims(excluding=name),
                     budget_bytes=budget,
+                    device_nbytes=device_nbytes,
+                    device_budget_bytes=device_budget,
                 ),
             )
             assert isinstance(reply, RoomPlanned)
             plan = reply.plan
-            if plan is not None and self._ledger.admits(name, nbytes, plan):
-                await self._claim(name, rid, nbytes, plan, urgent=urgent)
+            if plan is not None and self._ledger.admits(name, nbytes, plan, device_nbytes):
+                await self._claim(name, rid, (nbytes, device_nbytes), plan, urgent=urgent)
                 return plan
             if plan is None and not urgent:
                 if not self._speculative(name):  # an urgent request joined while it asked:
@@ -432,10 +507,12 @@ class Loader:
             # else the plan went stale while it travelled (a victim was leased): ask again
 
     async def _claim(
-        self, name: str, request_id: str, nbytes: int, plan: RoomPlan, *, urgent: bool
+        self, name: str, request_id: str, claim: tuple[int, int], plan: RoomPlan, *, urgent: bool
     ) -> None:
-        """Record ``plan`` in the ledger: from now on no lease is granted on its victims."""
-        self._ledger.reserve(name, plan, nbytes)
+        """Record ``plan`` and the ``(host, device)`` bytes it claims in the ledger: from now
+        on no lease is granted on its victims."""
+        nbytes, device_nbytes = claim
+        self._ledger.reserve(name, plan, nbytes, device_nbytes)
         for victim in plan.victims:
             self._table[victim].done = anyio.Event()
         self._granted += 1
@@ -451,6 +528,9 @@ class Loader:
                 cancel=plan.cancel,
                 used_bytes=self._ledger.used_bytes(),
                 budget_bytes=self._ledger.budget_bytes,
+                device_nbytes=device_nbytes,
+                device_used_bytes=self._ledger.used_bytes("device"),
+                device_budget_bytes=self._ledger.device_budget_bytes,
             )
         )
 
@@ -476,9 +556,36 @@ class Loader:
             await self._events.emit(ModelLoadFailed(t=self._events.t(), model=name, reason=reason))
 
     def _room_may_have_changed(self) -> None:
-        """Wake the urgent loads waiting for room (they ask the Evictor again)."""
+        """Wake the urgent loads waiting for room (they ask the Evictor again), and give
+        the KV tier what the models no longer hold."""
         self._room_changed.set()
         self._room_changed = anyio.Event()
+        if self._kv_cap is not None and self._kv_target() != self._kv_sent:
+            target = self._kv_target()  # no reply awaited: the models' claims already hold
+            resize = ResizeKVRam(request_id=new_id("kv"), reply_to="loader", budget_bytes=target)
+            if self._outbox.send_nowait("kvcache", resize):
+                self._kv_sent = target  # else (full or closed) the next change tries again
+
+    def _kv_target(self) -> int:
+        assert self._kv_cap is not None
+        ledger = self._ledger
+        return kv_room(
+            ledger.budget_bytes, overhead=ledger.overhead_bytes, models=ledger.used_bytes(),
+            cap=self._kv_cap,
+        )  # fmt: skip
+
+    async def _fit_kv(self) -> None:
+        """Resize the KV RAM tier to the process budget's room left by models (a no-op
+        without ``kv_ram_bytes``) and wait until it fits (a resize sent without waiting
+        may still be queued): a reserved load starts only then. A KV cache that has shut
+        down holds nothing to wait for."""
+        if self._kv_cap is None:
+            return
+        target = self._kv_target()
+        self._kv_sent = target
+        resize = ResizeKVRam(request_id=new_id("kv"), reply_to="loader", budget_bytes=target)
+        with contextlib.suppress(SystemClosedError):
+            await self._pending.ask(self._outbox, "kvcache", resize)
 
     async def _cancel_load(self, name: str) -> None:
         slot = self._table[name]
@@ -541,8 +648,41 @@ class Loader:
                     state=self._state(name),
                     leases=self._ledger.leases(name),
                     footprint_bytes=slot.model.footprint_bytes if slot.model else 0,
+                    device_footprint_bytes=_device_bytes(slot.model),
                 )
                 for name, slot in self._table.items()
             ]
             reply = ModelsDescribed(request_id=msg.request_id, models=rows)
         await self._outbox.send(msg.reply_to, reply)
+
+
+def _too_big(name: str, nbytes: int, budget: int, device_nbytes: int, device_budget: int) -> str:
+    """Why a claim can never fit (bigger than a whole budget), or ""."""
+    mib = 2**20
+    if nbytes > budget:
+        return (
+            f"model {name!r} needs ~{nbytes / mib:.0f} MiB but the models' whole budget is "
+            f"{budget / mib:.0f} MiB: raise `budget` in the profile or use a smaller "
+            "model/quantization"
+        )
+    if device_nbytes > device_budget:
+        return (
+            f"model {name!r} needs ~{device_nbytes / mib:.0f} MiB of GPU memory but "
+            f"`device_budget` is {device_budget / mib:.0f} MiB: raise `device_budget`, or "
+            "offload fewer layers (`gpu_layers`)"
+        )
+    return ""
+
+
+def _device_bytes(model: LoadedModel | None) -> int:
+    offload = model.offload if model is not None else None
+    return offload.device_bytes if offload is not None else 0
+
+
+def _load_parts(slot: _Slot) -> tuple[float, float, str]:
+    """``(read_s, upload_s, device)`` of the load that made ``slot``'s model resident."""
+    total = slot.load[1] - slot.load[0]
+    offload = slot.model.offload if slot.model is not None else None
+    if offload is None:
+        return total, 0.0, ""
+    return max(0.0, total - offload.upload_s), offload.upload_s, offload.device

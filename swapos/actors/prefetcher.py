@@ -42,6 +42,12 @@ class PrefetcherStatistics(msgspec.Struct, frozen=True, kw_only=True):
     loads: int
     warms: int
     denied: int
+    read_s: dict[str, float] = {}
+    """The learned file-read part of each model's loads (seconds)."""
+    upload_s: dict[str, dict[str, float]] = {}
+    """The learned upload part, per model and device."""
+    load_estimate_s: dict[str, float] = {}
+    """The expected seconds of each model's next load (read + upload to its device)."""
 
 
 def upcoming_models(uses: list[ModelUse]) -> list[str]:
@@ -102,7 +108,17 @@ class Prefetcher:
         self._loads = self._warms = self._denied = 0
 
     def statistics(self) -> PrefetcherStatistics:
-        return PrefetcherStatistics(loads=self._loads, warms=self._warms, denied=self._denied)
+        uploads: dict[str, dict[str, float]] = {}
+        for (model, device), seconds in self.costs.upload_s.items():
+            uploads.setdefault(model, {})[device] = seconds
+        return PrefetcherStatistics(
+            loads=self._loads,
+            warms=self._warms,
+            denied=self._denied,
+            read_s=dict(self.costs.read_s),
+            upload_s=uploads,
+            load_estimate_s={m: self.costs.load_estimate_s(m) or 0.0 for m in self.costs.read_s},
+        )
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -205,6 +221,7 @@ class Prefetcher:
             self._loads += 1
             self._load_windows.append((t0, t1))
             self.costs.observe_speculative_load(model, t1 - t0)
+            self.costs.observe_load_parts(model, reply.read_s, reply.upload_s, reply.device)
         self._denied += reply.outcome == "denied"
         return reply.outcome
 

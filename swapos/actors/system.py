@@ -17,7 +17,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from swapos.actors.base import CLEANUP_TIMEOUT_S, Events, Outbox
 from swapos.actors.evictor import Evictor
 from swapos.actors.generator import Generator
-from swapos.actors.handle import PhasesOutcome, System, TaskOutcome
+from swapos.actors.handle import Actors, PhasesOutcome, System, SystemStatistics, TaskOutcome
 from swapos.actors.kvcache import DEFAULT_KV_DISK_BYTES, KVCache
 from swapos.actors.loader import Loader
 from swapos.actors.prefetcher import Prefetcher, PrefetchPolicy
@@ -25,17 +25,18 @@ from swapos.actors.recorder import Recorder
 from swapos.actors.residency import Residency
 from swapos.actors.router import Router
 from swapos.actors.taps import TokenTaps
+from swapos.actors.texts import ModelTexts
 from swapos.backends.base import ModelBackend
 from swapos.clock import Clock, MonotonicClock
 from swapos.errors import SwapOSError
 from swapos.messages.base import Address
 from swapos.messages.events import AnyEvent, RunFinished, RunStarted
 from swapos.messages.inboxes import ClientInbox
-from swapos.models.profile import Mode, Profile, parse_size
+from swapos.models.profile import Mode, Profile, device_budget_bytes, parse_size
 from swapos.models.resolve import model_specs
 from swapos.models.spec import ModelSpec
 from swapos.policies.eviction import EvictionRule
-from swapos.sysinfo import host_info
+from swapos.sysinfo import host_info, process_baseline_bytes
 from swapos.version import __version__
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "ModeSettings",
     "PhasesOutcome",
     "System",
+    "SystemStatistics",
     "TaskOutcome",
     "open_system",
 ]
@@ -70,11 +72,11 @@ DEFAULT_KV_CACHE_BYTES = 512 * 2**20
 WIRING: dict[Address, tuple[Address, ...]] = {
     "client": ("router", "loader", "recorder"),
     "router": ("client", "loader", "generator", "evictor", "prefetcher", "recorder"),
-    "loader": ("client", "router", "prefetcher", "evictor", "recorder"),
+    "loader": ("client", "router", "prefetcher", "evictor", "kvcache", "recorder"),
     "evictor": ("loader",),
     "prefetcher": ("loader", "recorder"),
     "generator": ("router", "kvcache", "prefetcher", "recorder"),
-    "kvcache": ("generator", "recorder"),
+    "kvcache": ("generator", "loader", "recorder"),
 }
 
 
@@ -118,6 +120,8 @@ async def open_system(
     prefetch: PrefetchPolicy | None = None,
     load_threads: int = 1,
     cold: bool = False,
+    process_budget: bool = False,
+    overhead_bytes: int | None = None,
 ) -> AsyncIterator[System]:
     """Start the actor system for ``profile`` and yield its :class:`System` handle.
 
@@ -131,53 +135,74 @@ async def open_system(
         clock: time source (default: monotonic; tests pass a ``FakeClock``).
         event_log: JSONL path the Recorder appends to (None: keep records in memory only).
         on_event: called on the event loop with every event, after it is written.
-        kv_cache: reuse KV prefix states.
-        kv_cache_bytes: RAM budget of the KV cache.
-        kv_disk_dir: directory of the KV cache's disk tier, which outlives the process
-            (None: RAM only; ``swapos.kvstore.default_kv_dir()`` is the user's cache).
-        kv_disk_bytes: size bound of the disk tier.
+        kv_cache, kv_cache_bytes: reuse KV prefix states; the RAM budget of that cache.
+        kv_disk_dir, kv_disk_bytes: the KV cache's disk tier (it outlives the process) and
+            its bound (None: RAM only; ``swapos.kvstore.default_kv_dir()``: the user's cache).
         prefetch: overrides the mode's prefetch policy.
         load_threads: model loads that may run at once.
-        cold: drop an evicted model's file from the page cache (benchmarks of machines whose
-            RAM cannot hold every model).
+        cold: drop an evicted model's file from the page cache (to bench small-RAM machines).
+        process_budget, overhead_bytes: the budget is the process's: its fixed overhead
+            (default: measured, :func:`~swapos.sysinfo.process_baseline_bytes`) and the KV
+            RAM tier share it with the models (docs/timings.md). The command lines turn it on.
 
-    Startup errors surface here. On exit, in-flight work is cancelled, every model is
-    closed (shielded, bounded), and the log is flushed and closed. An unexpected exception
-    in an actor cancels the system and propagates.
+    Startup errors surface here (GPU layers on a CPU-only build: a ``ProfileError``). On
+    exit, in-flight work is cancelled, every model is closed (shielded, bounded), and the
+    log is flushed and closed. An unexpected exception in an actor cancels the system.
     """
-    mode = mode or profile.mode
-    settings = MODE_SETTINGS[mode]
-    clock = clock or MonotonicClock()
     if specs is None:  # may assemble or quantize model files: never on the event loop
         specs = await anyio.to_thread.run_sync(model_specs, profile)
-    if backend is None:
-        from swapos.backends.llama import LlamaBackend
-        from swapos.backends.routing import RoutingBackend
-
-        local = LlamaBackend(load_limiter=anyio.CapacityLimiter(load_threads))
-        backend = RoutingBackend(local)  # remote specs (api_base) go to the API backend
-    budget = budget_bytes if budget_bytes is not None else parse_size(profile.budget)
-    if settings.unlimited_budget:
-        budget = UNLIMITED_BUDGET
-    assembly = _assemble(
-        profile,
-        backend=backend,
-        specs=specs,
-        mode=mode,
-        settings=settings,
-        clock=clock,
-        budget=budget,
-        event_log=event_log,
-        on_event=on_event,
-        kv_cache=kv_cache,
-        kv_cache_bytes=kv_cache_bytes,
-        kv_disk_dir=kv_disk_dir,
-        kv_disk_bytes=kv_disk_bytes,
-        prefetch=prefetch,
-        cold=cold,
-    )
-    async with _lifecycle(assembly, profile, preload=settings.preload) as system:
+    mode = mode or profile.mode
+    shared = _shared(mode, process_budget, overhead_bytes, kv_cache_bytes if kv_cache else 0)
+    prefetch, log = prefetch or MODE_SETTINGS[mode].prefetch, Path(event_log) if event_log else None
+    kv = (kv_cache, kv_cache_bytes, kv_disk_dir, kv_disk_bytes)
+    options = _Options(*kv, prefetch, cold, log, on_event, shared)
+    backend = backend or _default_backend(load_threads)
+    backend.check_devices(list(specs.values()))  # GPU layers on a CPU-only build: one line
+    budget, clock = _budget(profile, mode, budget_bytes), clock or MonotonicClock()
+    asm = _assemble(_Builder(profile, backend, specs, mode, clock, budget, options))
+    async with _lifecycle(asm, profile, preload=MODE_SETTINGS[mode].preload) as system:
         yield system
+
+
+def _default_backend(load_threads: int) -> ModelBackend:
+    """llama-cpp-python for model files; remote specs (``api_base``) go to the API backend."""
+    from swapos.backends.llama import LlamaBackend
+    from swapos.backends.routing import RoutingBackend
+
+    return RoutingBackend(LlamaBackend(load_limiter=anyio.CapacityLimiter(load_threads)))
+
+
+def _budget(profile: Profile, mode: Mode, budget_bytes: int | None) -> int:
+    """The memory budget: unlimited in ``resident`` mode, else the override or the profile's."""
+    if MODE_SETTINGS[mode].unlimited_budget:
+        return UNLIMITED_BUDGET
+    return budget_bytes if budget_bytes is not None else parse_size(profile.budget)
+
+
+def _shared(
+    mode: Mode, process_budget: bool, overhead_bytes: int | None, kv_ram_bytes: int
+) -> tuple[int, int] | None:
+    """(fixed overhead, KV RAM tier size) when the budget is the process's, else None."""
+    if not process_budget or MODE_SETTINGS[mode].unlimited_budget:
+        return None
+    overhead = process_baseline_bytes() if overhead_bytes is None else overhead_bytes
+    return (overhead, kv_ram_bytes)
+
+
+@dataclass(frozen=True)
+class _Options:
+    """The settings of :func:`open_system` that only the actors' construction reads."""
+
+    kv_cache: bool
+    kv_cache_bytes: int
+    kv_disk_dir: Path | None
+    kv_disk_bytes: int
+    prefetch: PrefetchPolicy
+    cold: bool
+    event_log: Path | None
+    on_event: Callable[[AnyEvent], None] | None
+    shared: tuple[int, int] | None
+    """(fixed overhead, KV RAM tier size) when the budget is the process's."""
 
 
 @dataclass
@@ -185,120 +210,138 @@ class _Assembly:
     """The wired, not yet started actors of one system."""
 
     system: System
-    recorder: Recorder
-    actors: dict[str, Any]
+    actors: Actors
     client: Outbox
     client_inbox: MemoryObjectReceiveStream[ClientInbox]
     client_events: Events
 
 
-def _assemble(
-    profile: Profile,
-    *,
-    backend: ModelBackend,
-    specs: dict[str, ModelSpec],
-    mode: Mode,
-    settings: ModeSettings,
-    clock: Clock,
-    budget: int,
-    event_log: str | Path | None,
-    on_event: Callable[[AnyEvent], None] | None,
-    kv_cache: bool,
-    kv_cache_bytes: int,
-    kv_disk_dir: Path | None,
-    kv_disk_bytes: int,
-    prefetch: PrefetchPolicy | None,
-    cold: bool,
-) -> _Assembly:
-    """Create the streams by :data:`WIRING` and the seven actors on them (nothing runs yet)."""
-    t0 = clock.now()
+class _Builder:
+    """The streams of one system, by :data:`WIRING` (each actor's inbox and outbox), and
+    the seven actors on them, made one by one (nothing runs yet)."""
 
-    streams = {a: anyio.create_memory_object_stream[Any](INBOX_SIZES[a]) for a in INBOX_SIZES}
-    sends: dict[Address, MemoryObjectSendStream[Any]] = {a: s for a, (s, _) in streams.items()}
-    recvs = {a: r for a, (_, r) in streams.items()}
+    def __init__(  # noqa: PLR0917
+        self,
+        profile: Profile,
+        backend: ModelBackend,
+        specs: dict[str, ModelSpec],
+        mode: Mode,
+        clock: Clock,
+        budget: int,
+        opts: _Options,
+    ) -> None:
+        self.profile, self.backend, self.specs, self.mode = profile, backend, specs, mode
+        self.clock, self.t0, self.budget, self.opts = clock, clock.now(), budget, opts
+        streams = {a: anyio.create_memory_object_stream[Any](INBOX_SIZES[a]) for a in INBOX_SIZES}
+        self._sends: dict[Address, MemoryObjectSendStream[Any]] = {
+            a: s for a, (s, _) in streams.items()
+        }
+        self.inbox = {a: r for a, (_, r) in streams.items()}
+        self.outbox = {
+            actor: Outbox({to: self._sends[to].clone() for to in WIRING[actor]}) for actor in WIRING
+        }
+        self.residency, self.taps = Residency(), TokenTaps()
+        self.texts = ModelTexts(backend=backend, specs=specs, profile=profile)
 
-    def outbox(actor: Address) -> Outbox:
-        return Outbox({to: sends[to].clone() for to in WIRING[actor]})
+    def events(self, actor: Address) -> Events:
+        return Events(self.outbox[actor], self.clock, self.t0)
 
-    def events(box: Outbox) -> Events:
-        return Events(box, clock, t0)
+    def close_originals(self) -> None:
+        """Close the streams' original send ends: only the clones in the outboxes stay open."""
+        for stream in self._sends.values():
+            stream.close()
 
-    residency = Residency()
-    taps = TokenTaps()
-    boxes = {a: outbox(a) for a in WIRING}
-    recorder = Recorder(
-        inbox=recvs["recorder"], path=Path(event_log) if event_log else None, on_event=on_event
-    )
-    actors: dict[str, Any] = {
-        "evictor": Evictor(
-            inbox=recvs["evictor"],
-            outbox=boxes["evictor"],
-            rule=settings.rule,
-        ),
-        "kvcache": KVCache(
-            inbox=recvs["kvcache"],
-            outbox=boxes["kvcache"],
-            events=events(boxes["kvcache"]),
-            budget_bytes=kv_cache_bytes,
-            disk_dir=kv_disk_dir if kv_cache else None,
-            disk_budget_bytes=kv_disk_bytes,
-        ),
-        "loader": Loader(
-            inbox=recvs["loader"],
-            outbox=boxes["loader"],
-            events=events(boxes["loader"]),
-            backend=backend,
-            specs=specs,
-            residency=residency,
-            budget_bytes=budget,
-            cold=cold,
-        ),
-        "generator": Generator(
-            inbox=recvs["generator"],
-            outbox=boxes["generator"],
-            events=events(boxes["generator"]),
-            residency=residency,
-            use_kv_cache=kv_cache,
-            taps=taps,
-        ),
-        "prefetcher": Prefetcher(
-            inbox=recvs["prefetcher"],
-            outbox=boxes["prefetcher"],
-            events=events(boxes["prefetcher"]),
-            backend=backend,
-            specs=specs,
-            policy=prefetch or settings.prefetch,
-        ),
-        "router": Router(
-            inbox=recvs["router"],
-            outbox=boxes["router"],
-            events=events(boxes["router"]),
-            profile=profile,
-            backend=backend,
-            specs=specs,
-        ),
-    }
+    def actors(self) -> Actors:
+        opts = self.opts
+        return Actors(
+            recorder=Recorder(
+                inbox=self.inbox["recorder"], path=opts.event_log, on_event=opts.on_event
+            ),
+            evictor=Evictor(
+                inbox=self.inbox["evictor"],
+                outbox=self.outbox["evictor"],
+                rule=MODE_SETTINGS[self.mode].rule,
+            ),
+            kvcache=KVCache(
+                inbox=self.inbox["kvcache"],
+                outbox=self.outbox["kvcache"],
+                events=self.events("kvcache"),
+                budget_bytes=opts.kv_cache_bytes,
+                disk_dir=opts.kv_disk_dir if opts.kv_cache else None,
+                disk_budget_bytes=opts.kv_disk_bytes,
+            ),
+            loader=self.loader(),
+            generator=Generator(
+                inbox=self.inbox["generator"],
+                outbox=self.outbox["generator"],
+                events=self.events("generator"),
+                residency=self.residency,
+                use_kv_cache=opts.kv_cache,
+                taps=self.taps,
+            ),
+            prefetcher=self.prefetcher(),
+            router=Router(
+                inbox=self.inbox["router"],
+                outbox=self.outbox["router"],
+                events=self.events("router"),
+                profile=self.profile,
+                texts=self.texts,
+            ),
+        )
+
+    def loader(self) -> Loader:
+        shared = self.opts.shared
+        return Loader(
+            inbox=self.inbox["loader"],
+            outbox=self.outbox["loader"],
+            events=self.events("loader"),
+            backend=self.backend,
+            specs=self.specs,
+            residency=self.residency,
+            budget_bytes=self.budget,
+            device_budget_bytes=device_budget_bytes(
+                self.profile,
+                offloading=any(spec.offloaded for spec in self.specs.values()),
+                unlimited=UNLIMITED_BUDGET if MODE_SETTINGS[self.mode].unlimited_budget else 0,
+            ),
+            overhead_bytes=shared[0] if shared else 0,
+            kv_ram_bytes=shared[1] if shared else None,
+            cold=self.opts.cold,
+        )
+
+    def prefetcher(self) -> Prefetcher:
+        return Prefetcher(
+            inbox=self.inbox["prefetcher"],
+            outbox=self.outbox["prefetcher"],
+            events=self.events("prefetcher"),
+            backend=self.backend,
+            specs=self.specs,
+            policy=self.opts.prefetch,
+        )
+
+
+def _assemble(build: _Builder) -> _Assembly:
+    """Create the streams by :data:`WIRING`, the seven actors on them and the handle."""
+    actors = build.actors()
     system = System(
-        router=boxes["client"],
-        recorder=recorder,
-        actors={**actors, "recorder": recorder},
-        mode=mode,
-        budget_bytes=budget,
-        specs=specs,
-        outboxes=boxes,
-        clock=clock,
-        taps=taps,
-        profile=profile,
+        router=build.outbox["client"],
+        actors=actors,
+        mode=build.mode,
+        budget_bytes=build.budget,
+        specs=build.specs,
+        outboxes=build.outbox,
+        clock=build.clock,
+        taps=build.taps,
+        texts=build.texts,
+        profile=build.profile,
     )
-    client_events = events(boxes["client"])
-    for stream in sends.values():  # only the clones in the outboxes stay open
-        stream.close()
+    client_events = build.events("client")
+    build.close_originals()
     return _Assembly(
         system=system,
-        recorder=recorder,
         actors=actors,
-        client=boxes["client"],
-        client_inbox=recvs["client"],
+        client=build.outbox["client"],
+        client_inbox=build.inbox["client"],
         client_events=client_events,
     )
 
@@ -307,36 +350,25 @@ def _assemble(
 async def _lifecycle(asm: _Assembly, profile: Profile, *, preload: bool) -> AsyncIterator[System]:
     """Start the Recorder, log the run's header, start the other actors (and preload in
     resident mode), yield; on exit cancel them, log ``RunFinished`` and close the client."""
-    system, recorder, actors = asm.system, asm.recorder, asm.actors
-    client_events = asm.client_events
-
+    system, actors, client_events = asm.system, asm.actors, asm.client_events
     async with anyio.create_task_group() as outer:
-        await outer.start(recorder.run)
+        await outer.start(actors.recorder.run)
         try:
-            await client_events.emit(
-                RunStarted(
-                    t=client_events.t(),
-                    swapos_version=__version__,
-                    run_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                    host=host_info(),
-                    profile=profile.name,
-                    mode=system.mode,
-                    budget_bytes=system.budget_bytes,
-                    models=sorted(system.specs),
-                )
-            )
+            await client_events.emit(_header(system, profile, client_events.t()))
             async with anyio.create_task_group() as tg:
-                for name in ("evictor", "kvcache", "loader", "generator", "prefetcher", "router"):
-                    await tg.start(actors[name].run)
+                for actor in (
+                    actors.evictor,
+                    actors.kvcache,
+                    actors.loader,
+                    actors.generator,
+                    actors.prefetcher,
+                    actors.router,
+                ):  # consumers first
+                    await tg.start(actor.run)
                 tg.start_soon(system._dispatch, asm.client_inbox)
                 try:
                     if preload:
-                        failed = await system.preload()
-                        if failed:
-                            raise SwapOSError(
-                                "resident mode could not preload: "
-                                + "; ".join(f"{m}: {r}" for m, r in failed.items())
-                            )
+                        await _preload_all(system)
                     yield system
                 finally:
                     system._closed = True
@@ -347,4 +379,24 @@ async def _lifecycle(asm: _Assembly, profile: Profile, *, preload: bool) -> Asyn
                 await asm.client.aclose()
 
 
-__all__ = ["MODE_SETTINGS", "System", "TaskOutcome", "open_system"]
+def _header(system: System, profile: Profile, t: float) -> RunStarted:
+    """The event log's first line."""
+    return RunStarted(
+        t=t,
+        swapos_version=__version__,
+        run_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        host=host_info(),
+        profile=profile.name,
+        mode=system.mode,
+        budget_bytes=system.budget_bytes,
+        models=sorted(system.specs),
+    )
+
+
+async def _preload_all(system: System) -> None:
+    """Resident mode: every model loaded before the first task, or a :class:`SwapOSError`."""
+    failed = await system.preload()
+    if failed:
+        raise SwapOSError(
+            "resident mode could not preload: " + "; ".join(f"{m}: {r}" for m, r in failed.items())
+        )

@@ -1,77 +1,143 @@
-"""The Router as the conductor's :class:`~swapos.pipeline.conductor.PhaseRunner` for one run."""
+"""The phase primitives of one run: :class:`TaskRun`, a
+:class:`~swapos.pipeline.phase_runner.PhaseRunner` bound to its ``run_id``.
+
+The Router makes one per ``RunTask`` (the conductor drives it) and one per ``RunPhases``
+(the Router drives its generate phases itself). Every run of one Router shares a
+:class:`RunContext`: its outbox, its pending replies, the schedules, the grading limiter
+and its counters. Nothing here imports the Router: the Router imports this.
+"""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
+import anyio
+import msgspec
+
+from swapos.actors.base import Events, Outbox, Pending
+from swapos.actors.schedules import Schedules
+from swapos.actors.texts import ModelTexts
+from swapos.backends.threads import run_in_worker
 from swapos.data.sampling import SamplingParams
 from swapos.data.task import Task
+from swapos.messages.base import new_id
+from swapos.messages.commands import (
+    AcquireFailed,
+    AcquireModel,
+    CancelGeneration,
+    Generate,
+    Generated,
+    GenerateFailed,
+    ModelLeased,
+    ModelUse,
+    PhaseObserved,
+    ReleaseLease,
+)
+from swapos.messages.events import (
+    GradeFinished,
+    GradeStarted,
+    PhaseFinished,
+    PhaseStarted,
+    RouterDecided,
+    TaskFinished,
+    TaskStarted,
+)
+from swapos.models.profile import Profile
 from swapos.models.templates import ChatFormat
+from swapos.pipeline.grader import GradeResult
 from swapos.pipeline.phase_runner import PhaseOutput
+from swapos.policies.outcomes import PassRate
+from swapos.sysinfo import peak_rss_bytes, reset_peak_rss
 
-if TYPE_CHECKING:
-    from swapos.actors.router import GradeWork, Router
-    from swapos.pipeline.grader import GradeResult
+GradeWork = Callable[[threading.Event], GradeResult]
+"""The blocking grading call a conductor hands to :meth:`TaskRun.grade_phase`; it stops soon
+after the event is set (the phase was cancelled)."""
+
+CANCELLED = "cancelled"
+"""The ``error`` of a run, and the ``outcome``/``error`` of a phase, that a cancellation
+ended (a ``CancelTask``, the caller hanging up, or the system shutting down)."""
+
+
+@dataclass
+class RunContext:
+    """What every run of one Router shares. Owned by the Router: its runs are its tasks."""
+
+    outbox: Outbox
+    events: Events
+    pending: Pending
+    schedules: Schedules
+    texts: ModelTexts
+    profile: Profile
+    grade_limiter: anyio.CapacityLimiter
+    pass_rate: PassRate = field(default_factory=PassRate)
+    phases_done: int = 0
 
 
 class TaskRun:
-    """The Router as the :class:`~swapos.pipeline.conductor.PhaseRunner` of one run of a
-    task: everything the conductor records carries the run's id (the conductor names the
-    task, the run id tells runs of one task apart)."""
+    """The phase primitives of the run ``run_id``: everything it records carries the run's
+    id (the conductor names the task, the run id tells runs of one task apart).
 
-    def __init__(self, router: Router, run_id: str) -> None:
-        self._router = router
-        self._run_id = run_id
-        self.profile = router.profile
+    Cancellation is handled alike for every phase: a cancelled generate or grade phase
+    stops its work (the generation within one token, the sandbox within ~0.1 s), releases
+    what it holds, records the phase as finished with outcome ``cancelled`` (shielded) and
+    re-raises. The run's own end (``TaskFinished``) is recorded by :meth:`finish`, which the
+    Router calls once the run is over, so a run that a cancellation cut short says
+    ``error="cancelled"`` whatever its conductor reported.
+    """
 
-    async def generate_phase(
-        self,
-        *,
-        task_id: str,
-        phase: str,
-        model: str,
-        prompt: str,
-        stable_prefix: str,
-        params: SamplingParams,
-        attempt: int,
-        upcoming: Sequence[str],
-        special: bool = False,
-    ) -> PhaseOutput:
-        return await self._router.generate_phase(
-            task_id=task_id,
-            run_id=self._run_id,
-            phase=phase,
-            model=model,
-            prompt=prompt,
-            stable_prefix=stable_prefix,
-            params=params,
-            attempt=attempt,
-            upcoming=upcoming,
-            special=special,
+    def __init__(self, ctx: RunContext, run_id: str) -> None:
+        self._ctx = ctx
+        self.run_id = run_id
+        self.profile = ctx.profile
+        self._started = False
+        self._reported: TaskFinished | None = None
+
+    # --- the run's start and end ----------------------------------------------------------
+
+    async def started(self, task_id: str, category: str) -> None:
+        """Record that this run started (once: later calls do nothing)."""
+        if self._started:
+            return
+        self._started = True  # before the send: a cancel may land on it once the event is out
+        events = self._ctx.events
+        await events.emit(
+            TaskStarted(t=events.t(), task_id=task_id, run_id=self.run_id, category=category)
         )
-
-    async def grade_phase(
-        self, *, task_id: str, attempt: int, work: GradeWork, phase: str = "grade"
-    ) -> GradeResult:
-        return await self._router.grade_phase(
-            task_id=task_id, run_id=self._run_id, attempt=attempt, work=work, phase=phase
-        )
-
-    def expects_pass(self) -> bool:
-        return self._router.pass_rate.expects_pass()
-
-    async def decide(self, task_id: str, decision: str, text: str) -> None:
-        await self._router.decide(task_id, decision, text)
-
-    async def token_counter(self, model: str) -> Callable[[str], int]:
-        return await self._router.token_counter(model)
-
-    async def chat_format(self, model: str) -> ChatFormat | None:
-        return await self._router.chat_format(model)
 
     async def task_started(self, task: Task) -> None:
-        await self._router.task_started(task, run_id=self._run_id)
+        """Record that this run of ``task`` started (the Router already has, before the
+        run's scope: a run cancelled before it starts is recorded too)."""
+        await self.started(task.task_id, task.category)
+
+    def report(
+        self,
+        task_id: str,
+        *,
+        passed: bool,
+        pass_at_1: bool,
+        iterations: int,
+        tests_passed: int = 0,
+        tests_total: int = 0,
+        error: str | None,
+        passed_attempt: int = 0,
+        grades: int = 0,
+    ) -> None:
+        """Note how the run ended, as the one who drove it saw it; :meth:`finish` records it."""
+        self._reported = TaskFinished(
+            t=0.0,
+            task_id=task_id,
+            run_id=self.run_id,
+            passed=passed,
+            pass_at_1=pass_at_1,
+            iterations=iterations,
+            tests_passed=tests_passed,
+            tests_total=tests_total,
+            error=error,
+            passed_attempt=passed_attempt,
+            grades=grades,
+        )
 
     async def task_finished(
         self,
@@ -86,9 +152,9 @@ class TaskRun:
         passed_attempt: int = 0,
         grades: int = 0,
     ) -> None:
-        await self._router.task_finished(
-            task,
-            run_id=self._run_id,
+        """Note how the conductor says ``task`` ended; :meth:`finish` records it."""
+        self.report(
+            task.task_id,
             passed=passed,
             pass_at_1=pass_at_1,
             iterations=iterations,
@@ -97,4 +163,216 @@ class TaskRun:
             error=error,
             passed_attempt=passed_attempt,
             grades=grades,
+        )
+
+    async def finish(self, task_id: str, *, cancelled: bool) -> None:
+        """Record the run's end (``TaskFinished``), if it started: as its conductor reported
+        it, except that a run ``cancelled`` failed with ``error="cancelled"``. Call it
+        shielded."""
+        if not self._started:
+            return
+        ended = self._reported or TaskFinished(
+            t=0.0, task_id=task_id, run_id=self.run_id, passed=False, pass_at_1=False
+        )
+        if cancelled:
+            ended = msgspec.structs.replace(
+                ended, passed=False, pass_at_1=False, passed_attempt=0, error=CANCELLED
+            )
+        await self._ctx.events.emit(msgspec.structs.replace(ended, t=self._ctx.events.t()))
+
+    # --- what the conductor asks ----------------------------------------------------------
+
+    def expects_pass(self) -> bool:
+        return self._ctx.pass_rate.expects_pass()
+
+    async def decide(self, task_id: str, decision: str, text: str) -> None:
+        """Record a routing decision (which plan, which model, and why)."""
+        events = self._ctx.events
+        await events.emit(
+            RouterDecided(t=events.t(), task_id=task_id, decision=decision, text=text)
+        )
+
+    async def token_counter(self, model: str) -> Callable[[str], int]:
+        return await self._ctx.texts.token_counter(model)
+
+    async def chat_format(self, model: str) -> ChatFormat | None:
+        return await self._ctx.texts.chat_format(model)
+
+    # --- phases ---------------------------------------------------------------------------
+
+    async def generate_phase(
+        self,
+        *,
+        task_id: str,
+        phase: str,
+        model: str,
+        prompt: str,
+        stable_prefix: str,
+        params: SamplingParams,
+        attempt: int,
+        upcoming: Sequence[str],
+        special: bool = False,
+    ) -> PhaseOutput:
+        """Run one generate phase end to end; failures come back in ``error``.
+
+        ``special``: the prompt is a rendered chat (its special-token text is tokens).
+        Cancelled, it stops its generation within one token, releases its lease, records
+        the phase as finished with outcome ``cancelled`` and re-raises."""
+        events = self._ctx.events
+        ids = {"task_id": task_id, "phase_id": new_id("ph"), "model": model}
+        reset_peak_rss()
+        schedule = [ModelUse(model=model, order=0, task_id=task_id, phase=phase)] + [
+            ModelUse(model=m, order=i + 1, task_id=task_id) for i, m in enumerate(upcoming)
+        ]
+        request = Generate(
+            request_id=new_id("gen"),
+            reply_to="router",
+            lease_id="",  # set once the lease is granted
+            model=model,
+            prompt=prompt,
+            stable_prefix=stable_prefix,
+            params=params,
+            task_id=task_id,
+            phase_id=ids["phase_id"],
+            special=special,
+        )
+        try:  # (a cancel may land on PhaseStarted's send, once the event is out)
+            await events.emit(
+                PhaseStarted(t=events.t(), run_id=self.run_id, phase=phase, attempt=attempt, **ids)
+            )
+            out = await self._generate(request, schedule)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._end_phase(ids, outcome=CANCELLED, error=CANCELLED)
+            raise
+        await self._end_phase(ids, outcome="error" if out.error else "ok", error=out.error)
+        return out
+
+    async def _generate(self, request: Generate, schedule: list[ModelUse]) -> PhaseOutput:
+        """Lease the model (publishing the schedule before and after), generate, release."""
+        ctx = self._ctx
+        await ctx.schedules.publish(self.run_id, schedule)
+        lease = await ctx.pending.ask(
+            ctx.outbox,
+            "loader",
+            AcquireModel(
+                request_id=new_id("acq"),
+                reply_to="router",
+                model=request.model,
+                task_id=request.task_id,
+                phase_id=request.phase_id,
+            ),
+        )
+        if isinstance(lease, AcquireFailed):
+            return PhaseOutput(error=f"load failed: {lease.reason}")
+        assert isinstance(lease, ModelLeased)
+        try:
+            at_first_token = await ctx.schedules.ready(self.run_id, schedule)
+            gen_started = ctx.events.t()
+            request = msgspec.structs.replace(
+                request, lease_id=lease.grant.lease_id, at_first_token=at_first_token
+            )
+            reply = await ctx.pending.ask(ctx.outbox, "generator", request)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):  # stop the generation within one token
+                await ctx.outbox.send_if_open(
+                    "generator", CancelGeneration(request_id=request.request_id)
+                )
+            raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                await ctx.outbox.send_if_open("loader", ReleaseLease(lease_id=lease.grant.lease_id))
+        if isinstance(reply, GenerateFailed):
+            return PhaseOutput(error=reply.reason)
+        assert isinstance(reply, Generated)
+        await self._observed(request.model, lease, reply, started_t=gen_started)
+        return PhaseOutput(text=reply.text, tokens=reply.stats.tokens, hit_cap=reply.stats.hit_cap)
+
+    async def _observed(
+        self, model: str, lease: ModelLeased, reply: Generated, *, started_t: float
+    ) -> None:
+        """Tell the Prefetcher how long the phase generated (its cost model learns from it)."""
+        await self._ctx.outbox.send(
+            "prefetcher",
+            PhaseObserved(
+                model=model,
+                tokens=reply.stats.tokens,
+                gen_s=reply.stats.gen_s,
+                started_t=started_t,
+                ended_t=self._ctx.events.t(),
+                load_s=lease.grant.load_s,
+                load_hidden_s=lease.grant.load_hidden_s,
+            ),
+        )
+
+    async def grade_phase(
+        self, *, task_id: str, attempt: int, work: GradeWork, phase: str = "grade"
+    ) -> GradeResult:
+        """Run ``work`` (the sandboxed grader) in a worker thread as a ``phase`` phase
+        (``grade``: the task's tests; ``selfcheck``: its docstring's examples).
+
+        Cancelled, it kills the sandbox (``work`` sees its event set and returns within
+        ~0.1 s), records ``GradeFinished`` and ``PhaseFinished`` with outcome ``cancelled``
+        (shielded) and re-raises."""
+        ctx, events = self._ctx, self._ctx.events
+        t0 = events.t()
+        ids = {"task_id": task_id, "phase_id": new_id("ph")}
+        grade_started = False
+        try:  # (a cancel may land on an event's send, once the event is out)
+            await events.emit(
+                PhaseStarted(t=t0, run_id=self.run_id, phase=phase, attempt=attempt, **ids)
+            )
+            grade_started = True
+            await events.emit(GradeStarted(t=t0, attempt=attempt, **ids))
+            await ctx.schedules.publish_rest(self.run_id)
+            result = await run_in_worker(work, limiter=ctx.grade_limiter)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                if grade_started:
+                    await self._graded(ids, t0, outcome=CANCELLED, reason="grading was cancelled")
+                await self._end_phase(ids, outcome=CANCELLED, error=CANCELLED, rss=False)
+            raise
+        await self._graded(ids, t0, outcome=result.outcome, reason=result.reason, result=result)
+        await self._end_phase(ids, outcome=result.outcome, rss=False)
+        if phase == "grade":
+            ctx.pass_rate.observe(result.passed)
+        return result
+
+    async def _graded(
+        self,
+        ids: dict[str, str],
+        t0: float,
+        *,
+        outcome: str,
+        reason: str,
+        result: GradeResult | None = None,
+    ) -> None:
+        events = self._ctx.events
+        await events.emit(
+            GradeFinished(
+                t=events.t(),
+                outcome=outcome,
+                passed=result.passed if result else False,
+                tests_passed=result.tests_passed if result else 0,
+                tests_total=result.tests_total if result else 0,
+                duration_s=events.t() - t0,
+                reason=reason,
+                **ids,
+            )
+        )
+
+    async def _end_phase(
+        self, ids: dict[str, str], *, outcome: str, error: str | None = None, rss: bool = True
+    ) -> None:
+        """Record the phase's end (``rss``: with the process's peak RSS during it)."""
+        self._ctx.phases_done += 1
+        events = self._ctx.events
+        await events.emit(
+            PhaseFinished(
+                t=events.t(),
+                outcome=outcome,
+                error=error,
+                peak_rss_bytes=peak_rss_bytes() if rss else 0,
+                **ids,
+            )
         )

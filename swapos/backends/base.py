@@ -9,13 +9,14 @@ Generator looks them up by lease.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 import msgspec
 
 from swapos.data.generation import GenerationStats
 from swapos.data.prefix import PrefixState
+from swapos.data.residency import Offload
 from swapos.data.sampling import SamplingParams
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatFormat
@@ -60,8 +61,15 @@ class LoadedModel(Protocol):
         ...
 
     @property
+    def offload(self) -> Offload | None:
+        """Its layers on a GPU (device, layers, measured device bytes, upload time), or None
+        when everything is on the host."""
+        ...
+
+    @property
     def kv_identity(self) -> str:
-        """Key of the states this model can restore: file identity + settings + versions."""
+        """Key of the states this model can restore: file identity + settings (the offload
+        setting among them) + versions."""
         ...
 
     @property
@@ -141,11 +149,78 @@ class TextPromptModel(Protocol):
         ...
 
 
+class DrawOutput(msgspec.Struct, frozen=True, kw_only=True):
+    """One finished draw of :meth:`DrawsModel.generate_draws`.
+
+    Attributes:
+        index: its place in the call's ``draws`` (whose ``SamplingParams`` it sampled with).
+        output: its text and stats, as the same draw generated alone would report them;
+            ``read`` is the prompt and the draw's decoded tokens; no KV state is saved.
+    """
+
+    index: int
+    output: GenerationOutput
+
+
+@runtime_checkable
+class DrawsModel(Protocol):
+    """A loaded model that decodes several sampled draws of one prompt side by side (the
+    llama backend: one sequence each in one context, sharing the prompt's KV cells)."""
+
+    async def generate_draws(
+        self,
+        prompt: list[int],
+        draws: Sequence[SamplingParams],
+        *,
+        restore: PrefixState | None = None,
+        on_draw: Callable[[DrawOutput], None] | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> list[DrawOutput]:
+        """Decode one continuation of ``prompt`` per item of ``draws``, in lockstep.
+
+        Each draw samples with its own ``SamplingParams`` (seed, temperature, stops,
+        ``max_tokens``) exactly as :meth:`LoadedModel.generate` would alone: the same text
+        where the numerics allow (a batch of several sequences is not bit-identical to a
+        batch of one on every kernel).
+
+        Args:
+            prompt: prompt token ids, prefilled once for all the draws.
+            draws: the sampling of each draw (at least one).
+            restore: a saved prefix state, used as :meth:`LoadedModel.generate` uses it.
+            on_draw: called on the event loop thread with each draw as soon as it finishes,
+                while the others go on.
+            stop: polled between steps (from a worker thread); once it returns True the
+                draws still running are dropped and the call returns.
+
+        Returns:
+            The finished draws in the order they finished (those dropped by ``stop`` are
+            not in it).
+
+        On cancellation the backend stops within one step, then re-raises.
+        """
+        ...
+
+
 class ModelBackend(Protocol):
     """Loads models. One backend instance serves a whole system."""
 
     def estimate_footprint(self, spec: ModelSpec) -> int:
-        """Bytes the model is expected to hold once loaded (before measuring)."""
+        """Host bytes the model is expected to hold once loaded (before measuring)."""
+        ...
+
+    def estimate_device_footprint(self, spec: ModelSpec) -> int:
+        """GPU bytes the model is expected to hold once loaded: its offloaded layers
+        (``spec.gpu_layers``) and their KV cache; 0 when it offloads nothing."""
+        ...
+
+    def check_devices(self, specs: Sequence[ModelSpec]) -> None:
+        """Refuse, before anything runs, specs that ask for what this backend cannot do
+        (layers on a GPU with a CPU-only build).
+
+        Raises:
+            ProfileError: one line naming the model's ``gpu_layers`` and how to install a
+                GPU build (:data:`~swapos.sysinfo.GPU_INSTALL_HINT`).
+        """
         ...
 
     async def load(self, spec: ModelSpec) -> LoadedModel:

@@ -9,19 +9,21 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import msgspec
 
-from swapos.backends.base import GenerationOutput
+from swapos.backends.base import DrawOutput, GenerationOutput
 from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
 from swapos.backends.stops import StopStream
 from swapos.clock import Clock
 from swapos.data.generation import GenerationStats, StopReason
 from swapos.data.prefix import PrefixState
+from swapos.data.residency import Offload
 from swapos.data.sampling import SamplingParams
 from swapos.errors import GenerationError, ModelFileError
+from swapos.models.resolve import refuse_offload
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatFormat
 from swapos.policies.tokens import can_cut_back, common_prefix_len
@@ -34,7 +36,14 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
         load_s: load time from a cold page cache.
         warm_load_s: load time once :meth:`FakeBackend.warm` ran (defaults to ``load_s``).
         warm_s: how long the warm-up itself takes.
-        footprint_bytes: memory it holds once loaded.
+        footprint_bytes: host memory it holds once loaded.
+        device_bytes: GPU memory it holds once loaded when its spec offloads layers
+            (``gpu_layers``): its layers and their KV cache. A partly offloaded model holds
+            both ``footprint_bytes`` and ``device_bytes``.
+        upload_s: the part of an offloaded load spent copying weights to the device, after
+            the file read (``load_s`` or ``warm_load_s``); a warm-up never shortens it.
+        gpu_layers: the layers llama.cpp would report offloaded (default: the spec's,
+            ``"all"`` counting as 32).
         prefill_s_per_token: prefill cost of one prompt token.
         token_s: decode cost of one generated token.
         reply: the text it generates, one token per word (a token carries the space before
@@ -49,12 +58,18 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
             edge maps it to :class:`~swapos.errors.GenerationError`.
         kv_window: a sliding attention window: a restored state longer than it cannot be cut
             back (the restore restores nothing, as llama.cpp's would).
+        draw_step_cost: for :meth:`FakeModel.generate_draws`, the time of one lockstep step
+            of ``k`` draws as a multiple of ``token_s`` (item ``k - 1``; past the end, the
+            last item); empty: 1.0 for every ``k`` (a flat cost curve).
     """
 
     load_s: float = 1.0
     warm_load_s: float | None = None
     warm_s: float = 0.0
     footprint_bytes: int = 100
+    device_bytes: int = 0
+    upload_s: float = 0.0
+    gpu_layers: int | None = None
     prefill_s_per_token: float = 0.0
     token_s: float = 0.1
     reply: str = "ok"
@@ -64,6 +79,7 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
     fail_restore: bool = False
     fail_generations: tuple[int, ...] = ()
     kv_window: int | None = None
+    draw_step_cost: tuple[float, ...] = ()
 
 
 Fault = Literal[
@@ -106,10 +122,17 @@ class FakeFaults(msgspec.Struct, frozen=True, kw_only=True):
 class FakeModel:
     """A loaded fake model; tokens are characters (so prefixes line up exactly)."""
 
-    def __init__(self, backend: FakeBackend, spec: ModelSpec, script: FakeModelScript) -> None:
+    def __init__(
+        self,
+        backend: FakeBackend,
+        spec: ModelSpec,
+        script: FakeModelScript,
+        offload: Offload | None = None,
+    ) -> None:
         self._backend = backend
         self._spec = spec
         self._script = script
+        self._offload = offload
         self.closed = False
 
     @property
@@ -121,8 +144,12 @@ class FakeModel:
         return self._script.footprint_bytes
 
     @property
+    def offload(self) -> Offload | None:
+        return self._offload
+
+    @property
     def kv_identity(self) -> str:
-        return f"fake:{self._spec.name}:{self._spec.n_ctx}"
+        return f"fake:{self._spec.name}:{self._spec.n_ctx}:ngl={self._spec.gpu_layers}"
 
     @property
     def kv_window(self) -> int | None:
@@ -249,6 +276,72 @@ class FakeModel:
             on_token(rest)
         return stream.text, n, reason, first_at
 
+    async def generate_draws(
+        self,
+        prompt: list[int],
+        draws: Sequence[SamplingParams],
+        *,
+        restore: PrefixState | None = None,
+        on_draw: Callable[[DrawOutput], None] | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> list[DrawOutput]:
+        """Side-by-side draws on the clock: one prefill, then lockstep steps of
+        ``token_s * draw_step_cost[k - 1]`` while ``k`` draws run. Draw ``i`` answers what
+        the ``i``-th of the same draws in turn would (the script's next replies, in order),
+        with the same stop rules; ``on_draw`` gets each as it ends, ``stop`` is polled
+        before every step. Counts as ``len(draws)`` generations.
+
+        Raises:
+            GenerationError: the script fails the first of these generations.
+        """
+        with map_exceptions(
+            {LIBRARY_ERRORS: GenerationError}, f"drawing with model {self._spec.name!r}"
+        ):
+            return await self._draws(prompt, draws, restore, on_draw, stop)
+
+    async def _draws(
+        self,
+        prompt: list[int],
+        draws: Sequence[SamplingParams],
+        restore: PrefixState | None,
+        on_draw: Callable[[DrawOutput], None] | None,
+        stop: Callable[[], bool] | None,
+    ) -> list[DrawOutput]:
+        clock, script, backend = self._backend.clock, self._script, self._backend
+        backend.prompts.append((self._spec.name, "".join(map(chr, prompt))))
+        start = clock.now()
+        restored = 0
+        if restore is not None and not script.fail_restore:
+            common = common_prefix_len(restore.tokens, prompt)
+            if can_cut_back(len(restore.tokens), common, script.kv_window):
+                restored = min(common, max(len(prompt) - 1, 0))
+        await clock.sleep(script.prefill_s_per_token * (len(prompt) - restored))
+        done = backend.generations.get(self._spec.name, 0)
+        backend.generations[self._spec.name] = done + len(draws)
+        if done in script.fail_generations:
+            raise RuntimeError("llama_decode failed with status -3")
+        prefill_s = clock.now() - start
+        replies = script.replies or (script.reply,)
+        live = [
+            _FakeDraw(i, p, replies[min(done + i, len(replies) - 1)]) for i, p in enumerate(draws)
+        ]
+        finished: list[DrawOutput] = []
+        ended = [d for d in live if d.empty]
+        for d in ended:
+            d.reason = "length" if d.pieces else "eos"  # as _decode: capped before a piece
+        while True:
+            for d in ended:
+                live.remove(d)
+                out = DrawOutput(index=d.index, output=d.output(prompt, restored, start, prefill_s))
+                finished.append(out)
+                if on_draw is not None:
+                    on_draw(out)
+            if not live or (stop is not None and stop()):
+                return finished
+            costs = script.draw_step_cost or (1.0,)
+            await clock.sleep(script.token_s * costs[min(len(live), len(costs)) - 1])
+            ended = [d for d in live if d.step(clock.now())]
+
     async def _save_faults(self) -> None:
         await self._backend.stall("save_hang")
         if self._backend.fault("save_fail"):
@@ -259,6 +352,60 @@ class FakeModel:
             self.closed = True
             self._backend.open_models.discard(self)
             self._backend.resident_bytes -= self._script.footprint_bytes
+            if self._offload is not None:
+                self._backend.device_resident_bytes -= self._offload.device_bytes
+
+
+class _FakeDraw:
+    """One draw of :meth:`FakeModel.generate_draws`: its reply's pieces, one per step."""
+
+    def __init__(self, index: int, params: SamplingParams, reply: str) -> None:
+        words = reply.split(" ") if reply else []
+        self.index, self.params = index, params
+        self.pieces = words[:1] + [" " + w for w in words[1:]]
+        self.stream = StopStream(params.stop)
+        self.n, self.first, self.end = 0, 0.0, 0.0
+        self.reason: StopReason = "eos"
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to sample: it ends before any step, as a generation in turn would."""
+        return not self.pieces or self.params.max_tokens <= 0
+
+    def step(self, now: float) -> bool:
+        """Sample one piece at ``now``; True when the draw has ended (the rules of
+        ``FakeModel._decode``: a stop sequence, the reply's end, ``max_tokens``)."""
+        if self.n == 0:
+            self.first = now
+        self.end = now
+        self.stream.add(self.pieces[self.n])
+        self.n += 1
+        if self.stream.stopped:
+            self.reason = "stop"
+            return True
+        if self.n < len(self.pieces) and self.n < self.params.max_tokens:
+            return False
+        self.reason = "eos" if self.n == len(self.pieces) else "length"
+        self.stream.finish()
+        return True
+
+    def output(
+        self, prompt: list[int], restored: int, start: float, prefill_s: float
+    ) -> GenerationOutput:
+        stats = GenerationStats(
+            prompt_tokens=len(prompt),
+            kv_restored_tokens=restored,
+            prefill_tokens=len(prompt) - restored,
+            prefill_s=prefill_s,
+            ttft_s=self.first - start,
+            tokens=self.n,
+            gen_s=self.end - self.first,
+            stop_reason=self.reason,
+        )
+        kept = "".join(self.pieces[: self.n if self.reason == "eos" else max(self.n - 1, 0)])
+        return GenerationOutput(
+            text=self.stream.text, stats=stats, read=(*prompt, *(ord(c) for c in kept))
+        )
 
 
 class FakeBackend:
@@ -275,6 +422,12 @@ class FakeBackend:
             0 models a GPU box where loads and generation do not compete.
         faults: random failures and stalls of every model (:class:`FakeFaults`).
         injected: the faults injected so far, by kind.
+        gpu: the fake is a GPU build (False: a CPU-only build, whose
+            :meth:`check_devices` refuses specs with ``gpu_layers``).
+        device_memory: the fake GPU's memory: a load that would take more fails as
+            llama.cpp's does (out of device memory); None: unbounded.
+        device_resident_bytes, peak_device_bytes: device bytes of open models, now and at
+            peak.
     """
 
     def __init__(
@@ -284,8 +437,14 @@ class FakeBackend:
         *,
         contention: float = 0.0,
         faults: FakeFaults | None = None,
+        gpu: bool = True,
+        device_memory: int | None = None,
     ) -> None:
         self.clock = clock
+        self.gpu = gpu
+        self.device_memory = device_memory
+        self.device_resident_bytes = 0
+        self.peak_device_bytes = 0
         self.faults = faults or FakeFaults()
         self._rng = random.Random(self.faults.seed)
         self.injected: Counter[Fault] = Counter()
@@ -322,21 +481,61 @@ class FakeBackend:
     def estimate_footprint(self, spec: ModelSpec) -> int:
         return spec.footprint_bytes or self._script(spec).footprint_bytes
 
+    def estimate_device_footprint(self, spec: ModelSpec) -> int:
+        """The script's ``device_bytes`` when ``spec`` offloads layers, else 0."""
+        return self._script(spec).device_bytes if spec.offloaded else 0
+
+    def check_devices(self, specs: Sequence[ModelSpec]) -> None:
+        """A CPU-only fake (``gpu=False``) refuses a spec with layers on a GPU.
+
+        Raises:
+            ProfileError: naming the model and how to install a GPU build.
+        """
+        if not self.gpu:
+            refuse_offload(specs, build="this fake backend is a CPU-only build")
+
     async def load(self, spec: ModelSpec) -> FakeModel:
+        """Read the file (``load_s``, or ``warm_load_s`` once warmed), then upload the
+        offloaded layers (``upload_s``) into the fake GPU's memory.
+
+        Raises:
+            ModelFileError: a scripted or injected failure, or the upload would exceed
+                ``device_memory`` (as llama.cpp fails to allocate a device buffer).
+        """
         script = self._script(spec)
         warm = spec.name in self.warmed
         load_s = script.warm_load_s if warm and script.warm_load_s is not None else script.load_s
+        device_bytes = self.estimate_device_footprint(spec)
         self.loading += 1
         try:
             await self.stall("load_hang")
             await self.clock.sleep(load_s)
+            if spec.offloaded:
+                await self.clock.sleep(script.upload_s)
         finally:
             self.loading -= 1
         if script.fail_load is not None:
             raise ModelFileError(script.fail_load)
         if self.fault("load_fail"):
             raise ModelFileError(f"injected fault: cannot load {spec.name!r}")
-        model = FakeModel(self, spec, script)
+        offload = None
+        if spec.offloaded:
+            used = self.device_resident_bytes + device_bytes
+            if self.device_memory is not None and used > self.device_memory:
+                raise ModelFileError(
+                    f"fake GPU out of memory loading {spec.name!r}: {used} > "
+                    f"{self.device_memory} bytes"
+                )
+            layers = script.gpu_layers if script.gpu_layers is not None else spec.gpu_layers
+            offload = Offload(
+                device="FakeGPU0",
+                layers=32 if layers < 0 else layers,
+                device_bytes=device_bytes,
+                upload_s=script.upload_s,
+            )
+            self.device_resident_bytes = used
+            self.peak_device_bytes = max(self.peak_device_bytes, used)
+        model = FakeModel(self, spec, script, offload)
         self.open_models.add(model)
         self.resident_bytes += script.footprint_bytes
         self.peak_resident_bytes = max(self.peak_resident_bytes, self.resident_bytes)

@@ -7,7 +7,7 @@ sends each call to the local backend (llama-cpp-python by default) or, for a spe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from swapos.backends.base import LoadedModel, ModelBackend
 from swapos.models.spec import ModelSpec
@@ -37,6 +37,13 @@ class RoutingBackend:
 
     def estimate_footprint(self, spec: ModelSpec) -> int:
         return self.backend_for(spec).estimate_footprint(spec)
+
+    def estimate_device_footprint(self, spec: ModelSpec) -> int:
+        return self.backend_for(spec).estimate_device_footprint(spec)
+
+    def check_devices(self, specs: Sequence[ModelSpec]) -> None:
+        self.local.check_devices([s for s in specs if not s.remote])
+        self.remote.check_devices([s for s in specs if s.remote])
 
     async def load(self, spec: ModelSpec) -> LoadedModel:
         return await self.backend_for(spec).load(spec)

@@ -7,11 +7,15 @@ import sys
 from collections.abc import Callable, Sequence
 
 from swapos.bench import kv, replay, report, splice
+from swapos.bench.draws import command as draws
+from swapos.bench.grade import command as grade_cost
 from swapos.bench.overhead import command as overhead
 from swapos.bench.serve import command as serve
 from swapos.bench.soak import command as soak
 from swapos.bench.suite import command as suite_run
 from swapos.bench.swap import command as swap
+from swapos.bench.swap.gpu_check import add_arguments as gpu_check_args
+from swapos.bench.swap.gpu_check import main as gpu_check_main
 from swapos.cluster import overhead as ray_overhead
 from swapos.cluster.session import run_on_ray
 from swapos.errors import SwapOSError
@@ -28,6 +32,8 @@ def _suite_run(args: argparse.Namespace) -> int:
 _suite_run.__doc__ = suite_run.main.__doc__
 
 SUBCOMMANDS: dict[str, tuple[AddArguments, Main]] = {
+    "draws": (draws.add_arguments, draws.main),
+    "grade": (grade_cost.add_arguments, grade_cost.main),
     "kv": (kv.add_arguments, kv.main),
     "overhead": (overhead.add_arguments, overhead.main),
     "ray-overhead": (ray_overhead.add_arguments, ray_overhead.main),
@@ -37,6 +43,7 @@ SUBCOMMANDS: dict[str, tuple[AddArguments, Main]] = {
     "soak": (soak.add_arguments, soak.main),
     "splice": (splice.add_arguments, splice.main),
     "swap": (swap.add_arguments, swap.main),
+    "gpu-check": (gpu_check_args, gpu_check_main),
     "report": (report.add_arguments, report.main),
 }
 """Every subcommand: ``name -> (add_arguments, main)``. ``main``'s docstring is its help."""

@@ -18,13 +18,11 @@ from typing import Final, Literal
 
 import msgspec
 
+from swapos.errors import CapsuleError as CapsuleError  # noqa: PLC0414 (re-exported)
+
 CAPSULE_VERSION: Final = 2
 
 FeedbackSource = Literal["grader", "critic", "selfcheck"]
-
-
-class CapsuleError(ValueError):
-    """A capsule cannot be decoded, or cannot be rendered within its token budget."""
 
 
 class CapsuleVersionError(CapsuleError):

@@ -72,7 +72,9 @@ async def open_checked(profile: Profile, mode: Mode, events: Path) -> AsyncItera
         ModelFileError, ProfileError: a model file missing or invalid on this node.
     """
     specs = await anyio.to_thread.run_sync(checked_model_specs, profile)
-    async with open_system(profile, mode=mode, event_log=events, specs=specs) as system:
+    async with open_system(
+        profile, mode=mode, event_log=events, specs=specs, process_budget=True
+    ) as system:
         yield system
 
 

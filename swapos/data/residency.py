@@ -1,4 +1,4 @@
-"""Residency as data: a model's claim on the byte budget, and a plan to make room.
+"""Residency as data: a model's claim on the byte budgets, and a plan to make room.
 
 Shared by the ledger (swapos/policies/ledger.py), the Evictor's decisions and the messages
 that carry a snapshot of the ledger to it.
@@ -10,6 +10,9 @@ from typing import Literal
 
 import msgspec
 
+MemoryKind = Literal["host", "device"]
+"""The two budgets a claim draws on: host RAM (``budget``) and GPU memory (``device_budget``)."""
+
 Status = Literal["waiting", "reserved", "resident", "evicting"]
 """``waiting``: a load wants room and holds none yet. ``reserved``: room granted, loading.
 ``resident``: loaded. ``evicting``: chosen as a victim (or closing); its bytes count until it
@@ -17,11 +20,13 @@ is :meth:`Ledger.forget`-ten."""
 
 
 class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """One model's claim on the budget.
+    """One model's claim on the budgets.
 
     Attributes:
         model: its name.
-        nbytes: estimated (until loaded) or measured (once resident) footprint.
+        nbytes: estimated (until loaded) or measured (once resident) host footprint.
+        device_bytes: the same for GPU memory (offloaded layers and their KV cache; 0 for
+            a model that offloads nothing).
         status: see :data:`Status`.
         leases: leases held on it; a leased model is never a victim.
         speculative: wanted by a prefetch only (its load may be cancelled for urgent work).
@@ -34,6 +39,11 @@ class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
     leases: int = 0
     speculative: bool = False
     last_used: float = 0.0
+    device_bytes: int = 0
+
+    def size(self, kind: MemoryKind) -> int:
+        """Its claim on the ``kind`` budget."""
+        return self.nbytes if kind == "host" else self.device_bytes
 
 
 class RoomPlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -41,3 +51,21 @@ class RoomPlan(msgspec.Struct, frozen=True, kw_only=True):
 
     victims: list[str]
     cancel: list[str]
+
+
+class Offload(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a loaded model's offloaded layers went, as its backend measured them.
+
+    Attributes:
+        device: the device's name (llama.cpp's: ``CUDA0``, ``Metal``).
+        layers: layers on it, as llama.cpp reports them once loaded (it counts the output
+            layer as one more: ``"all"`` on a 28-layer model reports 29).
+        device_bytes: the device memory the load took (its weights, KV cache, buffers).
+        upload_s: the share of the load spent copying weights to the device; the rest of
+            the load is the file read and host setup.
+    """
+
+    device: str
+    layers: int
+    device_bytes: int
+    upload_s: float

@@ -107,6 +107,17 @@ class RamStore:
         self._entries.move_to_end(best)
         return self._entries[best], best_common
 
+    def resize(self, budget_bytes: int, *, reason: str) -> list[Dropped]:
+        """Set the budget to ``budget_bytes``, dropping least recently used entries until
+        the held states fit; what was dropped (each with ``reason``)."""
+        self.budget_bytes = max(0, budget_bytes)
+        dropped: list[Dropped] = []
+        while self._entries and self._bytes > self.budget_bytes:
+            (_, tokens), gone = self._entries.popitem(last=False)
+            self._bytes -= len(gone.state)
+            dropped.append(Dropped(tokens=len(tokens), nbytes=len(gone.state), reason=reason))
+        return dropped
+
     def put(self, identity: str, state: PrefixState) -> tuple[bool, list[Dropped]]:
         """Keep ``state``, dropping least recently used entries to stay within budget.
 

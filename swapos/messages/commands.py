@@ -111,6 +111,7 @@ class ModelState(msgspec.Struct, frozen=True, kw_only=True):
     state: Literal["absent", "loading", "ready", "evicting"]
     leases: int
     footprint_bytes: int  # measured once loaded, 0 otherwise
+    device_footprint_bytes: int = 0  # GPU memory, measured once loaded
 
 
 class ModelsDescribed(Reply, frozen=True, kw_only=True):
@@ -171,9 +172,16 @@ PrefetchOutcome = Literal["loaded", "resident", "joined", "denied", "failed", "c
 
 
 class PrefetchDone(Reply, frozen=True, kw_only=True):
+    """The end of a prefetch; for a ``loaded`` one, how its load split into the file read
+    (``read_s``: page cache or disk, and everything else on the host) and the upload of
+    offloaded layers to ``device`` (``upload_s``; 0 and "" on a CPU-only load)."""
+
     model: str
     outcome: PrefetchOutcome
     reason: str = ""
+    read_s: float = 0.0
+    upload_s: float = 0.0
+    device: str = ""
 
 
 # --- Loader -> Evictor --------------------------------------------------------------------
@@ -190,6 +198,8 @@ class PlanRoom(Request, frozen=True, kw_only=True):
     urgent: bool
     claims: list[LedgerEntry]
     budget_bytes: int
+    device_nbytes: int = 0  # its claim on GPU memory (offloaded layers and their KV)
+    device_budget_bytes: int = 0
 
 
 class RoomPlanned(Reply, frozen=True, kw_only=True):
@@ -268,6 +278,63 @@ class CancelGeneration(Message, frozen=True, kw_only=True):
     request_id: str
 
 
+class DrawSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """One draw of :class:`GenerateDraws`: how it samples (its own seed) and the phase its
+    events are recorded under (each draw is a phase of its own, as a draw in turn is)."""
+
+    params: SamplingParams
+    phase_id: str | None = None
+
+
+class GenerateDraws(Request, frozen=True, kw_only=True):
+    """Generate several sampled draws of one prompt with the model held by ``lease_id``:
+    side by side when the model can (one sequence each, sharing the prompt's KV cells; at
+    most ``side_by_side`` at once, 0: all), otherwise in turn. Each draw is replied as
+    :class:`DrawFinished` as soon as it ends, while the others go on; then one
+    :class:`DrawsDone` (or a :class:`GenerateFailed`). :class:`StopDraws` drops the draws
+    still running (the caller's draw passed its check); :class:`CancelGeneration` cancels
+    the whole request."""
+
+    lease_id: str
+    model: str
+    prompt: str
+    draws: list[DrawSpec]
+    side_by_side: int = 0
+    task_id: str | None = None
+    special: bool = False
+
+
+class DrawFinished(Reply, frozen=True, kw_only=True):
+    """One draw of a :class:`GenerateDraws`, as soon as it ended (also logged as that draw's
+    ``GenerationFinished``)."""
+
+    index: int
+    text: str
+    stats: GenerationStats
+
+
+class DrawsDone(Reply, frozen=True, kw_only=True):
+    """Every draw of a :class:`GenerateDraws` finished or was stopped.
+
+    Attributes:
+        finished: the indices of the draws replied, in the order they finished.
+        stopped: the indices of the draws dropped by :class:`StopDraws` (never started or
+            cut off before their end).
+        side_by_side: the most draws decoded at once (1: in turn).
+    """
+
+    finished: list[int]
+    stopped: list[int]
+    side_by_side: int
+
+
+class StopDraws(Message, frozen=True, kw_only=True):
+    """Drop the draws of ``GenerateDraws`` ``request_id`` still running, within one step;
+    those already finished stay replied."""
+
+    request_id: str
+
+
 class LookupPrefix(Request, frozen=True, kw_only=True):
     """The saved state for ``identity`` sharing the longest common prefix with ``tokens``.
 
@@ -298,3 +365,24 @@ class SavePrefix(Message, frozen=True, kw_only=True):
     identity: str
     state: PrefixState
     model: str | None = None
+
+
+# --- Loader -> KVCache: the process budget ------------------------------------------------
+
+
+class ResizeKVRam(Request, frozen=True, kw_only=True):
+    """Set the KV cache's RAM tier budget to ``budget_bytes``: what the process budget has
+    left once its fixed overhead and the models' claims are counted. The tier drops its
+    least recently used states to fit (it yields to models), then replies."""
+
+    budget_bytes: int
+
+
+class KVRamResized(Reply, frozen=True, kw_only=True):
+    """The RAM tier fits ``budget_bytes``: ``dropped`` states (``dropped_bytes``) left it,
+    ``nbytes`` remain."""
+
+    budget_bytes: int
+    dropped: int = 0
+    dropped_bytes: int = 0
+    nbytes: int = 0

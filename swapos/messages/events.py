@@ -116,6 +116,7 @@ class LeaseReleased(Event, frozen=True, kw_only=True):
 class ModelLoadStarted(Event, frozen=True, kw_only=True):
     speculative: bool
     estimate_bytes: int
+    device_estimate_bytes: int = 0
 
 
 class ModelLoaded(Event, frozen=True, kw_only=True):
@@ -126,6 +127,10 @@ class ModelLoaded(Event, frozen=True, kw_only=True):
     speculative: bool
     estimate_bytes: int
     measured_bytes: int
+    device_estimate_bytes: int = 0  # GPU memory (offloaded layers), estimated and measured
+    measured_device_bytes: int = 0
+    upload_s: float = 0.0  # the share of load_s spent uploading layers to the device
+    device: str = ""  # the device they went to ("" for a CPU-only load)
 
 
 class ModelLoadFailed(Event, frozen=True, kw_only=True):
@@ -152,6 +157,9 @@ class ReservationMade(Event, frozen=True, kw_only=True):
     cancel: list[str]
     used_bytes: int
     budget_bytes: int
+    device_nbytes: int = 0
+    device_used_bytes: int = 0
+    device_budget_bytes: int = 0
 
 
 class ReservationRefused(Event, frozen=True, kw_only=True):

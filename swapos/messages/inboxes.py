@@ -10,7 +10,9 @@ from swapos.messages.commands import (
     DescribeModels,
     Generate,
     Generated,
+    GenerateDraws,
     GenerateFailed,
+    KVRamResized,
     LookupPrefix,
     ModelLeased,
     ModelsDescribed,
@@ -25,11 +27,13 @@ from swapos.messages.commands import (
     Preload,
     Preloaded,
     ReleaseLease,
+    ResizeKVRam,
     RoomPlanned,
     RunPhases,
     RunTask,
     SavePrefix,
     ScheduleUpdated,
+    StopDraws,
     TaskDone,
     UnloadModels,
 )
@@ -46,11 +50,19 @@ RouterInbox = (
     | GenerateFailed
 )
 LoaderInbox = (
-    AcquireModel | ReleaseLease | PrefetchModel | RoomPlanned | DescribeModels | UnloadModels
+    AcquireModel
+    | ReleaseLease
+    | PrefetchModel
+    | RoomPlanned
+    | DescribeModels
+    | UnloadModels
+    | KVRamResized
 )
 EvictorInbox = PlanRoom | ScheduleUpdated
 PrefetcherInbox = ScheduleUpdated | PrefetchDone | PhaseObserved
-GeneratorInbox = Generate | CancelGeneration | PrefixFound | PrefixMissing
-KVCacheInbox = LookupPrefix | SavePrefix
+GeneratorInbox = (
+    Generate | GenerateDraws | StopDraws | CancelGeneration | PrefixFound | PrefixMissing
+)
+KVCacheInbox = LookupPrefix | SavePrefix | ResizeKVRam
 ClientInbox = PhasesDone | TaskDone | Preloaded | ModelsDescribed | ModelsUnloaded
 RecorderInbox = AnyEvent

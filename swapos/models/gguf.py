@@ -91,6 +91,15 @@ class _Truncated(Exception):
     """The header ends before it should."""
 
 
+class _Corrupt(Exception):
+    """A header field holds a value no valid GGUF file has (the message says which)."""
+
+
+_MAX_ARRAY_DEPTH = 8  # llama.cpp itself reads no nested arrays; gguf-py writes at most a few
+_MAX_DIMS = 4  # GGML_MAX_DIMS
+_MAX_ALIGNMENT = 1 << 30
+
+
 class _Cursor:
     """Sequential little-endian reads over a buffer."""
 
@@ -125,26 +134,50 @@ class _Cursor:
     def skip_string(self) -> None:
         self.skip(self.u64())
 
+    def count(self, n: int, min_size: int, what: str) -> int:
+        """``n`` items of at least ``min_size`` bytes each must fit in what is left (so a
+        crafted count fails at once instead of looping over the rest of a large file)."""
+        if n * min_size > len(self.buf) - self.pos:
+            raise _Truncated(what)
+        return n
 
-def _value(cur: _Cursor, vtype: int) -> MetaValue | int:
-    """Read one value; an array yields its length (its elements are skipped)."""
+
+def _value(cur: _Cursor, vtype: int, depth: int = 0) -> MetaValue | int:
+    """Read one value; an array yields its length (its elements are skipped).
+
+    Nested arrays are read at most ``_MAX_ARRAY_DEPTH`` deep (deeper is :class:`_Corrupt`),
+    so a crafted header cannot exhaust the stack.
+    """
     if vtype == _STRING:
         return cur.string()
     if vtype == _ARRAY:
+        if depth >= _MAX_ARRAY_DEPTH:
+            raise _Corrupt(f"metadata arrays nested more than {_MAX_ARRAY_DEPTH} deep")
         etype, count = cur.u32(), cur.u64()
         if etype in _SCALARS:
             cur.skip(_SCALARS[etype].size * count)
         elif etype == _STRING:
-            for _ in range(count):
+            for _ in range(cur.count(count, 8, "strings")):
                 cur.skip_string()
-        else:  # nested arrays: rare, read them one by one
-            for _ in range(count):
-                _value(cur, etype)
+        elif etype == _ARRAY:  # nested arrays: rare, read them one by one
+            for _ in range(cur.count(count, 12, "arrays")):
+                _value(cur, etype, depth + 1)
+        else:
+            raise _Corrupt(f"unknown metadata array element type {etype}")
         return count
     fmt = _SCALARS.get(vtype)
     if fmt is None:
-        raise ValueError(f"unknown metadata value type {vtype}")
+        raise _Corrupt(f"unknown metadata value type {vtype}")
     return cur.take(fmt)
+
+
+def _alignment(metadata: dict[str, MetaValue]) -> int:
+    """``general.alignment``: a power of two (llama.cpp's rule), 32 when absent."""
+    value = metadata.get("general.alignment", 32)
+    ok = type(value) is int and 0 < value <= _MAX_ALIGNMENT and value & (value - 1) == 0
+    if not ok:
+        raise _Corrupt(f"general.alignment is {value!r}, not a power of two")
+    return int(value)
 
 
 def _tensor_bytes(dims: list[int], ggml_type: int) -> int:
@@ -172,6 +205,8 @@ def _parse(buf: mmap.mmap | bytes, path: Path, file_size: int) -> GGUFInfo:
             "re-convert the model with a current llama.cpp"
         )
     tensor_count, kv_count = cur.u64(), cur.u64()
+    cur.count(kv_count, 12, "metadata")  # key length + value type, at the least
+    cur.count(tensor_count, 24, "tensor infos")  # name length, dims, type, offset
     metadata: dict[str, MetaValue] = {}
     arrays: dict[str, int] = {}
     for _ in range(kv_count):
@@ -185,10 +220,13 @@ def _parse(buf: mmap.mmap | bytes, path: Path, file_size: int) -> GGUFInfo:
     data_end = 0
     for _ in range(tensor_count):
         cur.skip_string()
-        dims = [cur.u64() for _ in range(cur.u32())]
+        n_dims = cur.u32()
+        if n_dims > _MAX_DIMS:
+            raise _Corrupt(f"a tensor has {n_dims} dimensions (at most {_MAX_DIMS})")
+        dims = [cur.u64() for _ in range(n_dims)]
         ggml_type, offset = cur.u32(), cur.u64()
         data_end = max(data_end, offset + _tensor_bytes(dims, ggml_type))
-    alignment = int(metadata.get("general.alignment", 32))
+    alignment = _alignment(metadata)
     data_offset = (cur.pos + alignment - 1) // alignment * alignment
     return _info(
         path=path, file_size=file_size, version=version, tensor_count=tensor_count,
@@ -210,8 +248,17 @@ def _info(
     arch = str(meta.get("general.architecture", ""))
 
     def num(key: str, default: int = 0) -> int:
+        """A size field: a non-negative integer (a float only if it is a whole number)."""
         value = meta.get(f"{arch}.{key}", default)
-        return int(value) if isinstance(value, int | float) else default
+        if isinstance(value, float) and value.is_integer() and 0 <= value < 2**63:
+            value = int(value)
+        if not isinstance(value, int):
+            if isinstance(value, float):
+                raise _Corrupt(f"{arch}.{key} is {value!r}, not a whole number")
+            return default
+        if value < 0:
+            raise _Corrupt(f"{arch}.{key} is negative ({value})")
+        return value
 
     heads = num("attention.head_count", 1) or 1
     key_len = num("attention.key_length", num("embedding_length") // heads)
@@ -257,7 +304,13 @@ def read_gguf(path: str | os.PathLike[str]) -> GGUFInfo:
         raise ModelFileError(f"model file {file} does not exist; check the path") from exc
     except OSError as exc:
         raise ModelFileError(f"cannot read model file {file}: {exc.strerror}") from exc
-    except (_Truncated, ValueError, UnicodeDecodeError) as exc:
+    except _Corrupt as exc:
+        raise ModelFileError(
+            f"{file} has a corrupt GGUF header ({exc}); re-download or re-convert it"
+        ) from exc
+    except (_Truncated, ArithmeticError, ValueError, TypeError, RecursionError) as exc:
+        # Anything else a malformed header can provoke in the arithmetic above is the same
+        # class of error: the file, not the program, is wrong.
         raise ModelFileError(
             f"{file} has a truncated or corrupt GGUF header; re-download or re-assemble it"
         ) from exc

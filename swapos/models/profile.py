@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, get_args
 
 import msgspec
 
 from swapos.errors import ProfileError
+from swapos.sysinfo import free_device_bytes
 
 Mode = Literal["overlap", "lru", "sequential", "resident"]
 """A swap mode (docs/architecture.md, "Modes"): ``overlap`` is SwapOS (prefetch, next-use
@@ -44,6 +46,10 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     or ``"auto"``: chat when the GGUF carries ``tokenizer.chat_template``. ``repack`` lets
     llama.cpp copy weights into its CPU-optimised layouts (more memory and slower loads; see
     :class:`~swapos.models.spec.ModelSpec`).
+
+    ``gpu_layers`` offloads that many of its layers to a GPU (``"all"``: every layer; 0, the
+    default: none), ``main_gpu`` says on which of llama.cpp's devices (its index among the
+    GPUs; see ``docs/gpu.md``).
     """
 
     path: str | None = None
@@ -61,6 +67,8 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     api_key_env: str | None = None
     api_timeout_s: float = 600.0
     api_continue: bool = False
+    gpu_layers: int | str = 0
+    main_gpu: int = 0
 
 
 class PhaseConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -117,6 +125,10 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
         name: a label for reports.
         budget: the memory budget for resident models: bytes, a size string such as
             ``"1.5GiB"`` or ``"800MB"``, or ``"auto"`` (half of the available memory).
+        device_budget: the GPU memory budget for offloaded layers and their KV caches:
+            bytes, a size string, or ``"auto"`` (the free memory of llama.cpp's GPU devices
+            less a margin, :data:`DEVICE_MARGIN`). Used only when a model sets
+            ``gpu_layers``.
         mode: the default swap mode.
         models: models by name.
         roles: phase name -> model name (``reason``, ``code``, ``critic``, and ``fix``: the
@@ -127,6 +139,7 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 
     name: str = "profile"
     budget: int | str = "auto"
+    device_budget: int | str = "auto"
     mode: Mode = "overlap"
     models: dict[str, ModelConfig] = msgspec.field(default_factory=dict)
     roles: dict[str, str] = msgspec.field(default_factory=dict)
@@ -184,6 +197,43 @@ def auto_budget() -> int:
     except (OSError, AttributeError):
         available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
     return max(available // 2, 512 * 2**20)
+
+
+DEVICE_MARGIN = 0.1
+"""``device_budget = "auto"`` leaves this share of the GPUs' free memory (at least
+:data:`DEVICE_MARGIN_MIN`) to llama.cpp's own buffers and to other processes."""
+DEVICE_MARGIN_MIN = 256 * 2**20
+
+
+def parse_device_budget(value: int | str, *, free: Callable[[], int] | None = None) -> int:
+    """Bytes of the GPU memory budget from the profile's ``device_budget``.
+
+    ``"auto"`` is the free memory of llama.cpp's GPU devices (``free()``; default
+    :func:`swapos.sysinfo.free_device_bytes`) less :data:`DEVICE_MARGIN`, at least
+    :data:`DEVICE_MARGIN_MIN`; 0 on a machine without a GPU.
+
+    Raises:
+        ProfileError: not a size; the message names ``device_budget``.
+    """
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        total = (free or free_device_bytes)()
+        return max(0, total - max(int(total * DEVICE_MARGIN), DEVICE_MARGIN_MIN))
+    return parse_size(value, field="device_budget")
+
+
+def device_budget_bytes(profile: Profile, *, offloading: bool, unlimited: int = 0) -> int:
+    """The system's GPU budget: 0 when no model offloads layers (nothing is asked of the
+    device, and no device is queried), ``unlimited`` when set (``resident`` mode's
+    lower bound, as for host memory), else the profile's ``device_budget``."""
+    if not offloading:
+        return 0
+    return unlimited or parse_device_budget(profile.device_budget)
+
+
+def gpu_layer_count(cfg: ModelConfig) -> int:
+    """``cfg.gpu_layers`` as llama.cpp's ``n_gpu_layers``: ``"all"`` is -1 (every layer
+    and the output head), a number is that many layers. Call after :func:`check_profile`."""
+    return -1 if cfg.gpu_layers == "all" else int(cfg.gpu_layers)
 
 
 def decode_profile(text: str | bytes, *, source: str = "<profile>") -> Profile:
@@ -283,6 +333,33 @@ def _check_remote(name: str, cfg: ModelConfig, source: str) -> None:
         raise ProfileError(f"{where}.api_timeout_s` must be > 0")
 
 
+def _check_gpu(name: str, cfg: ModelConfig, source: str) -> None:
+    """``gpu_layers`` and ``main_gpu`` of ``models.NAME``: a count or "all", on a device."""
+    where = f"{source}: `models.{name}"
+    layers = cfg.gpu_layers
+    if isinstance(layers, str) and layers != "all":
+        raise ProfileError(
+            f'{where}.gpu_layers` = {layers!r}: write a number of layers (0: none) or "all"'
+        )
+    if isinstance(layers, int) and layers < 0:
+        raise ProfileError(
+            f'{where}.gpu_layers` = {layers} must be >= 0; write "all" to offload every layer'
+        )
+    if cfg.main_gpu < 0:
+        raise ProfileError(f"{where}.main_gpu` = {cfg.main_gpu} must be >= 0 (a GPU's index)")
+    offloads = layers == "all" or (isinstance(layers, int) and layers > 0)
+    if cfg.main_gpu and not offloads:
+        raise ProfileError(
+            f"{where}.main_gpu` = {cfg.main_gpu} but `gpu_layers` is 0: set `gpu_layers` "
+            "to put layers on that GPU, or drop `main_gpu`"
+        )
+    if offloads and cfg.api_base is not None:
+        raise ProfileError(
+            f"{where}.gpu_layers` applies to model files; a remote model (`api_base`) runs "
+            "where its server puts it: drop `gpu_layers`"
+        )
+
+
 def check_profile(profile: Profile, *, source: str = "<profile>") -> None:
     """Cross-field checks that types alone cannot express."""
     if not profile.models:
@@ -295,6 +372,7 @@ def check_profile(profile: Profile, *, source: str = "<profile>") -> None:
         if cfg.n_ctx < 64 or cfg.n_batch < 1:
             raise ProfileError(f"{source}: `models.{name}`: n_ctx must be >= 64, n_batch >= 1")
         _check_remote(name, cfg, source)
+        _check_gpu(name, cfg, source)
     for role, model in profile.roles.items():
         if model not in profile.models:
             raise ProfileError(
@@ -312,3 +390,8 @@ def check_profile(profile: Profile, *, source: str = "<profile>") -> None:
     if p.resample_temperature <= 0:
         raise ProfileError(f"{source}: `pipeline.resample_temperature` must be > 0")
     parse_size(profile.budget)
+    if not (isinstance(profile.device_budget, str) and profile.device_budget.lower() == "auto"):
+        try:
+            parse_device_budget(profile.device_budget)
+        except ProfileError as exc:
+            raise ProfileError(f"{source}: {exc}") from exc

@@ -6,10 +6,14 @@ the bundled-model table do not import each other.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from swapos.errors import ProfileError
 from swapos.models.bundled import bundled_model_path
 from swapos.models.gguf import read_gguf
-from swapos.models.profile import ModelConfig, Profile
+from swapos.models.profile import ModelConfig, Profile, gpu_layer_count
 from swapos.models.spec import ModelSpec, RemoteEndpoint
+from swapos.sysinfo import GPU_INSTALL_HINT, gpu_offload_supported
 
 
 def model_specs(profile: Profile) -> dict[str, ModelSpec]:
@@ -38,19 +42,26 @@ def model_specs(profile: Profile) -> dict[str, ModelSpec]:
             type_k=cfg.type_k,
             type_v=cfg.type_v,
             repack=cfg.repack,
+            gpu_layers=gpu_layer_count(cfg),
+            main_gpu=cfg.main_gpu,
         )
     return specs
 
 
 def checked_model_specs(profile: Profile) -> dict[str, ModelSpec]:
     """:func:`model_specs`, then every file opened and its GGUF header checked, so a bad
-    model file is refused before any phase runs.
+    model file is refused before any phase runs; so is a model asking for GPU layers when
+    the installed llama-cpp-python is a CPU-only build.
 
     Raises:
-        ProfileError: a bundled name that does not exist.
+        ProfileError: a bundled name that does not exist; ``gpu_layers`` on a CPU-only
+            build (one line saying how to install a GPU build).
         ModelFileError: a file that is missing, truncated or not a GGUF model (named).
     """
     specs = model_specs(profile)
+    local = [s for s in specs.values() if not s.remote]
+    if any(s.offloaded for s in local) and not gpu_offload_supported():
+        refuse_offload(local, build="this llama-cpp-python is a CPU-only build")
     for spec in specs.values():
         if not spec.remote:  # a remote model is checked when it is "loaded" (GET /models)
             read_gguf(spec.path)
@@ -74,3 +85,18 @@ def remote_spec(name: str, cfg: ModelConfig) -> ModelSpec:
             continues=cfg.api_continue,
         ),
     )
+
+
+def refuse_offload(specs: Sequence[ModelSpec], *, build: str) -> None:
+    """Raise for the first spec that asks for layers on a GPU: this ``build`` has none.
+
+    Raises:
+        ProfileError: one line, naming ``models.NAME.gpu_layers`` and how to install a GPU
+            build (:data:`~swapos.sysinfo.GPU_INSTALL_HINT`).
+    """
+    for spec in specs:
+        if spec.offloaded:
+            layers = '"all"' if spec.gpu_layers < 0 else str(spec.gpu_layers)
+            raise ProfileError(
+                f"`models.{spec.name}.gpu_layers` = {layers}, but {build}: {GPU_INSTALL_HINT}"
+            )

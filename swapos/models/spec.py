@@ -44,6 +44,9 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
         footprint_bytes: a measured or declared footprint; ``None`` means estimate it.
         repack: let llama.cpp repack weights into its CPU-optimised layouts (an anonymous
             copy of the repackable tensors, next to the mapped file).
+        gpu_layers: layers offloaded to a GPU (llama.cpp's ``n_gpu_layers``): 0 none, -1
+            every layer and the output head; part of the KV identity.
+        main_gpu: the GPU (index among llama.cpp's GPU devices) that holds them.
         api: set for a remote model, served by an OpenAI-compatible endpoint: ``path`` is
             then the endpoint's URL (for messages and logs; there is no file), and the model
             holds no local memory.
@@ -59,9 +62,16 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
     type_v: str = "f16"
     footprint_bytes: int | None = None
     repack: bool = False
+    gpu_layers: int = 0
+    main_gpu: int = 0
     api: RemoteEndpoint | None = None
 
     @property
     def remote(self) -> bool:
         """True for a model served by an API endpoint, not loaded from a file."""
         return self.api is not None
+
+    @property
+    def offloaded(self) -> bool:
+        """True when some of its layers go to a GPU."""
+        return self.gpu_layers != 0

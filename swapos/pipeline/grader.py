@@ -2,11 +2,14 @@
 
 :func:`grade` writes the candidate (as ``solution.py``) and the task's tests into a fresh
 temporary directory and runs them with pytest in a subprocess, through the launcher in
-``_sandbox.py`` which isolates it (namespaces, a private quota tmpfs as the work directory,
-read-only filesystem, no UNIX sockets, rlimits, unprivileged uid; see that module) and the
-runner ``_runner.py`` which records each test's outcome itself. The subprocess has its own
-session/process group; a wall-clock timeout kills the whole group (``_teardown.py``). The
-work directory is filled and removed by ``_workdir.py``.
+``_sandbox.py`` which isolates it (namespaces, a minimal root filesystem in which only the
+system libraries, the Python installation with pytest and no other package, the read-only
+tests and a private quota tmpfs as the work directory exist, no UNIX sockets, rlimits,
+unprivileged uid; see that module) and the runner ``_runner.py`` which records each test's
+outcome itself. All its processes are in a fresh cgroup (``_cgroup.py``: their total memory
+and number bounded, one kill for all) when the host allows one, and in a pid namespace; when
+the run ends (or times out, or is cancelled) every one of them is dead before :func:`grade`
+returns (``_teardown.py``). The directory is filled and removed by ``_workdir.py``.
 
 The verdict is the runner's one message on a socket pair (``verdict.py``): accepted only from
 the runner's process, with this run's nonce, and only if every test found statically ran and
@@ -19,11 +22,14 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
+import importlib.metadata
 import importlib.util
 import json
 import math
 import os
 import secrets
+import site
 import socket
 import subprocess
 import sys
@@ -36,6 +42,7 @@ from typing import IO
 import msgspec
 
 from swapos.data.task import Task
+from swapos.pipeline._cgroup import create_cgroup
 from swapos.pipeline._teardown import Ended, wait_until_ended
 from swapos.pipeline._workdir import prepare_workdir, remove_tree
 from swapos.pipeline.verdict import (
@@ -52,6 +59,8 @@ __all__ = ["GradeResult", "Outcome", "SandboxLimits", "count_tests", "grade", "r
 _HERE = str(Path(__file__).resolve().parent)
 _LAUNCHER = str(Path(_HERE, "_sandbox.py"))
 _RUNNER = str(Path(_HERE, "_runner.py"))
+_SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin")
+_SYSTEM_FILES = ("/etc/ld.so.cache",)
 
 
 class SandboxLimits(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,9 +75,13 @@ class SandboxLimits(msgspec.Struct, frozen=True, kw_only=True):
         cpu_slack_s: ``RLIMIT_CPU`` is the wall-clock timeout rounded up plus this.
         disk_bytes: size of the private tmpfs the work directory becomes (all files together).
         disk_inodes: files and directories that tmpfs can hold.
+        memory_bytes: memory of all the run's processes together (anonymous memory, tmpfs
+            and ``memfd`` pages included, no swap), where a cgroup can be made
+            (docs/grader.md says what bounds it elsewhere).
     """
 
     address_space_bytes: int = 1 << 30
+    memory_bytes: int = 1 << 30
     file_size_bytes: int = 16 << 20
     open_files: int = 256
     processes: int = 64
@@ -206,20 +219,28 @@ def _run(
     cancel: threading.Event | None = None,
 ) -> GradeResult:
     uid = prepare_workdir(task, candidate, workdir)
-    read_fd, write_fd = os.pipe()
-    host, sandbox_end, nonce = _verdict_channel()
-    cfg = _launcher_config(
-        task, workdir, uid, limits, timeout_s=timeout_s, verdict_fd=sandbox_end.fileno(),
-        notes_fd=write_fd,
-    )  # fmt: skip
-    with host, tempfile.TemporaryFile() as out:
-        try:
-            proc = _launch(cfg, workdir, out, pass_fds=[write_fd, sandbox_end.fileno()])
-        finally:
-            os.close(write_fd)
-            sandbox_end.close()
-        ended = wait_until_ended(proc, timeout_s, cancel, notes_fd=read_fd, out=out)
-        verdict = read_verdict(host, nonce=nonce, pid=ended.pid)
+    cgroup = create_cgroup(memory_bytes=limits.memory_bytes, processes=limits.processes)
+    try:
+        read_fd, write_fd = os.pipe()
+        host, sandbox_end, nonce = _verdict_channel()
+        cfg = _launcher_config(
+            task, workdir, uid, limits, timeout_s=timeout_s, verdict_fd=sandbox_end.fileno(),
+            notes_fd=write_fd,
+        )  # fmt: skip
+        cfg["cgroups"], cfg["memory_bounded"] = cgroup.dirs, cgroup.memory_bounded
+        with host, tempfile.TemporaryFile() as out:
+            try:
+                proc = _launch(cfg, workdir, out, pass_fds=[write_fd, sandbox_end.fileno()])
+            finally:
+                os.close(write_fd)
+                sandbox_end.close()
+            ended = wait_until_ended(
+                proc, timeout_s, cancel, notes_fd=read_fd, out=out, cgroup=cgroup
+            )
+            verdict = read_verdict(host, nonce=nonce, pid=ended.pid)
+    finally:
+        cgroup.kill()
+        cgroup.remove()
     return _result(task, ended, verdict, static_total, timeout_s=timeout_s, start=start)
 
 
@@ -243,17 +264,24 @@ def _launcher_config(
     verdict_fd: int,
     notes_fd: int,
 ) -> dict[str, object]:
-    """What ``_sandbox.py`` is told (as JSON): where to run, as whom, within which limits,
-    and the runner's command line."""
+    """What ``_sandbox.py`` is told (as JSON): where the run's files are, what of the host
+    the sandbox may see, as whom it runs, within which limits, and the runner to exec."""
     return {
-        "workdir": str(workdir),
+        "root": str(workdir),
         "uid": uid,
-        "keep_readable": sorted({sys.prefix, sys.base_prefix, *_site_dirs(), _HERE}),
+        "system_dirs": list(_SYSTEM_DIRS),
+        "files": list(_SYSTEM_FILES),
+        "keep_readable": _installation(),
+        "site_dirs": _site_dirs(),
+        "packages": _pytest_paths(),
+        "runner": _RUNNER,
+        "python": sys.executable,
+        "tests": _test_files(task),
         "limits": _rlimits(limits, timeout_s, uid),
         "quota": {"bytes": limits.disk_bytes, "inodes": limits.disk_inodes},
-        "argv": [sys.executable, "-I", _RUNNER, str(verdict_fd), *_test_files(task)],
-        "env": _env(workdir),
+        "env": _env(),
         "notes_fd": notes_fd,
+        "verdict_fd": verdict_fd,
     }
 
 
@@ -266,8 +294,8 @@ def _launch(
         stdin=subprocess.DEVNULL,
         stdout=out,
         stderr=subprocess.STDOUT,
-        cwd=workdir,
-        env=_env(workdir),
+        cwd=workdir / "work",
+        env=_env(),
         pass_fds=pass_fds,
         start_new_session=True,
     )
@@ -288,6 +316,9 @@ def _result(
     )
     if ended.cancelled:
         outcome, reason = "cancelled", "grading was cancelled; the test run was killed"
+    oom = next((n for n in ended.notes if n.startswith("memory limit reached")), None)
+    if oom is not None and outcome != "pass":
+        reason = f"{reason} ({oom}: the candidate used more than memory_bytes)"
     counted = isinstance(verdict, Verdict) and verdict.tests and outcome != "error"
     total = len(verdict.tests) if isinstance(verdict, Verdict) and counted else static_total
     passed_n = sum(t.passed for t in verdict.tests) if isinstance(verdict, Verdict) else 0
@@ -316,6 +347,7 @@ def _rlimits(limits: SandboxLimits, timeout_s: float, uid: int | None) -> dict[s
         "nofile": limits.open_files,
         "nproc": nproc,
         "core": 0,
+        "msgqueue": 0,
     }
 
 
@@ -329,15 +361,61 @@ def _user_processes() -> int:
     return n
 
 
+@functools.cache
+def _installation() -> list[str]:
+    """The Python installation's directories (a venv's and its base's), real paths."""
+    paths = {sys.prefix, sys.base_prefix, str(Path(sys.executable).resolve().parent.parent)}
+    return sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)})
+
+
+@functools.cache
 def _site_dirs() -> list[str]:
-    return [p for p in sys.path if p.startswith((sys.prefix, sys.base_prefix)) and os.path.isdir(p)]
+    """Every package directory the interpreter may import from (emptied in the sandbox)."""
+    dirs = set(site.getsitepackages()) | {p for p in sys.path if p.endswith("-packages")}
+    return sorted({os.path.realpath(d) for d in dirs if os.path.isdir(d)})
 
 
-def _env(workdir: Path) -> dict[str, str]:
+@functools.cache
+def _pytest_paths() -> list[str]:
+    """The top-level files and directories of pytest and its dependencies (with their
+    metadata): all of ``site-packages`` the sandbox keeps."""
+    paths: set[str] = set()
+    for dist in _closure("pytest"):
+        for file in dist.files or ():
+            top = file.parts[0] if file.parts else ""
+            if top and top not in ("..", "__pycache__") and not top.endswith(".pth"):
+                paths.add(os.path.realpath(str(dist.locate_file(top))))
+    return sorted(paths)
+
+
+def _closure(name: str) -> list[importlib.metadata.Distribution]:
+    """The installed distribution ``name`` and, recursively, those it requires here (extras
+    left out; environment markers evaluated for this interpreter)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    found: dict[str, importlib.metadata.Distribution] = {}
+    todo = [name]
+    while todo:
+        key = todo.pop().lower().replace("_", "-")
+        if key in found:
+            continue
+        try:
+            dist = importlib.metadata.distribution(key)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        found[key] = dist
+        for line in dist.requires or ():
+            with contextlib.suppress(InvalidRequirement):
+                req = Requirement(line)
+                if req.marker is None or req.marker.evaluate({"extra": ""}):
+                    todo.append(req.name)
+    return list(found.values())
+
+
+def _env() -> dict[str, str]:
+    """The run's whole environment (the launcher adds ``HOME`` and ``TMPDIR``)."""
     return {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(workdir),
-        "TMPDIR": str(workdir / "tmp"),
         "USER": "sandbox",
         "LANG": "C.UTF-8",
         "PYTHONDONTWRITEBYTECODE": "1",

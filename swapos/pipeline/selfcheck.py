@@ -1,27 +1,36 @@
-"""Self-check: run the examples a task's own brief gives, before the real tests grade it.
+"""Self-check: run the examples a task's own text gives, before the real tests grade it.
 
 HumanEval prompts (and many briefs) show examples in the docstring: ``>>> f(2)`` followed by
 the expected value, or ``f(2) ➞ 4``, ``f(2) == 4``, ``f(2) = 4``, ``For x = 2 the output
 should be 4``, ``Input: x = 2`` then ``Output: 4``. Those are part of what the model is shown,
 so checking a candidate against them is fair, where peeking at the hidden tests is not. A
 candidate that fails its own examples goes back to the coder with the failure, without
-spending a grade. A repository task's brief can give them too, inline:
-```` `slugify("A b") == "a-b"` ````.
+spending a grade. A repository task's markdown brief states them in other forms
+(```` `slugify("A b")` -> `"a-b"` ````, tables, ``>>>`` blocks...): those are read by
+:mod:`swapos.pipeline.brief_examples`, which also decides where a bugfix brief states the
+wanted result rather than the bug.
 
 :func:`task_examples` finds the examples (:func:`docstring_examples`,
 :func:`brief_examples`); :func:`selfcheck_task` turns them into a task whose one test file
-asserts each, so the same sandboxed grader runs them.
+asserts each, so the same sandboxed grader runs them; :func:`example_outcomes` reads one
+check's result back per example, and :func:`distrusted` says which examples the candidates'
+evidence shows to be wrong (they are then no longer obeyed).
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import msgspec
 
 from swapos.data.task import Task, TaskMeta
+from swapos.pipeline import brief_examples as briefs
+from swapos.pipeline.example_values import Example as Example  # noqa: PLC0414 (re-exported)
+from swapos.pipeline.example_values import make_example
+from swapos.pipeline.grader import GradeResult
 
 MAX_EXAMPLES: Final = 12
 _ARROW: Final = re.compile(
@@ -38,17 +47,6 @@ _OUTPUT: Final = re.compile(r"^output\s*:\s*(?P<want>.+)$", re.IGNORECASE)
 _NAMED: Final = re.compile(r"^(\w+)\s*:\s*")  # ``grid : [[0, 1]]`` on its own line
 
 
-class Example(msgspec.Struct, frozen=True, kw_only=True):
-    """One example: an expression and the value it should have (both Python source)."""
-
-    call: str
-    want: str
-
-
-_SPAN: Final = re.compile(r"`([^`\n]+)`")
-_EQUALS: Final = re.compile(r"^(?P<call>[A-Za-z_]\w*\(.*\))\s*==\s*(?P<want>.+)$")
-
-
 def task_examples(task: Task) -> list[Example]:
     """The examples a task's own text gives: its docstring's for a ``completion`` task, its
     brief's for the others (:func:`brief_examples`)."""
@@ -56,22 +54,10 @@ def task_examples(task: Task) -> list[Example]:
 
 
 def brief_examples(task: Task) -> list[Example]:
-    """The inline examples of a repository task's brief: code spans ``call == value`` where
-    the call is a plain function name applied to literals and the value is a literal. None
-    for a ``bugfix`` brief, which may well quote the behaviour that is wrong. At most
-    :data:`MAX_EXAMPLES`, in order, without repeats."""
-    if task.category == "bugfix":
-        return []
-    found: list[Example] = []
-    for span in _SPAN.findall(task.problem):
-        m = _EQUALS.match(span.strip())
-        if m is None:
-            continue
-        name = m.group("call").split("(", 1)[0]
-        example = _example(m.group("call"), m.group("want"), name)
-        if example is not None and example not in found:
-            found.append(example)
-    return found[:MAX_EXAMPLES]
+    """The examples a repository task's markdown brief states
+    (:func:`swapos.pipeline.brief_examples.brief_examples` has the forms and the rules: a
+    bugfix brief gives only those that state the wanted result, never the bug)."""
+    return briefs.brief_examples(task.problem, task.starter, task.category)
 
 
 def docstring_examples(task: Task) -> list[Example]:
@@ -98,20 +84,20 @@ def docstring_examples(task: Task) -> list[Example]:
         if line.startswith(">>>"):
             call = line[3:].strip()
             want = lines[i + 1].strip() if i + 1 < len(lines) else ""
-            example = _example(call, want, entry)
+            example = make_example(call, want, entry)
             if example is None and (m := _ARROW.match(call)) is not None:
-                example = _example(m.group("call"), m.group("want"), entry)
+                example = make_example(m.group("call"), m.group("want"), entry)
         elif (m := _INPUT.match(line)) is not None:
             given = [m.group("args")] if m.group("args") else []
         elif (m := _OUTPUT.match(line)) is not None and given:
-            example = _example(_call(entry, given), m.group("want"), entry)
+            example = make_example(_call(entry, given), m.group("want"), entry)
             given = None
         elif given is not None:
             given = [*given, line] if line else None  # a blank line ends an unanswered Input
         elif (m := _FOR.match(line)) is not None:
-            example = _example(_call(entry, [m.group("args")]), m.group("want"), entry)
+            example = make_example(_call(entry, [m.group("args")]), m.group("want"), entry)
         elif (m := _ARROW.match(line)) is not None:
-            example = _example(m.group("call"), m.group("want"), entry)
+            example = make_example(m.group("call"), m.group("want"), entry)
         if example is not None and example not in found:
             found.append(example)
     return found[:MAX_EXAMPLES]
@@ -132,43 +118,105 @@ def _call(entry: str, given: list[str]) -> str:
     return f"{entry}({', '.join(ast.unparse(v) for v in values)})"
 
 
-def _example(call: str, want: str, entry: str) -> Example | None:
-    call, want = call.strip().rstrip(",;"), _value(want.strip().rstrip(",;"))
-    if not want or want.startswith(">>>"):
-        return None
-    try:
-        tree = ast.parse(call, mode="eval")
-    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
-        return None
-    node = tree.body
-    if not (
-        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == entry
+class CandidateCheck(msgspec.Struct, frozen=True, kw_only=True):
+    """One distinct candidate's self-check, example by example (indexes into the examples).
+
+    Attributes:
+        model: the model that wrote the candidate.
+        passed: the examples it passes.
+        failed: the examples it fails -> the ``repr`` of what it returned, or None when that
+            is not known (the call raised, or the output does not show it).
+    """
+
+    model: str
+    passed: frozenset[int]
+    failed: Mapping[int, str | None]
+
+
+MIN_CANDIDATES: Final = 3
+MIN_MODELS: Final = 2
+
+
+def distrusted(
+    checks: Sequence[CandidateCheck],
+    *,
+    min_candidates: int = MIN_CANDIDATES,
+    min_models: int = MIN_MODELS,
+) -> frozenset[int]:
+    """The examples that the candidates' own evidence shows to be wrong. Pure.
+
+    A task's examples can themselves be wrong (HumanEval_116's docstring sorts by value
+    where its text sorts by the count of ones; HumanEval_130's recurrence line ``tri(1) = 3``
+    reads as an example of ``tri``, which returns a list). Obeying such an example sends
+    every correct candidate back. Without the reference, the evidence that an example is
+    wrong is the candidates themselves, and example ``i`` is distrusted only when all hold:
+
+    1. **breadth**: at least ``min_candidates`` distinct candidates (the caller passes each
+       distinct source once), written by at least ``min_models`` different models, were
+       checked;
+    2. **unanimity**: every one of them fails example ``i``;
+    3. **consensus**: every one of them *returned* a value for it (none raised, none
+       unknown), and it is the same value: independent programs agree on one answer, and
+       the example says another;
+    4. **support**: some other example passes for every one of them (they are otherwise
+       consistent with the task's own examples), or, when every example fails for all of
+       them, they agree on the value of every example and those values are not all the
+       same (they compute an answer: a stub returning ``None`` everywhere is no evidence).
+
+    A distrusted example is dropped from the self-check (the candidate is no longer sent
+    back for it); the task's real tests still grade the candidate, so a wrong call here
+    costs a grade, never a wrong pass.
+    """
+    if len(checks) < min_candidates or len({c.model for c in checks}) < min_models:
+        return frozenset()
+    passed_by_all = frozenset.intersection(*(c.passed for c in checks))
+    failed_by_all = set.intersection(*(set(c.failed) for c in checks))
+    agreed = {i: _agreed(checks, i) for i in failed_by_all}
+    agreed = {i: v for i, v in agreed.items() if v is not None}
+    examples = set.union(*(set(c.passed) | set(c.failed) for c in checks))
+    computes = len(set(agreed.values())) > 1 and set(agreed) == examples
+    return frozenset(i for i in agreed if passed_by_all - {i} or computes)
+
+
+def _agreed(checks: Sequence[CandidateCheck], i: int) -> str | None:
+    """The value every check returned for example ``i``, if they all returned the same."""
+    values = {c.failed[i] for c in checks}
+    return next(iter(values)) if len(values) == 1 else None
+
+
+_FAILED_TEST: Final = re.compile(r"^FAILED \S*::test_example_(\d+)\b", re.MULTILINE)
+
+
+def example_outcomes(
+    result: GradeResult, examples: Sequence[Example]
+) -> tuple[frozenset[int], dict[int, str | None]]:
+    """``(passed, failed)`` of one :func:`selfcheck_task` grading of ``examples``, read from
+    its result (as :class:`CandidateCheck` holds them). A grading that did not run the
+    examples (``error``, ``timeout``, ``crash``), or whose failures the output does not
+    name, gives nothing: no evidence either way."""
+    everything = frozenset(range(len(examples)))
+    if result.passed:
+        return everything, {}
+    names = {int(n) - 1 for n in _FAILED_TEST.findall(result.output_tail)}
+    if (
+        result.outcome != "fail"
+        or not names
+        or len(names) != result.tests_total - result.tests_passed
     ):
-        return None
-    if not all(_literal(arg) for arg in [*node.args, *(k.value for k in node.keywords)]):
-        return None  # e.g. ``is_happy(abc)``: the docstring meant a string it did not quote
-    return Example(call=call, want=want)
+        return frozenset(), {}
+    failed: dict[int, str | None] = {}
+    for i in sorted(names & everything):
+        failed[i] = _returned(result.output_tail, examples[i])
+    return everything - names, failed
 
 
-def _value(want: str) -> str:
-    """``want`` as a Python literal, or "": a trailing comment or full stop dropped,
-    ``true``/``false`` read as ``True``/``False``."""
-    want = {"true": "True", "false": "False"}.get(want, want)
-    for text in (want.split(" #", 1)[0].strip(), want, want.rstrip(".")):
-        try:
-            ast.literal_eval(text)
-        except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
-            continue
-        return text
-    return ""
-
-
-def _literal(node: ast.expr) -> bool:
-    try:
-        ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False
-    return True
+def _returned(output: str, example: Example) -> str | None:
+    head, tail = f"AssertionError: {example.call} returned ", f" says {example.want}"
+    for line in output.splitlines():
+        body = line.partition(head)[2]
+        if body and body.endswith(tail) and "; the " in body:
+            return body[: body.rindex("; the ")]
+    return None
 
 
 _TEST_HEADER: Final = '''"""Docstring examples as tests (the self-check, not the task's tests)."""

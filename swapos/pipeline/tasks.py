@@ -27,9 +27,19 @@ _META_HELP = (
 )
 
 
+SHIPPED_SUITES = ("issues",)
+"""Suites shipped beside the builtin one, under ``swapos/suites/<name>``: ``issues`` is
+written to other conventions than ours (briefs shaped like real issues and READMEs)."""
+
+
 def builtin_suite_path() -> Path:
     """The folder of the suite shipped with SwapOS (``swapos/tasks``)."""
     return Path(str(resources.files("swapos") / "tasks"))
+
+
+def shipped_suite_path(name: str) -> Path:
+    """The folder of the shipped suite ``name`` (one of :data:`SHIPPED_SUITES`)."""
+    return Path(str(resources.files("swapos") / "suites" / name))
 
 
 def load_task(path: str | os.PathLike[str]) -> Task:
@@ -136,9 +146,14 @@ def _load_spec(spec: str) -> list[Task]:
         return discover_tasks(builtin_suite_path())
     if spec == "humaneval":
         return load_humaneval()
+    if spec in SHIPPED_SUITES:
+        return discover_tasks(shipped_suite_path(spec))
     path = Path(spec).expanduser()
     if not path.exists():
-        raise TaskError(f"suite {spec!r}: no such folder; use 'builtin', 'humaneval' or a path")
+        raise TaskError(
+            f"suite {spec!r}: no such folder; use 'builtin', 'humaneval', "
+            f"{', '.join(map(repr, SHIPPED_SUITES))} or a path"
+        )
     if (path / "meta.json").is_file():
         return [load_task(path)]
     return discover_tasks(path)

@@ -106,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "suite",
         nargs="?",
         default="builtin",
-        help="'builtin', 'humaneval' or a folder of tasks (default: builtin)",
+        help="'builtin', 'humaneval', 'issues' or a folder of tasks (default: builtin)",
     )
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per grading")
     parser.add_argument("--jobs", type=int, default=4, help="gradings run in parallel")

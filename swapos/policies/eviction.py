@@ -2,9 +2,10 @@
 
 The rule (DESIGN §3): evict idle models, the one needed *farthest in the future* first
 (Belady on the published schedule), least recently used breaking ties; never a leased
-model; never exceed the budget. A *speculative* request (a prefetch) may only evict models
-needed later than itself and never cancels anything; an *urgent* request may also cancel
-speculative loads in flight.
+model; never exceed either budget (host memory, and GPU memory for offloaded layers: one
+ledger, two budgets; a victim is taken only if it frees a kind still lacking). A
+*speculative* request (a prefetch) may only evict models needed later than itself and never
+cancels anything; an *urgent* request may also cancel speculative loads in flight.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Literal
 
 import msgspec
 
-from swapos.data.residency import LedgerEntry, RoomPlan
-from swapos.policies.ledger import free_bytes
+from swapos.data.residency import LedgerEntry, MemoryKind, RoomPlan
+from swapos.policies.ledger import KINDS, free_bytes
 
 EvictionRule = Literal["next_use", "lru", "all_idle"]
 """``next_use``: Belady on the schedule (SwapOS). ``lru``: least recently used, only when
@@ -32,6 +33,33 @@ def next_use_distance(model: str, schedule: Sequence[str]) -> float:
         return math.inf
 
 
+class _Room:
+    """Free room of both kinds while a plan is built: what is lacking, what a model frees."""
+
+    def __init__(
+        self,
+        entries: Sequence[LedgerEntry],
+        want: dict[MemoryKind, int],
+        budgets: dict[MemoryKind, int],
+    ) -> None:
+        self.want = want
+        self.free = {k: free_bytes(entries, budgets[k], k) for k in KINDS}
+
+    def lacking(self) -> list[MemoryKind]:
+        return [k for k in KINDS if self.free[k] < self.want[k]]
+
+    def fits(self) -> bool:
+        return not self.lacking()
+
+    def helps(self, entry: LedgerEntry) -> bool:
+        """Whether removing ``entry`` frees memory of a kind still lacking."""
+        return any(entry.size(k) > 0 for k in self.lacking())
+
+    def take(self, entry: LedgerEntry) -> None:
+        for k in KINDS:
+            self.free[k] += entry.size(k)
+
+
 def plan_room(
     entries: Sequence[LedgerEntry],
     *,
@@ -41,33 +69,45 @@ def plan_room(
     urgent: bool,
     schedule: Sequence[str],
     rule: EvictionRule = "next_use",
+    device_nbytes: int = 0,
+    device_budget: int = 0,
 ) -> RoomPlan | None:
-    """Decide how ``nbytes`` for ``model`` fits under ``budget``.
+    """Decide how ``nbytes`` host and ``device_nbytes`` device bytes for ``model`` fit
+    under ``budget`` and ``device_budget``.
+
+    The two budgets are one ledger: a claim fits when it fits both. Victims are taken in the
+    rule's order, skipping those that free nothing of a kind still lacking (a load that fits
+    the device but not the host evicts only for host memory, and the other way round).
 
     Args:
         entries: the ledger, excluding ``model`` itself.
         model: the model that wants room.
-        nbytes: its footprint.
-        budget: the byte budget.
+        nbytes: its host footprint.
+        budget: the host byte budget.
         urgent: a phase is waiting for it (else it is a prefetch).
         schedule: upcoming model uses, soonest first.
         rule: the eviction rule.
+        device_nbytes: its device (GPU) footprint; 0 for a model that offloads nothing.
+        device_budget: the device byte budget.
 
     Returns:
         The plan (possibly empty) or ``None`` when it cannot fit *now*: an urgent request
         then waits for leases to be released; a speculative one is refused.
     """
-    if nbytes > budget:
+    if nbytes > budget or device_nbytes > device_budget:
         return None
+    want: dict[MemoryKind, int] = {"host": nbytes, "device": device_nbytes}
+    budgets: dict[MemoryKind, int] = {"host": budget, "device": device_budget}
     if rule == "lru" and urgent:
-        lru = lru_victims(entries, nbytes=nbytes, budget=budget)
+        lru = _lru(entries, want, budgets)
         return None if lru is None else RoomPlan(victims=lru, cancel=[])
-    free = free_bytes(entries, budget)
+    room = _Room(entries, want, budgets)
     idle = [e for e in entries if e.status == "resident" and e.leases == 0]
     if rule == "all_idle" and urgent:
-        free += sum(e.nbytes for e in idle)
-        return RoomPlan(victims=[e.model for e in idle], cancel=[]) if free >= nbytes else None
-    if free >= nbytes:
+        for entry in idle:
+            room.take(entry)
+        return RoomPlan(victims=[e.model for e in idle], cancel=[]) if room.fits() else None
+    if room.fits():
         return RoomPlan(victims=[], cancel=[])
     mine = next_use_distance(model, schedule)
     order = _victim_order(idle, schedule, rule)
@@ -75,51 +115,74 @@ def plan_room(
         order = [e for e in order if next_use_distance(e.model, schedule) > mine]
     victims: list[str] = []
     for entry in order:
-        if free >= nbytes:
+        if room.fits():
             break
-        victims.append(entry.model)
-        free += entry.nbytes
+        if room.helps(entry):
+            victims.append(entry.model)
+            room.take(entry)
     cancel: list[str] = []
-    if urgent and free < nbytes:
+    if urgent and not room.fits():
         loading = [e for e in entries if e.status == "reserved" and e.speculative]
         for entry in sorted(loading, key=lambda e: -next_use_distance(e.model, schedule)):
-            if free >= nbytes:
+            if room.fits():
                 break
-            cancel.append(entry.model)
-            free += entry.nbytes
-    if free < nbytes:
+            if room.helps(entry):
+                cancel.append(entry.model)
+                room.take(entry)
+    if not room.fits():
         return None
     return RoomPlan(victims=victims, cancel=cancel)
 
 
-def lru_victims(entries: Sequence[LedgerEntry], *, nbytes: int, budget: int) -> list[str] | None:
-    """Ollama-style LRU: the idle models to evict for ``nbytes`` to fit under ``budget``.
+def lru_victims(
+    entries: Sequence[LedgerEntry],
+    *,
+    nbytes: int,
+    budget: int,
+    device_nbytes: int = 0,
+    device_budget: int = 0,
+) -> list[str] | None:
+    """Ollama-style LRU: the idle models to evict for ``nbytes`` (and ``device_nbytes``)
+    to fit under ``budget`` (and ``device_budget``).
 
     Nothing is evicted while the request fits; otherwise idle resident models go least
-    recently used first (``last_used``; ledger order breaks ties), only as many as needed.
-    The schedule is not consulted, and nothing in flight is cancelled (``lru`` mode has no
-    speculative loads).
+    recently used first (``last_used``; ledger order breaks ties), only as many as needed
+    and only those that free a kind of memory still lacking. The schedule is not consulted,
+    and nothing in flight is cancelled (``lru`` mode has no speculative loads).
 
     Args:
         entries: the ledger, excluding the requesting model itself.
-        nbytes: the requester's footprint.
-        budget: the byte budget.
+        nbytes: the requester's host footprint.
+        budget: the host byte budget.
+        device_nbytes: the requester's device footprint.
+        device_budget: the device byte budget.
 
     Returns:
         The victims, in eviction order (possibly none), or ``None`` when the request cannot
         fit even after evicting every idle model (it then waits for a lease to end).
     """
-    if nbytes > budget:
+    if nbytes > budget or device_nbytes > device_budget:
         return None
-    free = free_bytes(entries, budget)
+    return _lru(
+        entries,
+        {"host": nbytes, "device": device_nbytes},
+        {"host": budget, "device": device_budget},
+    )
+
+
+def _lru(
+    entries: Sequence[LedgerEntry], want: dict[MemoryKind, int], budgets: dict[MemoryKind, int]
+) -> list[str] | None:
+    room = _Room(entries, want, budgets)
     idle = [e for e in entries if e.status == "resident" and e.leases == 0]
     victims: list[str] = []
     for entry in sorted(idle, key=lambda e: e.last_used):
-        if free >= nbytes:
+        if room.fits():
             break
-        victims.append(entry.model)
-        free += entry.nbytes
-    return victims if free >= nbytes else None
+        if room.helps(entry):
+            victims.append(entry.model)
+            room.take(entry)
+    return victims if room.fits() else None
 
 
 def _victim_order(
@@ -140,12 +203,17 @@ def count_loads(
     sizes: Mapping[str, int],
     budget: int,
     rule: EvictionRule,
+    *,
+    device_sizes: Mapping[str, int] | None = None,
+    device_budget: int = 0,
 ) -> int:
     """Replay a sequence of uses under ``rule`` and count the loads it causes.
 
     Each use is known in advance (the schedule is the rest of ``uses``), which is what
     lets ``next_use`` be Belady-optimal. Used by tests and the policy benchmark.
+    ``device_sizes`` (default: none) are the models' claims on ``device_budget``.
     """
+    device = device_sizes or {}
     resident: dict[str, LedgerEntry] = {}
     loads = 0
     for i, model in enumerate(uses):
@@ -160,13 +228,19 @@ def count_loads(
             urgent=True,
             schedule=list(uses[i + 1 :]),
             rule=rule,
+            device_nbytes=device.get(model, 0),
+            device_budget=device_budget,
         )
         if plan is None:
             raise ValueError(f"{model} cannot fit in {budget} bytes")
         for victim in plan.victims:
             del resident[victim]
         resident[model] = LedgerEntry(
-            model=model, nbytes=sizes[model], status="resident", last_used=float(i)
+            model=model,
+            nbytes=sizes[model],
+            device_bytes=device.get(model, 0),
+            status="resident",
+            last_used=float(i),
         )
         loads += 1
     return loads

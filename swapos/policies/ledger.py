@@ -1,4 +1,13 @@
-"""The memory ledger: every model's claim on the byte budget, in one place.
+"""The memory ledger: every model's claim on the byte budgets, in one place.
+
+Two budgets, one ledger: a claim has host bytes (``nbytes``, under ``budget``) and device
+bytes (``device_bytes``, GPU memory under ``device_budget``); a partly offloaded model
+holds both. Every rule below holds for each kind of memory on its own, and a claim is
+admitted only when it fits both.
+
+The host budget is the process's (issue 29): a measured fixed overhead (the process before
+any model: interpreter, libraries) comes off it first, the models' claims share the rest,
+and the KV cache's RAM tier gets what they leave (:func:`kv_room`): it yields to models.
 
 The Loader owns the one :class:`Ledger` of a system and updates it synchronously as models
 are wanted, reserved, loaded, leased, released and freed; nothing else holds a copy. The
@@ -15,29 +24,54 @@ from collections.abc import Sequence
 
 import msgspec
 
-from swapos.data.residency import LedgerEntry, RoomPlan, Status
+from swapos.data.residency import LedgerEntry, MemoryKind, RoomPlan, Status
+
+KINDS: tuple[MemoryKind, ...] = ("host", "device")
 
 
-def used_bytes(entries: Sequence[LedgerEntry]) -> int:
-    """Bytes counted against the budget (victims being evicted still count; a load still
-    waiting for room holds none)."""
-    return sum(e.nbytes for e in entries if e.status != "waiting")
+def used_bytes(entries: Sequence[LedgerEntry], kind: MemoryKind = "host") -> int:
+    """Bytes of ``kind`` counted against its budget (victims being evicted still count; a
+    load still waiting for room holds none)."""
+    return sum(e.size(kind) for e in entries if e.status != "waiting")
 
 
-def free_bytes(entries: Sequence[LedgerEntry], budget: int) -> int:
-    """Room left for a new claim: bytes of models already being evicted are as good as free
-    (the claim that chose them as victims is counted instead)."""
-    pending_free = sum(e.nbytes for e in entries if e.status == "evicting")
-    return budget - used_bytes(entries) + pending_free
+def free_bytes(entries: Sequence[LedgerEntry], budget: int, kind: MemoryKind = "host") -> int:
+    """Room of ``kind`` left for a new claim: bytes of models already being evicted are as
+    good as free (the claim that chose them as victims is counted instead)."""
+    pending_free = sum(e.size(kind) for e in entries if e.status == "evicting")
+    return budget - used_bytes(entries, kind) + pending_free
+
+
+def kv_room(budget: int, *, overhead: int, models: int, cap: int) -> int:
+    """The KV RAM tier's share of a process ``budget``: what the fixed ``overhead`` and the
+    ``models``' claims leave, at most ``cap`` (its own configured size), never below 0. So
+    ``overhead + models + kv_room(...) <= budget`` whenever the models fit their share."""
+    return max(0, min(cap, budget - overhead - models))
 
 
 class Ledger:
-    """Residency of every model of one system, under one byte budget."""
+    """Residency of every model of one system, under a host and a device byte budget
+    (``device_budget_bytes`` 0: no GPU memory; only claims of 0 device bytes fit).
 
-    def __init__(self, budget_bytes: int) -> None:
+    ``overhead_bytes`` of the host budget are the process's own (measured when the system
+    opens): models share ``budget_bytes - overhead_bytes`` (:meth:`budget`).
+    """
+
+    def __init__(
+        self, budget_bytes: int, device_budget_bytes: int = 0, *, overhead_bytes: int = 0
+    ) -> None:
         self.budget_bytes = budget_bytes
+        self.device_budget_bytes = device_budget_bytes
+        self.overhead_bytes = overhead_bytes
         self._entries: dict[str, LedgerEntry] = {}
         self._peak = 0
+        self._peak_device = 0
+
+    def budget(self, kind: MemoryKind) -> int:
+        """The models' budget of ``kind`` (host: the process budget less its overhead)."""
+        if kind == "host":
+            return max(0, self.budget_bytes - self.overhead_bytes)
+        return self.device_budget_bytes
 
     # --- reading ------------------------------------------------------------------------
 
@@ -57,18 +91,24 @@ class Ledger:
         """The entries that hold budget, ``excluding`` one model: what the Evictor plans over."""
         return [e for m, e in self._entries.items() if m != excluding and e.status != "waiting"]
 
-    def used_bytes(self) -> int:
-        return used_bytes(list(self._entries.values()))
+    def used_bytes(self, kind: MemoryKind = "host") -> int:
+        return used_bytes(list(self._entries.values()), kind)
 
     @property
     def peak_used_bytes(self) -> int:
-        """The most bytes ever claimed by reserved and resident models at once."""
+        """The most host bytes ever claimed by reserved and resident models at once."""
         return self._peak
 
-    def admits(self, model: str, nbytes: int, plan: RoomPlan) -> bool:
-        """Whether carrying out ``plan`` now makes room for ``nbytes`` of ``model``: every
-        victim is still resident and idle, every load to cancel still speculative, and the
-        claim fits the budget once they are gone."""
+    @property
+    def peak_device_bytes(self) -> int:
+        """The most device bytes ever claimed by reserved and resident models at once."""
+        return self._peak_device
+
+    def admits(self, model: str, nbytes: int, plan: RoomPlan, device_bytes: int = 0) -> bool:
+        """Whether carrying out ``plan`` now makes room for ``nbytes`` host and
+        ``device_bytes`` device bytes of ``model``: every victim is still resident and idle,
+        every load to cancel still speculative, and the claim fits both budgets once they
+        are gone."""
         for victim in plan.victims:
             e = self._entries.get(victim)
             if e is None or e.status != "resident" or e.leases:
@@ -79,8 +119,12 @@ class Ledger:
                 return False
         going = set(plan.victims) | set(plan.cancel)
         claims = self.claims(excluding=model)
-        freed = sum(e.nbytes for e in claims if e.model in going)
-        return nbytes <= free_bytes(claims, self.budget_bytes) + freed
+        want = {"host": nbytes, "device": device_bytes}
+        for kind in KINDS:
+            freed = sum(e.size(kind) for e in claims if e.model in going)
+            if want[kind] > free_bytes(claims, self.budget(kind), kind) + freed:
+                return False
+        return True
 
     # --- writing (the Loader) -----------------------------------------------------------
 
@@ -94,17 +138,20 @@ class Ledger:
         """An urgent request joined ``model``'s speculative load: never cancel it."""
         self._replace(model, speculative=False)
 
-    def reserve(self, model: str, plan: RoomPlan, nbytes: int) -> None:
-        """Claim ``nbytes`` for ``model`` (its estimate) by ``plan``: its victims and
-        cancelled loads become ``evicting``."""
+    def reserve(self, model: str, plan: RoomPlan, nbytes: int, device_bytes: int = 0) -> None:
+        """Claim ``nbytes`` host and ``device_bytes`` device bytes for ``model`` (its
+        estimates) by ``plan``: its victims and cancelled loads become ``evicting``."""
         for other in plan.victims + plan.cancel:
             self._replace(other, status="evicting")
-        self._replace(model, status="reserved", nbytes=nbytes)
+        self._replace(model, status="reserved", nbytes=nbytes, device_bytes=device_bytes)
         self._note_peak()
 
-    def loaded(self, model: str, nbytes: int) -> None:
-        """``model`` is resident; ``nbytes`` is its measured footprint."""
-        self._replace(model, status="resident", nbytes=nbytes, speculative=False)
+    def loaded(self, model: str, nbytes: int, device_bytes: int = 0) -> None:
+        """``model`` is resident; ``nbytes`` and ``device_bytes`` are its measured
+        footprints (each replaces its estimate)."""
+        self._replace(
+            model, status="resident", nbytes=nbytes, device_bytes=device_bytes, speculative=False
+        )
         self._note_peak()
 
     def lease(self, model: str, *, now: float) -> int:
@@ -133,7 +180,6 @@ class Ledger:
         self._entries[model] = msgspec.structs.replace(self._entries[model], **changes)
 
     def _note_peak(self) -> None:
-        counted = sum(
-            e.nbytes for e in self._entries.values() if e.status in ("reserved", "resident")
-        )
-        self._peak = max(self._peak, counted)
+        held = [e for e in self._entries.values() if e.status in ("reserved", "resident")]
+        self._peak = max(self._peak, sum(e.nbytes for e in held))
+        self._peak_device = max(self._peak_device, sum(e.device_bytes for e in held))

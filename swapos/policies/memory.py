@@ -63,8 +63,9 @@ def estimate_footprint(
     n_batch: int,
     type_k: str = "f16",
     type_v: str = "f16",
+    gpu_layers: int = 0,
 ) -> int:
-    """Estimated resident bytes of a loaded model after its first generation.
+    """Estimated resident (host) bytes of a loaded model after its first generation.
 
     weights (the file: mmap'd, and all of it is touched by the first eval, since Gemma ties
     its output head to the token embedding) + KV cache (``n_ctx x n_layer x n_head_kv x
@@ -81,6 +82,10 @@ def estimate_footprint(
         n_batch: batch (= micro-batch) size.
         type_k: KV key type (a key of :data:`KV_TYPES`).
         type_v: KV value type.
+        gpu_layers: layers offloaded to a GPU (llama.cpp's ``n_gpu_layers``, -1: all):
+            their share of the weights and of the KV cache is on the device instead
+            (:func:`estimate_device_footprint`); llama.cpp unmaps the offloaded tensors'
+            pages once they are uploaded.
 
     Raises:
         KeyError: an unknown KV type.
@@ -106,4 +111,43 @@ def estimate_footprint(
     kv = kv_cache_bytes(meta, n_ctx=n_ctx, type_k=type_k, type_v=type_v)
     output = 4 * meta.vocab_size
     compute = n_batch * _COMPUTE_PER_BATCH_TOKEN_PER_EMBD * meta.embedding_length
-    return int(file_size + kv + output + compute + _FIXED)
+    host = 1.0 - offload_share(meta.block_count, gpu_layers)
+    return int(host * (file_size + kv) + output + compute + _FIXED)
+
+
+def offload_share(block_count: int, gpu_layers: int) -> float:
+    """The share of a model's layers on the GPU: ``gpu_layers`` of ``block_count`` (-1 or
+    more than there are: all of them)."""
+    if gpu_layers == 0 or block_count <= 0:
+        return 0.0
+    if gpu_layers < 0 or gpu_layers >= block_count:
+        return 1.0
+    return gpu_layers / block_count
+
+
+def estimate_device_footprint(
+    file_size: int,
+    meta: ModelShape,
+    *,
+    n_ctx: int,
+    n_batch: int,
+    type_k: str = "f16",
+    type_v: str = "f16",
+    gpu_layers: int = 0,
+) -> int:
+    """Estimated GPU bytes of a model with ``gpu_layers`` offloaded (0 when none are).
+
+    The offloaded share of the weights (layers are of one size, so the share of the file)
+    and of the KV cache (the KV cache of a layer lives where the layer is), plus the
+    device's compute buffer, sized as the host's (:func:`estimate_footprint`). Not
+    calibrated on a GPU here (these machines have none): the Loader replaces it by the
+    measured change in the device's used memory after the first load, as it does the host
+    estimate. The CUDA/Metal runtime's own per-process memory is not a model's: the
+    ``device_budget = "auto"`` margin leaves room for it.
+    """
+    share = offload_share(meta.block_count, gpu_layers)
+    if share == 0.0:
+        return 0
+    kv = kv_cache_bytes(meta, n_ctx=n_ctx, type_k=type_k, type_v=type_v)
+    compute = n_batch * _COMPUTE_PER_BATCH_TOKEN_PER_EMBD * meta.embedding_length
+    return int(share * (file_size + kv) + compute)

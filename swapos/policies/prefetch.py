@@ -5,6 +5,9 @@ here) a page-cached load competes with generation for the CPU: it can slow the r
 phase by about as much as it saves the next one. :class:`CostModel` learns, from the run's
 own phases, what a speculative load costs (how much it slows the generation it overlaps)
 and what it saves (the load the next phase would otherwise pay), and picks the cheaper.
+A load is learned in its two parts: the file read (page cache or disk, and host setup) and
+the upload of offloaded layers to a GPU, per device; a page-cache warm-up can only save the
+first, a full load saves both.
 Pure and synchronous: the Prefetcher feeds it observations and asks it for decisions.
 """
 
@@ -44,6 +47,9 @@ class CostModel:
         rate_alone: decode tokens/s of a model with no speculative load running.
         overlapped: ``(tokens, gen_s)`` averages of a model's generations that a
             speculative load overlapped.
+        read_s: the file-read part of a model's loads (everything but the upload).
+        upload_s: the upload part, per ``(model, device)``.
+        device: the device a model's layers last went to ("" for a CPU-only load).
     """
 
     def __init__(self) -> None:
@@ -51,12 +57,48 @@ class CostModel:
         self.paid_load_s: dict[str, float] = {}
         self.rate_alone: dict[str, float] = {}
         self.overlapped: dict[str, tuple[float, float]] = {}
+        self.read_s: dict[str, float] = {}
+        self.upload_s: dict[tuple[str, str], float] = {}
+        self.device: dict[str, str] = {}
 
     def observe_speculative_load(self, model: str, seconds: float) -> None:
         self.spec_load_s[model] = ewma(self.spec_load_s.get(model), seconds)
 
     def observe_paid_load(self, model: str, seconds: float) -> None:
         self.paid_load_s[model] = ewma(self.paid_load_s.get(model), seconds)
+
+    def observe_load_parts(self, model: str, read_s: float, upload_s: float, device: str) -> None:
+        """One load of ``model`` split into its file read and its upload to ``device``
+        ("" and 0 for a load that offloads nothing)."""
+        self.read_s[model] = ewma(self.read_s.get(model), read_s)
+        self.device[model] = device
+        if device:
+            key = (model, device)
+            self.upload_s[key] = ewma(self.upload_s.get(key), upload_s)
+
+    def load_estimate_s(self, model: str) -> float | None:
+        """Expected seconds of a load of ``model``: read + upload to its device (None until
+        a load was seen)."""
+        if model not in self.read_s:
+            return None
+        device = self.device.get(model, "")
+        return self.read_s[model] + self.upload_s.get((model, device), 0.0)
+
+    def upload_estimate_s(self, model: str) -> float:
+        """Expected upload seconds of ``model`` to its device (0 on a CPU-only load)."""
+        return self.upload_s.get((model, self.device.get(model, "")), 0.0)
+
+    def saving_s(self, model: str) -> float:
+        """What a full speculative load of ``model`` saves its phase over a warm-up: the
+        load it was measured to pay after a warm-up, or, before that, its learned load
+        (read + upload: the warm-up may not even finish the read), or the speculative
+        loads' duration, or 0 when nothing is known."""
+        if model in self.paid_load_s:
+            return self.paid_load_s[model]
+        learned = self.load_estimate_s(model)
+        if learned is not None:
+            return learned
+        return self.spec_load_s.get(model, 0.0)
 
     def observe_generation(
         self, model: str, tokens: int, gen_s: float, *, overlapped: bool
@@ -99,10 +141,13 @@ class CostModel:
             return Decision(
                 kind="warm", reason=f"learning: measuring {running_model} without a load"
             )
-        saving = self.paid_load_s.get(next_model, self.spec_load_s.get(next_model, 0.0))
+        saving = self.saving_s(next_model)
         if saving >= MARGIN * cost:
+            upload = self.upload_estimate_s(next_model)
+            also = f" (upload ~{upload:.2f}s a warm-up cannot do)" if upload > 0 else ""
             return Decision(
-                kind="load", reason=f"saves ~{saving:.2f}s, slows {running_model} ~{cost:.2f}s"
+                kind="load",
+                reason=f"saves ~{saving:.2f}s{also}, slows {running_model} ~{cost:.2f}s",
             )
         return Decision(
             kind="warm",

@@ -11,6 +11,7 @@ from swapos.messages.events import (
     AnyEvent,
     GenerationFinished,
     GradeFinished,
+    KVDropped,
     KVHit,
     KVMiss,
     KVRestoreFailed,
@@ -46,6 +47,7 @@ class Aggregator:
         """Run ids of the finished runs, in the order they finished."""
         self.loads = self.evictions = 0
         self.kv_hits = self.kv_misses = self.kv_saves = 0
+        self.kv_yielded = 0
         self.last_t = 0.0
         self.run_finished_t: float | None = None
 
@@ -90,6 +92,8 @@ class Aggregator:
                 self.kv_misses += 1
             case KVSaved():
                 self.kv_saves += 1
+            case KVDropped(reason=reason) if reason.startswith("yielded"):
+                self.kv_yielded += 1  # a RAM-tier state dropped to make room for a model
             case _:
                 pass
 
@@ -130,6 +134,7 @@ class Aggregator:
             kv_hits=self.kv_hits,
             kv_misses=self.kv_misses,
             kv_saves=self.kv_saves,
+            kv_yielded=self.kv_yielded,
         )
         return summarize([self.tasks[t] for t in self.finished_tasks], info)
 

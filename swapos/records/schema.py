@@ -72,6 +72,7 @@ class RunInfo(msgspec.Struct, kw_only=True):
     kv_hits: int = 0
     kv_misses: int = 0
     kv_saves: int = 0
+    kv_yielded: int = 0  # KV RAM-tier states dropped to make room for models (the budget)
 
 
 class RunSummary(RunInfo, kw_only=True):
@@ -102,4 +103,5 @@ class RunSummary(RunInfo, kw_only=True):
     kv_served_tokens: int = 0
     kv_served_share: float = 0.0
     peak_rss_bytes: int = 0
+    peak_rss_of_budget: float = 0.0  # peak_rss_bytes / budget_bytes (0: no finite budget)
     results: list[TaskResult] = msgspec.field(default_factory=list)

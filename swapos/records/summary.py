@@ -59,9 +59,16 @@ def summarize(results: Sequence[TaskResult], info: RunInfo) -> RunSummary:
         kv_servable_tokens=servable,
         kv_served_tokens=served,
         kv_served_share=served / servable if servable else 0.0,
-        peak_rss_bytes=max((p.peak_rss_bytes for p in phases), default=0),
+        peak_rss_bytes=(peak := max((p.peak_rss_bytes for p in phases), default=0)),
+        peak_rss_of_budget=rss_of_budget(peak, info.budget_bytes),
         results=results,
     )
+
+
+def rss_of_budget(peak_rss: int, budget: int) -> float:
+    """The run's peak RSS as a share of its budget: how near the process stayed to what the
+    user wrote (0 when the budget is unknown or unlimited, as in ``resident`` mode)."""
+    return peak_rss / budget if 0 < budget < 2**61 else 0.0
 
 
 def drew(result: TaskResult) -> bool:

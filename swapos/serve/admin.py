@@ -56,7 +56,7 @@ async def models(server: Server, request: Request) -> Response:
 
 async def running(server: Server, request: Request) -> Response:
     """Resident models, leases, queues and the budget."""
-    loader = server.system.actors["loader"].statistics()
+    loader = server.system.statistics()["loader"]
     return _json(
         {
             "mode": server.system.mode,

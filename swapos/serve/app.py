@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import structlog
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -41,6 +42,7 @@ from swapos.serve.sse import EventStream
 from swapos.serve.state import Server, ServeSettings
 from swapos.serve.transitions import NextModels
 
+log = structlog.get_logger(__name__)
 Handler = Callable[[Server, Request], Awaitable[Any]]
 OPEN_PATHS = frozenset({"/health"})
 
@@ -59,10 +61,9 @@ def app(system: System, settings: ServeSettings | None = None) -> Starlette:
     mounts this one runs ``app.state.ollama.lifespan()`` in its own).
     """
     settings = settings or ServeSettings()
-    loader = system.actors["loader"]
 
     def resident() -> set[str]:
-        return {m for m, s in loader.statistics().states.items() if s == "ready"}
+        return {m for m, s in system.statistics()["loader"].states.items() if s == "ready"}
 
     server = Server(
         system=system,
@@ -82,6 +83,11 @@ def app(system: System, settings: ServeSettings | None = None) -> Starlette:
                 return await handler(server, request)
             except RequestError as exc:
                 return exc.response()
+            except Exception as exc:  # a bug: still an answer in the OpenAI shape, logged
+                log.exception("serve.request_failed", path=path)
+                return RequestError(
+                    500, f"internal error ({type(exc).__name__}); see the server log"
+                ).response()
 
         return Route(path, endpoint, methods=methods)
 
@@ -122,7 +128,9 @@ def _authorize(request: Request, api_key: str | None) -> None:
     if api_key is None:
         return
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip(), api_key):
+    # Bytes, not str: compare_digest refuses non-ASCII strings, and a header may hold any.
+    given = token.strip().encode("utf-8", "surrogateescape")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given, api_key.encode()):
         raise RequestError(
             401,
             "Incorrect or missing API key: send the header 'Authorization: Bearer <key>'",

@@ -15,7 +15,7 @@ T = TypeVar("T")
 async def read_body(request: Request, limit: int) -> bytes:
     """The request body, refused with 413 beyond ``limit`` bytes (declared or sent)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise RequestError(
             413, f"request body of {declared} bytes exceeds the limit of {limit} bytes"
         )
@@ -29,10 +29,15 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 
 def decode(body: bytes, kind: type[T]) -> T:
-    """``body`` as ``kind``; malformed JSON or a wrong shape is a 400 naming the problem."""
+    """``body`` as ``kind``; malformed JSON, a wrong shape or nesting deeper than the
+    decoder goes is a 400 naming the problem."""
     try:
         return msgspec.json.decode(body, type=kind)
     except msgspec.ValidationError as exc:
         raise RequestError(400, f"invalid request: {exc}") from exc
     except msgspec.DecodeError as exc:
         raise RequestError(400, f"malformed JSON in the request body: {exc}") from exc
+    except RecursionError as exc:
+        raise RequestError(
+            400, "the request body's JSON is nested too deeply; send a flatter body"
+        ) from exc

@@ -113,7 +113,12 @@ async def _serve(
 ) -> None:
     bind, port = listening_socket(host, port)  # bound before the banner names the port
     async with open_system(
-        profile, specs=specs, mode=mode, budget_bytes=budget, event_log=event_log
+        profile,
+        specs=specs,
+        mode=mode,
+        budget_bytes=budget,
+        event_log=event_log,
+        process_budget=True,
     ) as system:
         asgi = app(system, settings)
         stop = anyio.Event()

@@ -10,6 +10,7 @@ schedule after it. The response carries the phase's numbers in ``swapos``.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -159,6 +160,7 @@ async def _params_for(
         )
     if max_tokens is not None and max_tokens < 1:
         raise RequestError(400, f"max_tokens must be at least 1, got {max_tokens}", "max_tokens")
+    check_sampling(temperature=temperature, top_p=top_p, seed=seed)
     wanted = max_tokens if max_tokens is not None else server.settings.default_max_tokens
     params = SamplingParams(
         max_tokens=min(wanted, n_ctx - count),
@@ -168,6 +170,27 @@ async def _params_for(
         top_p=top_p if top_p is not None else SamplingParams().top_p,
     )
     return params, count
+
+
+SEED_MAX = 2**63 - 1
+
+
+def check_sampling(*, temperature: float | None, top_p: float | None, seed: int | None) -> None:
+    """Refuse sampling values no backend can use, with a 400 naming the field (instead of
+    a generation failing later as a server error).
+
+    Raises:
+        RequestError: ``temperature`` not a finite number >= 0, ``top_p`` not in [0, 1],
+            ``seed`` not in [0, 2**63 - 1].
+    """
+    if temperature is not None and not (math.isfinite(temperature) and temperature >= 0):
+        raise RequestError(
+            400, f"temperature must be a number >= 0, got {temperature}", "temperature"
+        )
+    if top_p is not None and not (math.isfinite(top_p) and 0 <= top_p <= 1):
+        raise RequestError(400, f"top_p must be between 0 and 1, got {top_p}", "top_p")
+    if seed is not None and not 0 <= seed <= SEED_MAX:
+        raise RequestError(400, f"seed must be between 0 and {SEED_MAX}, got {seed}", "seed")
 
 
 async def prepare_chat(server: Server, body: ChatCompletionRequest, key: str | None) -> Prepared:
@@ -371,8 +394,14 @@ def timings(ran: Ran) -> Timings:
         decode_tok_s=r.tok_s,
         predicted_next=ran.predicted,
         task_id=ran.task_id,
-        stop_reason=r.outcome,
+        stop_reason=stop_reason(r.outcome),
     )
+
+
+def stop_reason(outcome: str) -> str:
+    """The phase outcome as docs/serve.md's ``stop_reason`` (``eos``, ``stop``, ``length``,
+    ``context``): the phase record says ``cap`` where generation hit ``max_tokens``."""
+    return "length" if outcome == "cap" else outcome
 
 
 def _usage(prep: Prepared, ran: Ran) -> Usage:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import httpx
 import msgspec
@@ -45,6 +45,13 @@ class ApiBackend:
     def estimate_footprint(self, spec: ModelSpec) -> int:
         """0: a remote model never counts against the local budget."""
         return 0
+
+    def estimate_device_footprint(self, spec: ModelSpec) -> int:
+        """0: the endpoint's GPU is not ours to budget."""
+        return 0
+
+    def check_devices(self, specs: Sequence[ModelSpec]) -> None:
+        """Nothing to check (``check_profile`` refuses ``gpu_layers`` on a remote model)."""
 
     async def load(self, spec: ModelSpec) -> ApiModel:
         """Open a client for ``spec``'s endpoint and check that it answers ``GET /models``.

@@ -15,6 +15,7 @@ from swapos.backends.api import wire
 from swapos.backends.base import GenerationOutput
 from swapos.backends.errors import map_exceptions
 from swapos.data.prefix import PrefixState
+from swapos.data.residency import Offload
 from swapos.data.sampling import SamplingParams
 from swapos.errors import GenerationError
 from swapos.models.spec import ModelSpec, RemoteEndpoint
@@ -57,6 +58,11 @@ class ApiModel:
     def footprint_bytes(self) -> int:
         """0: a remote model never counts against the local budget."""
         return 0
+
+    @property
+    def offload(self) -> Offload | None:
+        """None: nothing is held locally."""
+        return None
 
     @property
     def kv_identity(self) -> str:

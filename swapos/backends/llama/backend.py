@@ -5,20 +5,27 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import anyio
 
 from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
-from swapos.backends.llama.loading import footprint_estimate, gguf_info, load_model
+from swapos.backends.llama.loading import (
+    device_footprint_estimate,
+    footprint_estimate,
+    gguf_info,
+    load_model,
+)
 from swapos.backends.llama.model import LlamaModel
 from swapos.backends.llama.vocab import shared_counter
 from swapos.backends.pagecache import cached_fraction
 from swapos.backends.threads import run_in_worker
 from swapos.errors import ModelFileError
 from swapos.models.gguf import GGUFInfo
+from swapos.models.resolve import refuse_offload
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatFormat
+from swapos.sysinfo import gpu_offload_supported
 
 _WARM_CHUNK = 8 << 20
 WARM_ENOUGH = 0.99
@@ -55,8 +62,24 @@ class LlamaBackend:
         return gguf_info(path)
 
     def estimate_footprint(self, spec: ModelSpec) -> int:
-        """Bytes ``spec`` is expected to hold once loaded (``spec.footprint_bytes`` if set)."""
+        """Host bytes ``spec`` is expected to hold once loaded (``spec.footprint_bytes`` if
+        set); its offloaded layers' share is on the device instead."""
         return footprint_estimate(spec)
+
+    def estimate_device_footprint(self, spec: ModelSpec) -> int:
+        """GPU bytes ``spec`` is expected to hold once loaded (0 with ``gpu_layers = 0``)."""
+        return device_footprint_estimate(spec)
+
+    def check_devices(self, specs: Sequence[ModelSpec]) -> None:
+        """Refuse layers on a GPU when llama-cpp-python is a CPU-only build
+        (``llama_supports_gpu_offload``).
+
+        Raises:
+            ProfileError: one line naming the model's ``gpu_layers`` and how to install a
+                GPU build.
+        """
+        if any(s.offloaded for s in specs) and not gpu_offload_supported():
+            refuse_offload(specs, build="this llama-cpp-python is a CPU-only build")
 
     def token_counter(self, spec: ModelSpec) -> Callable[[str], int]:
         """Counts tokens as ``spec``'s tokenizer does (BOS included), from a vocab-only load.

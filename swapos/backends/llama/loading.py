@@ -12,13 +12,14 @@ import llama_cpp
 import structlog
 
 from swapos.backends.llama.model import LlamaModel
-from swapos.backends.llama.runtime import Aborted, init_llama
+from swapos.backends.llama.runtime import Aborted, init_llama, layer_report
+from swapos.data.residency import Offload
 from swapos.errors import ModelFileError
 from swapos.models.digests import file_digest
 from swapos.models.gguf import GGUFInfo, read_gguf
 from swapos.models.spec import ModelSpec
-from swapos.policies.memory import KV_TYPES, estimate_footprint
-from swapos.sysinfo import release_free_heap, rss_bytes
+from swapos.policies.memory import KV_TYPES, estimate_device_footprint, estimate_footprint
+from swapos.sysinfo import device_used_bytes, release_free_heap, rss_bytes
 
 log = structlog.get_logger(__name__)
 
@@ -42,13 +43,24 @@ def gguf_info(path: str) -> GGUFInfo:
 
 
 def footprint_estimate(spec: ModelSpec) -> int:
-    """Bytes ``spec`` is expected to hold once loaded (``spec.footprint_bytes`` if set)."""
+    """Host bytes ``spec`` is expected to hold once loaded (``spec.footprint_bytes`` if set)."""
     if spec.footprint_bytes is not None:
         return spec.footprint_bytes
     info = gguf_info(spec.path)
     return estimate_footprint(
         info.file_size, info, n_ctx=spec.n_ctx, n_batch=spec.n_batch,
-        type_k=spec.type_k, type_v=spec.type_v,
+        type_k=spec.type_k, type_v=spec.type_v, gpu_layers=spec.gpu_layers,
+    )  # fmt: skip
+
+
+def device_footprint_estimate(spec: ModelSpec) -> int:
+    """GPU bytes ``spec`` is expected to hold once loaded (0 when it offloads nothing)."""
+    if not spec.offloaded:
+        return 0
+    info = gguf_info(spec.path)
+    return estimate_device_footprint(
+        info.file_size, info, n_ctx=spec.n_ctx, n_batch=spec.n_batch,
+        type_k=spec.type_k, type_v=spec.type_v, gpu_layers=spec.gpu_layers,
     )  # fmt: skip
 
 
@@ -66,28 +78,49 @@ def load_model(
     digest = threading.Thread(target=file_digest, args=(spec.path,), daemon=True)
     digest.start()  # overlaps hashing with the load (both read the same pages)
     rss0 = rss_bytes()
+    device0 = device_used_bytes() if spec.offloaded else 0
     started = time.perf_counter()
-    model, ctx = _open(spec, abort)
+    with layer_report() as layers:
+        model, ctx, upload_s = _open(spec, abort)
     delta = rss_bytes() - rss0
+    offload = None
+    if spec.offloaded:
+        offload = _offload(spec, layers, device_used_bytes() - device0, upload_s)
     digest.join()
     loaded = LlamaModel(
         spec, model, ctx, footprint=max(delta, estimate), identity=kv_identity(spec),
-        limiter=limiter,
+        limiter=limiter, offload=offload,
     )  # fmt: skip
     log.info(
         "model_load.done", model=spec.name, path=spec.path, rss_delta=delta, estimate=estimate,
-        seconds=round(time.perf_counter() - started, 3),
+        seconds=round(time.perf_counter() - started, 3), offload=offload,
     )  # fmt: skip
     return loaded
 
 
+def _offload(
+    spec: ModelSpec, layers: dict[int, str], device_delta: int, upload_s: float
+) -> Offload:
+    """Where ``spec``'s layers went (llama.cpp's report) and what the device gained: the
+    measured change in its used memory, or the estimate when nothing was measured."""
+    on_device = [d for d in layers.values() if d != "CPU"]
+    device = max(set(on_device), key=on_device.count) if on_device else ""
+    measured = device_delta if device_delta > 0 else device_footprint_estimate(spec)
+    return Offload(
+        device=device, layers=len(on_device), device_bytes=measured if on_device else 0,
+        upload_s=upload_s if on_device else 0.0,
+    )  # fmt: skip
+
+
 def kv_identity(spec: ModelSpec) -> str:
     """Key of the KV states a model loaded from ``spec`` can restore: file sha256, size,
-    mtime, ``n_ctx``, KV types and the llama-cpp-python version."""
+    mtime, ``n_ctx``, KV types, the offload setting (``n_gpu_layers``: a GPU's kernels do
+    not compute bit for bit what the CPU's do) and the llama-cpp-python version."""
     stat = os.stat(spec.path)
     return (
         f"sha256={file_digest(spec.path)};size={stat.st_size};mtime_ns={stat.st_mtime_ns};"
-        f"n_ctx={spec.n_ctx};kv={spec.type_k}/{spec.type_v};llama_cpp={llama_cpp.__version__}"
+        f"n_ctx={spec.n_ctx};kv={spec.type_k}/{spec.type_v};ngl={spec.gpu_layers};"
+        f"llama_cpp={llama_cpp.__version__}"
     )
 
 
@@ -100,21 +133,34 @@ def _kv_type(spec: ModelSpec, name: str) -> int:
         ) from None
 
 
-def _open(spec: ModelSpec, abort: threading.Event) -> tuple[Any, Any]:
-    """The llama.cpp model and context for ``spec``; nothing stays allocated on failure."""
-    if abort.is_set():
-        raise Aborted
+def model_params(spec: ModelSpec) -> Any:
+    """llama.cpp's model parameters for ``spec`` (no progress callback yet): the offload
+    setting (``n_gpu_layers``: 0 none, -1 all; ``main_gpu``), mmap, repacking."""
     mparams = llama_cpp.llama_model_default_params()
-    mparams.n_gpu_layers = 0
+    mparams.n_gpu_layers = spec.gpu_layers
+    mparams.main_gpu = spec.main_gpu
     mparams.load_mode = llama_cpp.LLAMA_LOAD_MODE_MMAP if spec.use_mmap else 0
     # Repacking copies the repackable weights (Q4_0, Q4_K, IQ4_NL...) into interleaved
     # anonymous buffers. Measured here on Qwen2.5-Coder 1.5B Q4_K_M (n_ctx 4096, 2 cores):
     # RSS 1.81 GiB with it vs 1.22 GiB without, load 1.86 s vs 0.74 s, decode 10.5-12.0 vs
     # 11.9-12.6 tok/s. Off by default: a swapping runtime pays for memory and loads.
     mparams.use_extra_bufts = spec.repack
+    return mparams
+
+
+def _open(spec: ModelSpec, abort: threading.Event) -> tuple[Any, Any, float]:
+    """The llama.cpp model and context for ``spec``, and the seconds llama.cpp spent loading
+    tensor data (from its first progress report to its last: with layers offloaded, the
+    read of their tensors and their upload to the device); nothing stays allocated on
+    failure."""
+    if abort.is_set():
+        raise Aborted
+    mparams = model_params(spec)
+    reports: list[float] = []
 
     @llama_cpp.llama_progress_callback  # type: ignore[untyped-decorator]
     def progress(_fraction: float, _data: Any) -> bool:
+        reports.append(time.perf_counter())
         return not abort.is_set()
 
     mparams.progress_callback = progress
@@ -150,4 +196,4 @@ def _open(spec: ModelSpec, abort: threading.Event) -> tuple[Any, Any]:
             f"n_batch={spec.n_batch}, KV {spec.type_k}/{spec.type_v}); lower n_ctx or change "
             "the KV types in the profile"
         )
-    return model, ctx
+    return model, ctx, (reports[-1] - reports[0]) if reports else 0.0

@@ -6,7 +6,7 @@ import contextlib
 import functools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -14,13 +14,15 @@ import anyio.to_thread
 import llama_cpp
 import structlog
 
-from swapos.backends.base import GenerationOutput
+from swapos.backends.base import DrawOutput, GenerationOutput
 from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
 from swapos.backends.llama.decode import Decoder, Handles
+from swapos.backends.llama.parallel import DrawsDecoder
 from swapos.backends.llama.runtime import Aborted
 from swapos.backends.llama.vocab import tokenize
 from swapos.backends.threads import run_in_worker
 from swapos.data.prefix import PrefixState
+from swapos.data.residency import Offload
 from swapos.data.sampling import SamplingParams
 from swapos.errors import GenerationError
 from swapos.models.spec import ModelSpec
@@ -41,6 +43,7 @@ class LlamaModel:
         footprint: memory it holds, measured across the load.
         identity: its :attr:`kv_identity`.
         limiter: bounds concurrent generations (and tokenizations).
+        offload: where its offloaded layers went (None: all on the host).
     """
 
     def __init__(
@@ -52,8 +55,10 @@ class LlamaModel:
         footprint: int,
         identity: str,
         limiter: anyio.CapacityLimiter | None = None,
+        offload: Offload | None = None,
     ) -> None:
         self._spec = spec
+        self._offload = offload
         self._model: Any = model
         self._ctx: Any = ctx
         self._vocab = llama_cpp.llama_model_get_vocab(model)
@@ -78,8 +83,15 @@ class LlamaModel:
         return self._footprint
 
     @property
+    def offload(self) -> Offload | None:
+        """Its layers on a GPU as llama.cpp placed them, the device memory they took and
+        the upload time; None when it was loaded with ``gpu_layers = 0``."""
+        return self._offload
+
+    @property
     def kv_identity(self) -> str:
-        """File sha256 + size + mtime, ``n_ctx``, KV types and the llama-cpp-python version."""
+        """File sha256 + size + mtime, ``n_ctx``, KV types, ``n_gpu_layers`` and the
+        llama-cpp-python version."""
         return self._identity
 
     @property
@@ -140,6 +152,44 @@ class LlamaModel:
                 decoder = Decoder(self._handles(), abort, on_token, started)
                 with self._edge("generating with"):
                     return decoder.run(prompt, params, restore, save_at, save_final=save_final)
+            finally:
+                self._lock.release()
+
+        return await run_in_worker(work, limiter=self._limiter)
+
+    async def generate_draws(
+        self,
+        prompt: list[int],
+        draws: Sequence[SamplingParams],
+        *,
+        restore: PrefixState | None = None,
+        on_draw: Callable[[DrawOutput], None] | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> list[DrawOutput]:
+        """Decode ``draws`` side by side in one worker thread (``DrawsModel.generate_draws``;
+        :mod:`~swapos.backends.llama.parallel` says how and what memory it takes).
+
+        On cancellation the loop stops within one step, the draws context is freed, the
+        model stays usable, and the cancellation is re-raised.
+
+        Raises:
+            GenerationError: llama.cpp failed (no room for the draws context, a
+                ``llama_decode`` error, the model was closed); the model stays loaded.
+        """
+        started = time.perf_counter()
+
+        def work(abort: threading.Event) -> list[DrawOutput]:
+            if not self._acquire(abort):
+                raise Aborted
+            try:
+                if self._ctx is None:
+                    raise GenerationError(f"model {self._spec.name!r} is closed; load it again")
+                decoder = DrawsDecoder(
+                    self._handles(), self._spec, abort, on_draw=on_draw, stop=stop,
+                    started=started,
+                )  # fmt: skip
+                with self._edge("drawing side by side with"):
+                    return decoder.run(prompt, draws, restore)
             finally:
                 self._lock.release()
 

@@ -45,7 +45,7 @@ class TokenCounter:
         init_llama()
         mparams = llama_cpp.llama_model_default_params()
         mparams.vocab_only = True
-        mparams.n_gpu_layers = 0
+        mparams.n_gpu_layers = 0  # a vocabulary-only load has no layers to offload
         self._model = llama_cpp.llama_model_load_from_file(path.encode(), mparams)
         if not self._model:
             raise ModelFileError(

@@ -29,7 +29,7 @@ import structlog
 from swapos.actors.system import System, open_system
 from swapos.bench.compare import Key, compare, label, ordered
 from swapos.bench.results import info_of, write_atomic
-from swapos.bench.suite.arms import ARMS, SystemFactory, arm_profile, run_triple
+from swapos.bench.suite.arms import ARMS, SystemFactory, arm_choices, arm_profile, run_triple
 from swapos.bench.suite.progress import Reporter, RichReporter
 from swapos.bench.suite.scoreboard import Scoreboard, rotated
 from swapos.bench.swap.coldcache import ColdCache
@@ -95,7 +95,7 @@ def events_path(folder: Path) -> Path:
 
 def open_llama(profile: Profile, mode: Mode, events: Path) -> AbstractAsyncContextManager[System]:
     """The real :data:`SystemFactory`: llama-cpp-python models, a monotonic clock."""
-    return open_system(profile, mode=mode, event_log=events)
+    return open_system(profile, mode=mode, event_log=events, process_budget=True)
 
 
 class _Session:
@@ -243,12 +243,16 @@ def write_comparison(out: Path, summaries: dict[Key, RunSummary]) -> Path:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--suite", default="builtin", help="builtin, humaneval or a folder")
+    parser.add_argument("--suite", default="builtin", help="builtin, humaneval, issues or a folder")
     parser.add_argument("--limit", type=positive_int, help="at most this many tasks (in id order)")
     parser.add_argument("--tasks", help="only these task ids (comma-separated)")
     parser.add_argument("--categories", help="only these categories (comma-separated)")
     parser.add_argument("--modes", default=",".join(MODES), help=f"of {', '.join(MODES)}")
-    parser.add_argument("--arms", default="pipeline", help=f"of {', '.join(ARMS)}")
+    parser.add_argument(
+        "--arms",
+        default="pipeline",
+        help=f"of {', '.join(ARMS)}, single:MODEL (one shot of that model of the profile)",
+    )
     parser.add_argument("--profile", help="profile TOML or builtin name (default, tiny)")
     parser.add_argument(
         "--max-attempts", type=positive_int, help="code attempts of the pipeline arm (>= 1)"
@@ -282,14 +286,14 @@ def main(args: argparse.Namespace, *, on_ray: RunOnRay | None = None) -> int:
     if args.ray is not None and on_ray is None:
         raise SwapOSError("--ray is not available here: run it as `python -m swapos.bench run`")
     modes = parse_choices(args.modes, MODES, "mode")
-    arms = parse_choices(args.arms, ARMS, "arm")
+    profile = _profile(args.profile)
+    arms = parse_choices(args.arms, arm_choices(profile), "arm")
     tasks = load_suite(
         args.suite,
         limit=args.limit,
         task_ids=_split(args.tasks),
         categories=_split(args.categories),
     )
-    profile = _profile(args.profile)
     out: Path = args.out
     cold = ColdCache(print) if args.cold else None
     cluster: dict[str, object] = {}

@@ -1,0 +1,1 @@
+"""``python -m swapos.bench draws``: sampled draws of one prompt in turn and side by side."""

@@ -1,0 +1,284 @@
+"""The examples a repository task's markdown brief states, in the forms real briefs use.
+
+The forms (collected from public READMEs, docs and issue reports; the lines and where they
+came from are the fixtures of ``tests/test_brief_examples.py``):
+
+- two code spans joined by an arrow or a verb: ```` `f(2)` -> `4` ````, ``→``, ``=>``,
+  ``==>``, ``⇒``, ``➞``, ``gives``, ``returns``, ``will return``, ``should return``,
+  ``should be``, ``should give``, ``must return``, ``is expected to return``,
+  ``expected:``; the prose is read a paragraph or list item at a time, so a pair wrapped
+  over two lines counts;
+- one code span holding both: ```` `f(2) == 4` ````, ```` `f(2) -> 4` ````, ``→``;
+- doctest lines, in a fenced block or not: ``>>> f(2)`` and the value on the next line, or
+  ``>>> f(2) == 4``; ``assert f(2) == 4`` lines in a fenced block;
+- a markdown table with a column of calls and a column headed ``output``, ``result``,
+  ``returns``, ``expected`` (or ``expected output``/``result``/``value``).
+
+An example counts only when its call is a plain function name applied to literal arguments
+and its value is a literal (:func:`~swapos.pipeline.example_values.make_example`); the name
+must be one the starter defines, or, outside a bugfix, one that is not a Python builtin (the
+function the brief asks for). A call given two different values is dropped (the brief is
+unclear, so no example), and so is one stated in a sentence that places it in the present
+(``instead of``, ``rather than``, ``currently``, ``today``, ``right now``, ``wrong``,
+``bug``...: "``add_tag("b")`` returns ``["a", "b"]`` instead of ``["b"]``" quotes the bug).
+Nothing is made up: a wrong example would send correct candidates back. Not read: calls
+qualified by a module (``humanize.naturalsize(1)``), arguments that are expressions
+(``1024 * 1024``), and values given in comments (``f(1)  # => 2``).
+
+Where an example sits matters, because briefs quote wrong behaviour too. Each line belongs
+to the section of the last *label* above it: a markdown heading, a line that is only bold
+text, or a short line ending in ``:`` or ``?`` (``Expected:``, ``What did you expect to
+happen?``). A label that speaks of the wanted result (``expected``, ``should``, ``example``,
+``usage``, ``proposal``...) opens a *wanted* section; one that speaks of the present
+(``actual``, ``currently``, ``to reproduce``, ``bug``, ``traceback``...) an *actual* one;
+anything else (or both) a *neutral* one; a ``...:`` line that says neither leaves the
+section as it was (``Given this file:``), and the brief's title (a first line that is a
+level-1 heading or bold) is neutral whatever it says (``# Bug: f() is off by one``).
+Examples are never read from an actual section. A ``feature`` or ``refactor`` brief gives
+examples from wanted and neutral sections; a ``bugfix`` brief only from wanted sections,
+plus, anywhere but an actual section, the lines whose own verb states the wanted result
+(``should return``, ``should be``, ``should give``, ``must return``, ``is expected to
+return``) and table rows under an ``expected`` column.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import re
+from collections.abc import Iterator
+from typing import Final, Literal
+
+from swapos.pipeline.example_values import Example, make_example
+
+Section = Literal["wanted", "actual", "neutral"]
+
+MAX_EXAMPLES: Final = 12
+
+_WANTED: Final = re.compile(
+    r"\b(?:expect\w*|should|wanted|desired|correct(?:ly)?|examples?|usage|proposal|"
+    r"proposed|after(?: the fix)?|fixed)\b",
+    re.IGNORECASE,
+)
+_ACTUAL: Final = re.compile(
+    r"\b(?:actual(?:ly)?|current(?:ly)?|instead|happens|happened|observed|reproduc\w*|"
+    r"traceback|errors?|bugs?|broken|before|wrong|problems?)\b",
+    re.IGNORECASE,
+)
+_FENCE: Final = re.compile(r"^\s*(```|~~~)")
+_HEADING: Final = re.compile(r"^\s{0,3}#{1,6}\s+(?P<text>.+?)\s*#*\s*$")
+_BOLD_LINE: Final = re.compile(r"^\s*\*\*(?P<text>[^*]+)\*\*\s*:?\s*$")
+_TITLE: Final = re.compile(r"^\s{0,3}(?:#\s|\*\*)")
+"""A level-1 heading or a bold line: on a brief's first line, its title (neutral: "Bug:
+f() is wrong" names the issue, it does not open a section that reports the bug)."""
+_LABEL_LINE: Final = re.compile(r"^\s*(?P<text>[A-Za-z][^`|]{0,70}?[:?])\s*$")
+
+_SPAN: Final = r"`(?P<{0}>[^`\n]+)`"
+_WANTED_VERBS: Final = (
+    r"should\s+(?:return|be|give|yield|produce)|must\s+(?:return|be|give)|"
+    r"is\s+expected\s+to\s+(?:return|be)|expected(?:\s+result)?\s*:?"
+)
+_VERBS: Final = rf"->|→|➞|=>|==>|⇒|gives|returns|will\s+return|{_WANTED_VERBS}"
+_PAIR: Final = re.compile(
+    _SPAN.format("call") + rf"\s*(?P<verb>{_VERBS})\s*" + _SPAN.format("want"), re.IGNORECASE
+)
+_STATES_WANTED: Final = re.compile(rf"^(?:{_WANTED_VERBS})$", re.IGNORECASE)
+_ONE_SPAN: Final = re.compile(r"^(?:assert\s+)?(?P<call>.+?\))\s*(?:==|->|→|=>)\s*(?P<want>.+)$")
+_EQUALS: Final = re.compile(r"^(?P<call>.+?\))\s*==\s*(?P<want>.+)$")
+_DOCTEST: Final = re.compile(r"^\s*(?:[*-]\s+)?>>>\s?(?P<src>.*)$")
+_ASSERT: Final = re.compile(r"^\s*assert\s+(?P<call>.+?\))\s*==\s*(?P<want>.+)$")
+_PRESENT: Final = re.compile(
+    r"\b(?:instead\s+of|rather\s+than|currently|today|right\s+now|at\s+the\s+moment|"
+    r"but\s+(?:it\s+)?(?:gives|returns|got)|wrong(?:ly)?|incorrect(?:ly)?|broken|bug)\b",
+    re.IGNORECASE,
+)
+"""Words that place a stated value in the present (the bug), not in the wish."""
+_SENTENCE_END: Final = re.compile(r"[.!?;:](?:\s+|$)")
+_ITEM: Final = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_TABLE_ROW: Final = re.compile(r"^\s*\|(?P<cells>.*)\|\s*$")
+_TABLE_RULE: Final = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
+_OUTPUT_HEADER: Final = re.compile(
+    r"^(?:output|result|returns?|expected(?:\s+(?:output|result|value))?)$", re.IGNORECASE
+)
+_BUILTINS: Final = frozenset(dir(builtins))
+
+
+def brief_examples(problem: str, starter: str, category: str) -> list[Example]:
+    """The examples ``problem`` (a markdown brief) states, by the rules of this module.
+
+    Args:
+        problem: the brief.
+        starter: the starting ``solution.py`` (the names it defines are known functions).
+        category: the task's category (``bugfix`` reads fewer places, see above).
+
+    Returns:
+        At most :data:`MAX_EXAMPLES` examples, in order, without repeats.
+    """
+    known = _defined_names(starter)
+    bugfix = category == "bugfix"
+
+    def callee(name: str) -> bool:
+        return name in known or (not bugfix and name not in _BUILTINS)
+
+    found: list[Example] = []
+    for section, explicit, call, want in _candidates(problem.splitlines()):
+        if section == "actual" or (bugfix and section != "wanted" and not explicit):
+            continue
+        example = make_example(call, want, callee)
+        if example is not None and example not in found:
+            found.append(example)
+    return _unambiguous(found)[:MAX_EXAMPLES]
+
+
+def _candidates(lines: list[str]) -> Iterator[tuple[Section, bool, str, str]]:
+    """``(section, states_wanted, call, want)`` for every example-shaped piece of ``lines``;
+    ``states_wanted`` when the piece's own words say it is the wanted result. Prose is read
+    a paragraph (or a list item) at a time, so an example wrapped over two lines counts."""
+    section: Section = "neutral"
+    fenced = False
+    para: list[str] = []  # the prose lines of the paragraph or list item being read
+    started = False  # a line with text was seen (the first one may be the brief's title)
+    for i, line in enumerate(lines):
+        special = (
+            _FENCE.match(line)
+            or (not fenced and _label(line) is not None)
+            or _DOCTEST.match(line)
+            or fenced
+            or _TABLE_ROW.match(line)
+            or not line.strip()
+            or _ITEM.match(line)
+        )
+        if special and para:
+            yield from _inline(section, " ".join(para))
+            para = []
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced and (label := _label(line)) is not None:
+            text, strong = label
+            kind = "neutral" if not started and _TITLE.match(line) else _classify(text)
+            if strong or kind != "neutral":
+                section = kind  # a heading always opens a section; a "...:" line if it says which
+        elif (m := _DOCTEST.match(line)) is not None:
+            yield from _doctest(section, m.group("src"), lines[i + 1 : i + 2])
+        elif fenced:
+            if (m := _ASSERT.match(line)) is not None:
+                yield section, False, m.group("call"), m.group("want")
+        elif _TABLE_ROW.match(line):
+            if i + 1 < len(lines) and _TABLE_RULE.match(lines[i + 1]):
+                yield from _table(section, lines, i)
+        elif line.strip():
+            para.append(line.strip())
+        started = started or bool(line.strip())
+    if para:
+        yield from _inline(section, " ".join(para))
+
+
+def _label(line: str) -> tuple[str, bool] | None:
+    """``(text, strong)`` if ``line`` is a heading or a bold-only line (strong), or a short
+    label line ending in ``:`` or ``?``; else None."""
+    for pattern, strong in ((_HEADING, True), (_BOLD_LINE, True), (_LABEL_LINE, False)):
+        if (m := pattern.match(line)) is not None:
+            return m.group("text"), strong
+    return None
+
+
+def _classify(label: str) -> Section:
+    wanted, actual = bool(_WANTED.search(label)), bool(_ACTUAL.search(label))
+    if wanted == actual:
+        return "neutral"
+    return "wanted" if wanted else "actual"
+
+
+def _doctest(
+    section: Section, src: str, after: list[str]
+) -> Iterator[tuple[Section, bool, str, str]]:
+    if (m := _EQUALS.match(src.strip())) is not None:
+        yield section, False, m.group("call"), m.group("want")
+        return
+    value = after[0].strip() if after else ""
+    if value and not value.startswith((">>>", "...", "```")):
+        yield section, False, src, value
+
+
+def _inline(section: Section, text: str) -> Iterator[tuple[Section, bool, str, str]]:
+    """The examples of one paragraph or list item: pairs of spans, then single spans that
+    are no part of a pair; none from a sentence that places its value in the present."""
+    masked = _mask_spans(text)
+    taken: list[tuple[int, int]] = []
+    for m in _PAIR.finditer(text):
+        taken.append((m.start(), m.end()))
+        if _PRESENT.search(_sentence(masked, m.start(), m.end())):
+            continue  # "today `f(1)` returns `2` instead of `3`": the bug, not the wish
+        explicit = bool(_STATES_WANTED.match(" ".join(m.group("verb").split())))
+        yield section, explicit, m.group("call"), m.group("want")
+    for span in re.finditer(r"`([^`\n]+)`", text):
+        if any(a <= span.start() < b for a, b in taken):
+            continue
+        one = _ONE_SPAN.match(span.group(1).strip())
+        if one is not None and not _PRESENT.search(_sentence(masked, *span.span())):
+            yield section, False, one.group("call"), one.group("want")
+
+
+def _mask_spans(text: str) -> str:
+    """``text`` with every code span's inside replaced by ``x`` (same length)."""
+    return re.sub(r"`[^`\n]*`", lambda m: "`" + "x" * (len(m.group()) - 2) + "`", text)
+
+
+def _sentence(masked: str, start: int, end: int) -> str:
+    """The sentence of ``masked`` around ``masked[start:end]``, spans masked."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(masked)]
+    left = max([e for e in ends if e <= start], default=0)
+    right = min([e for e in ends if e > end], default=len(masked))
+    return masked[left:right]
+
+
+def _table(
+    section: Section, lines: list[str], start: int
+) -> Iterator[tuple[Section, bool, str, str]]:
+    """The rows of the table whose header is ``lines[start]``: a call column, an output one."""
+    header = [_plain(c) for c in _cells(lines[start])]
+    outputs = [j for j, h in enumerate(header) if _OUTPUT_HEADER.match(h)]
+    if not outputs:
+        return
+    out = outputs[-1]
+    explicit = header[out].lower().startswith("expected")
+    for row in lines[start + 2 :]:
+        if not _TABLE_ROW.match(row):
+            break
+        cells = [_plain(c) for c in _cells(row)]
+        if len(cells) != len(header):
+            continue
+        calls = [c for j, c in enumerate(cells) if j != out and c.endswith(")") and "(" in c]
+        if len(calls) == 1:
+            yield section, explicit, calls[0], cells[out]
+
+
+def _cells(row: str) -> list[str]:
+    m = _TABLE_ROW.match(row)
+    return [c.strip() for c in m.group("cells").split("|")] if m else []
+
+
+def _plain(cell: str) -> str:
+    """A cell's text without emphasis and, when it is one code span, without its backticks."""
+    text = cell.strip().strip("*_").strip()
+    if len(text) >= 2 and text[0] == "`" and text[-1] == "`" and "`" not in text[1:-1]:
+        return text[1:-1].strip()
+    return text
+
+
+def _unambiguous(found: list[Example]) -> list[Example]:
+    """``found`` without the calls the brief gives two different values."""
+    wants: dict[str, set[str]] = {}
+    for ex in found:
+        wants.setdefault(ex.call, set()).add(ex.want)
+    return [ex for ex in found if len(wants[ex.call]) == 1]
+
+
+def _defined_names(starter: str) -> frozenset[str]:
+    """The top-level functions and classes ``starter`` defines ("" if it does not parse)."""
+    try:
+        tree = ast.parse(starter)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return frozenset()
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return frozenset(n.name for n in tree.body if isinstance(n, kinds))

@@ -1,0 +1,33 @@
+"""Rendering helpers for the ``report`` command."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def format_cell(value: Any) -> str:
+    """One cell's text: floats with two decimals, ``None`` empty, the rest ``str()``."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+def is_numeric(values: Sequence[Any]) -> bool:
+    """Whether every value that is not ``None`` is an int or a float (bools are not)."""
+    present = [v for v in values if v is not None]
+    return bool(present) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in present
+    )
+
+
+def format_record(record: dict[str, Any]) -> str:
+    """``key: value`` lines of one record, keys padded to the longest."""
+    if not record:
+        return ""
+    width = max(len(k) for k in record)
+    return "\n".join(f"{k.ljust(width)}: {format_cell(v)}" for k, v in record.items())

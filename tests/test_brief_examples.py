@@ -1,0 +1,342 @@
+"""Examples in markdown briefs, on lines collected from real projects' READMEs, docs and
+issue reports (each fixture names where it came from; the text is quoted as found, cut to
+the lines that matter), then on the rules that keep a bug report's quoted bug out."""
+
+from __future__ import annotations
+
+import pytest
+
+from swapos.pipeline.brief_examples import brief_examples
+
+
+class Form:
+    """One real-world excerpt, the names its module would define, and what must be read."""
+
+    def __init__(
+        self,
+        source: str,
+        text: str,
+        names: tuple[str, ...],
+        want: list[tuple[str, str]],
+        category: str = "feature",
+    ) -> None:
+        self.source, self.text, self.names = source, text, names
+        self.want, self.category = want, category
+
+    def starter(self) -> str:
+        return "".join(f"def {n}(*args, **kwargs):\n    pass\n\n\n" for n in self.names)
+
+
+REAL_FORMS = [
+    # --- two code spans joined by a verb, in a markdown list ------------------------------
+    Form(
+        "github:unclecode/test-js 8_intermediate_algorithm_scripting/4_part_4/"
+        "16_steamroller/lecture_16.md (freeCodeCamp's Steamroller)",
+        '*   🧪 `steamrollArray([[["a"]], [["b"]]])` should return `["a", "b"]`.\n'
+        "*   🧪 `steamrollArray([1, [2], [3, [[4]]]])` should return `[1, 2, 3, 4]`.\n"
+        "*   🧪 `steamrollArray([1, [], [3, [[4]]]])` should return `[1, 3, 4]`.\n"
+        "*   🧪 `steamrollArray([1, {}, [3, [[4]]]])` should return `[1, {}, 3, 4]`.\n",
+        ("steamrollArray",),
+        [
+            ('steamrollArray([[["a"]], [["b"]]])', '["a", "b"]'),
+            ("steamrollArray([1, [2], [3, [[4]]]])", "[1, 2, 3, 4]"),
+            ("steamrollArray([1, [], [3, [[4]]]])", "[1, 3, 4]"),
+            ("steamrollArray([1, {}, [3, [[4]]]])", "[1, {}, 3, 4]"),
+        ],
+    ),
+    Form(
+        "a design plan's test list (public repository, found by an exact-string search for "
+        "')` returns `')",
+        "1. **Milestone detection logic** — Extract the milestone detection into a pure\n"
+        "function `getMilestone(currentIndex, totalQuestions)` in a utils file. Test:\n"
+        "   - `getMilestone(3, 8)` returns `'halfway'`\n"
+        "   - `getMilestone(0, 2)` returns `null` (too few questions)\n"
+        "   - `getMilestone(6, 8)` returns `'last-question'`\n",
+        (),
+        [("getMilestone(3, 8)", "'halfway'"), ("getMilestone(6, 8)", "'last-question'")],
+    ),
+    Form(
+        "dart.dev codelab text, quoted in a public cheat-sheet translation (exact-string search "
+        "for ')` should return `')",
+        "The following function takes two integers as parameters. Make it return a string\n"
+        "containing both integers separated by a space. For example, `stringify(2, 3)` should\n"
+        "return `'2 3'`.\n",
+        (),
+        [("stringify(2, 3)", "'2 3'")],
+    ),
+    # --- doctest lines in a README -------------------------------------------------------
+    Form(
+        "github:darklaunch/darklaunch.com blog/2018/02/21/use-django-slugify.md",
+        "Do the following to use Django's slugify function:\n\n```python\n"
+        ">>> from django.utils.text import slugify\n"
+        ">>> slugify('Love people, use things. The opposite never works.')\n"
+        "u'love-people-use-things-the-opposite-never-works'\n```\n",
+        (),
+        [
+            (
+                "slugify('Love people, use things. The opposite never works.')",
+                "u'love-people-use-things-the-opposite-never-works'",
+            )
+        ],
+    ),
+    Form(
+        "github:pypi-data/pypi-mirror-295 packages/caseutil/caseutil-0.6.5.tar.gz/"
+        "caseutil-0.6.5/tests/test_readme.txt",
+        ">>> from caseutil import *\n\n>>> is_snake('My variable-name')\nFalse\n\n"
+        ">>> to_snake('My variable-name')\n'my_variable_name'\n\n"
+        ">>> is_case('camel', 'myVariableName')\nTrue\n"
+        ">>> to_case(Case.CONST, 'myVariableName')\n'MY_VARIABLE_NAME'\n\n"
+        ">>> '/'.join(words(to_lower('myVariableName')))\n'my/variable/name'\n",
+        (),
+        [
+            ("is_snake('My variable-name')", "False"),
+            ("to_snake('My variable-name')", "'my_variable_name'"),
+            ("is_case('camel', 'myVariableName')", "True"),
+        ],
+    ),
+    Form(
+        "pypi.org/project/humanize/0.2 (the README's usage): module-qualified calls",
+        "Integer humanization:\n\n>>> import humanize\n>>> humanize.intcomma(12345)\n'12,345'\n"
+        ">>> humanize.intword(123455913)\n'123.5 million'\n",
+        (),
+        [],  # ``humanize.intcomma`` is not a function of solution.py
+    ),
+    # --- a bug report: the expected block counts, the actual one does not ---------------
+    Form(
+        "github:jmoiron/humanize issue #145 (with the call made plain, as a fixed brief "
+        "would write it)",
+        "### What did you do?\n```pycon\n>>> naturalsize(1073741824)\n```\n\n"
+        "### What did you expect to happen?\n```pycon\n>>> naturalsize(1073741824)\n"
+        "'1.0 GB'\n```\n\n### What actually happened?\n```pycon\n"
+        ">>> naturalsize(1073741824)\n'1.1 GB'\n```\n",
+        ("naturalsize",),
+        [("naturalsize(1073741824)", "'1.0 GB'")],
+        category="bugfix",
+    ),
+    Form(
+        "github:jmoiron/humanize issue #145, verbatim: the call is module-qualified and its "
+        "argument arithmetic",
+        "### What did you expect to happen?\n```pycon\n"
+        ">>> humanize.naturalsize(1024*1024*1024)\n'1.0 GB'\n```\n",
+        ("naturalsize",),
+        [],
+        category="bugfix",
+    ),
+    Form(
+        "github:python-humanize/humanize pull request #250 (a regression described)",
+        'Currently if `gnu` is set to False, calling `naturalsize(1.0)` or `naturalsize("1")`\n'
+        'will return `"1.0 Byte` instead of `"1 Byte"`, which was the return value until 4.12.\n',
+        ("naturalsize",),
+        [],
+        category="bugfix",
+    ),
+    Form(
+        "github:mysteriumnetwork/api pull request #52, a review comment",
+        "`humanize.naturalsize(1024 * 1024 * 1024)` returns `'1.1 GB'`, which is incorrect - "
+        "it should be 1 GB.\n",
+        ("naturalsize",),
+        [],
+        category="bugfix",
+    ),
+    # --- arrows that are not examples: renames, signatures, types ------------------------
+    Form(
+        "a firmware refactor plan (exact-string search for ')` → `'): functions renamed",
+        "从 `main.c` 移动：\n\n1. `ADKey_ReadAdc()` → `BSP_Key_ReadAdc()`\n"  # noqa: RUF001
+        "2. `ADKey_Decode()` → `BSP_Key_Decode()`\n",
+        ("ADKey_ReadAdc", "ADKey_Decode"),
+        [],
+        category="refactor",
+    ),
+    Form(
+        "a colour-DSL reference (exact-string search for ')` -> `'): signatures",
+        "**DSL Constructor:** `HSV(h, s, v)` -> `Color`\n\n**Model-specific methods:**\n"
+        "- `tint(amount)` -> lower S (desaturate toward white)\n"
+        "- `shade(amount)` -> lower V (darken toward black)\n",
+        (),
+        [],
+    ),
+    Form(
+        "a React fix plan (exact-string search for ')` → `'): a code change, not a value",
+        "Frontend: zmienić inicjalizację `useState(null)` → `useState(false)`, a w\n"
+        "`loadScriptCounts` po obliczeniu total\n",
+        (),
+        [],
+        category="bugfix",
+    ),
+    # --- tables -------------------------------------------------------------------------
+    Form(
+        "github:approvals/ApprovalTests.Python docs/reference/markdown_table.md",
+        "| Input | Camel Case | Snake Case | Kebab Case |\n| --- | --- | --- | --- |\n"
+        "| verify json | verifyJson | verify_json | verify-json |\n",
+        (),
+        [],  # no column of calls
+    ),
+    Form(
+        "a Spark optimiser note (exact-string search for ')` | `'): Before/After",
+        "| Before | After |\n|--------|-------|\n| `5 + 10` | `15` |\n"
+        "| `LENGTH('abc')` | `3` |\n| `UPPER('hello')` | `'HELLO'` |\n",
+        ("LENGTH", "UPPER"),
+        [],  # "After" names no output column
+    ),
+    Form(
+        "a Rust telemetry builder's README (exact-string search for '\")` | `\"'): defaults",
+        "| Builder call | Default | Notes |\n|---|---|---|\n"
+        '| `new("service-name")` | — | required; becomes `service.name` |\n'
+        '| `.version("1.2.3")` | `"0.0.0"` | becomes `service.version` |\n'
+        '| `.log_level("info")` | `"info"` | any `env-filter` directive |\n',
+        (),
+        [],  # a default is not an output
+    ),
+    Form(
+        "a spreadsheet function's doc (exact-string search for '\")` | `\"'): test cases",
+        "## Test Cases\n| Input | Expected | Purpose |\n|---|---|---|\n"
+        '| `=DETECTLANGUAGE("The quick brown fox.")` | `"en"` | Golden path |\n'
+        '| `=DETECTLANGUAGE("")` | `"und"` | Empty input |\n',
+        ("DETECTLANGUAGE",),
+        [],  # ``=DETECTLANGUAGE(...)`` is a formula, not a Python call
+    ),
+    Form(
+        "a SQL functions cheat sheet (exact-string search for '| Example | Result |')",
+        "| Function | Purpose | Example | Result |\n|----------|---------|---------|--------|\n"
+        "| `UPPER()` | Converts to uppercase | `UPPER('hello')` | `HELLO` |\n"
+        "| `LEN()` | Returns string length | `LEN('hello')` | `5` |\n",
+        (),
+        [],  # two calls in a row: which one the result belongs to is not said
+    ),
+    Form(
+        "an SDL binding's API table (exact-string search for '| Call | Returns |')",
+        "## The API\n\n| Call | Returns | Behaviour |\n| --- | --- | --- |\n"
+        "| `Graphics.open(width, height, title)` | `Surface` | Open the window. |\n",
+        (),
+        [],  # a return type, not a value
+    ),
+    Form(
+        "a font-loading note (exact-string search for '| call | returns |')",
+        "| call | returns |\n|---|---|\n| `document.fonts.check('13px Poppins')` | **true** |\n",
+        (),
+        [],  # a method of an object, not a function of the module
+    ),
+    # --- comment-annotated calls: not read ----------------------------------------------
+    Form(
+        "github:zhoujin7/casestyle README.rst",
+        "    casestyle.camelcase('foo bar baz') # => \"fooBarBaz\"\n"
+        "    camelcase('fooBarBaz') # => \"fooBarBaz\"\n",
+        ("camelcase",),
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize("form", REAL_FORMS, ids=[f.source[:60] for f in REAL_FORMS])
+def test_real_world_forms_are_read_as_their_authors_meant(form: Form) -> None:
+    found = brief_examples(form.text, form.starter(), form.category)
+    assert [(e.call, e.want) for e in found] == form.want
+
+
+def test_a_table_with_a_column_of_calls_and_an_output_column() -> None:
+    brief = (
+        '| call | result |\n|---|---|\n| `pad("7", 3)` | `"007"` |\n'
+        '| `pad("1234", 3)` | `"1234"` |\n| `pad(x, 3)` | `"00x"` |\n'
+    )
+    found = brief_examples(brief, "", "feature")
+    assert [(e.call, e.want) for e in found] == [
+        ('pad("7", 3)', '"007"'),
+        ('pad("1234", 3)', '"1234"'),
+    ]
+
+
+def test_a_bugfix_table_counts_only_under_an_expected_column() -> None:
+    rows = '|---|---|\n| `pad("7", 3)` | `"07"` |\n'
+    starter = "def pad(s, n):\n    return s\n"
+    assert brief_examples("| call | output |\n" + rows, starter, "bugfix") == []
+    found = brief_examples("| call | expected |\n" + rows, starter, "bugfix")
+    assert [(e.call, e.want) for e in found] == [('pad("7", 3)', '"07"')]
+
+
+def test_a_bugfix_brief_gives_what_it_wants_not_what_it_reports() -> None:
+    brief = """## parse_size is off by 1024
+
+`parse_size("1K")` returns `1000`. Steps to reproduce:
+
+```python
+>>> parse_size("1K")
+1000
+```
+
+Expected:
+
+- `parse_size("1K")` -> `1024`
+- `parse_size("2M")` → `2097152`
+
+Also `parse_size("0")` should return `0`.
+"""
+    starter = "def parse_size(text):\n    return 0\n"
+    found = brief_examples(brief, starter, "bugfix")
+    assert [(e.call, e.want) for e in found] == [
+        ('parse_size("1K")', "1024"),
+        ('parse_size("2M")', "2097152"),
+        ('parse_size("0")', "0"),
+    ]
+
+
+def test_a_value_placed_in_the_present_is_not_an_example_even_outside_a_bugfix() -> None:
+    brief = (
+        '`add_tag(tag, tags=[])` shares its default, so `add_tag("a")` followed by\n'
+        '`add_tag("b")` returns `["a", "b"]` instead of `["b"]`. Today `count(2)` returns\n'
+        "`3`. After the change `count(2)` returns `2`.\n"
+    )
+    found = brief_examples(brief, "def add_tag(t, tags=[]): ...\ndef count(n): ...\n", "refactor")
+    assert [(e.call, e.want) for e in found] == [("count(2)", "2")]
+
+
+def test_a_call_given_two_values_is_no_example() -> None:
+    brief = "- `f(1)` -> `2`\n- `f(1)` -> `3`\n- `f(2)` -> `4`\n"
+    assert [(e.call, e.want) for e in brief_examples(brief, "", "feature")] == [("f(2)", "4")]
+
+
+def test_names_must_be_the_modules_own_or_new_ones() -> None:
+    brief = "- `len([1, 2])` -> `2`\n- `helper(1)` -> `2`\n- `fresh(1)` -> `2`\n"
+    starter = "def helper(x):\n    return x\n"
+    feature = [e.call for e in brief_examples(brief, starter, "feature")]
+    assert feature == ["helper(1)", "fresh(1)"]  # a builtin is not the task's function
+    bugfix = [e.call for e in brief_examples("Expected:\n\n" + brief, starter, "bugfix")]
+    assert bugfix == ["helper(1)"]  # a bugfix fixes what exists
+
+
+def test_examples_wrapped_over_two_lines_are_read() -> None:
+    brief = 'With it, `with_query("/a", page=2)` returns\n`"/a?page=2"`, and so on.\n'
+    found = brief_examples(brief, "", "feature")
+    assert [(e.call, e.want) for e in found] == [('with_query("/a", page=2)', '"/a?page=2"')]
+
+
+def test_code_fences_hide_headings_and_python_comments() -> None:
+    brief = "## Expected\n\n```python\n# What actually happened\nassert f(1) == 2\n```\n"
+    starter = "def f(x):\n    return x\n"
+    found = brief_examples(brief, starter, "bugfix")
+    assert [(e.call, e.want) for e in found] == [("f(1)", "2")]
+
+
+def test_at_most_twelve_examples() -> None:
+    brief = "".join(f"- `f({i})` -> `{i}`\n" for i in range(20))
+    assert len(brief_examples(brief, "", "feature")) == 12
+
+
+def test_a_section_that_reports_the_present_gives_no_examples() -> None:
+    feature = "## Usage\n\n- `f(1)` -> `2`\n\n### Current behaviour\n\n- `f(3)` -> `0`\n"
+    assert [e.call for e in brief_examples(feature, "", "feature")] == ["f(1)"]
+    bugfix = (
+        "### Expected behavior\n\n- `f(1)` -> `2`\n\nWhat happens instead:\n\n"
+        "- `f(3)` -> `0`\n\n## Examples\n\n- `f(4)` -> `5`\n"
+    )
+    starter = "def f(x):\n    return 0\n"
+    assert [e.call for e in brief_examples(bugfix, starter, "bugfix")] == ["f(1)", "f(4)"]
+
+
+def test_a_title_that_names_the_bug_opens_no_actual_section() -> None:
+    brief = (
+        "# Bug: `f()` is off by one\n\n`f(1)` should return `2`.\n\n### Actual\n\n- `f(1)` -> `1`\n"
+    )
+    starter = "def f(x):\n    return x\n"
+    assert [(e.call, e.want) for e in brief_examples(brief, starter, "bugfix")] == [("f(1)", "2")]
+    section = "### Bug\n\n`f(1)` should return `2`.\n"  # a section heading, not a title
+    assert brief_examples(section, starter, "bugfix") == []
