@@ -148,3 +148,52 @@ def test_a_fixer_starting_from_the_best_candidate_reads_its_code_last() -> None:
     base_model = build_prompt("code", TASK, capsule, count_words, 5000, base=1)
     assert "## Start again from attempt 1\n" + note in base_model.text
     assert base_model.text.endswith("## Fixed solution.py\n```python\n")
+
+
+# The grader's output on the issues suite's csv-escaped-quotes starter (a parametrized test;
+# the output's tail begins inside the first failing section, as the grader keeps it).
+PARAMETRIZED = '''6/10 tests failed: \
+test_doubled_quotes_are_one_quote[id,"say ""hi""",ok-expected0], test_round_trip_through_join_row. First: assert ['id', 'say hi', 'ok'] == ['id', 'say "hi"', 'ok']
+:
+>       assert split_row(line) == expected
+E       assert ['id', 'say hi', 'ok'] == ['id', 'say "hi"', 'ok']
+
+../tests/test_split_row.py:29: AssertionError
+___________ test_doubled_quotes_are_one_quote["a ""b"" c"-expected1] ___________
+
+line = '"a ""b"" c"', expected = ['a "b" c']
+
+    @pytest.mark.parametrize(
+        "line, expected",
+        [
+            ('"a ""b"" c"', ['a "b" c']),
+        ],
+    )
+    def test_doubled_quotes_are_one_quote(line, expected):
+>       assert split_row(line) == expected
+E       assert ['a b c'] == ['a "b" c']
+E
+E         At index 0 diff: 'a b c' != 'a "b" c'
+
+../tests/test_split_row.py:29: AssertionError
+___________________________ test_the_deploy_config ____________________________
+
+    def test_the_deploy_config():
+>       assert parse_ini(CONFIG) == {
+            "DEFAULT": {"timeout": "30"},
+        }
+E       AssertionError: assert {'empty': {}} == {'DEFAULT': {'timeout': '30'}}
+
+../tests/test_ini.py:20: AssertionError
+'''
+
+
+def test_a_parametrized_failure_names_its_example() -> None:
+    first, second = failures(PARAMETRIZED)
+    assert first.test == 'test_doubled_quotes_are_one_quote["a ""b"" c"-expected1]'
+    assert first.headline == (
+        'This fails: assert split_row(line) == expected, with line = \'"a ""b"" c"\', '
+        "expected = ['a \"b\" c']  ->  assert ['a b c'] == ['a \"b\" c']"
+    )
+    assert second.line == 'assert parse_ini(CONFIG) == { "DEFAULT": {"timeout": "30"}, }'
+    assert not second.args

@@ -15,11 +15,12 @@ from typing import Final
 
 import msgspec
 
-_SECTION: Final = re.compile(r"^_{3,} (\S+) _{3,}$")
+_SECTION: Final = re.compile(r"^_{3,} (.+?) _{3,}$")
 _MARKED: Final = re.compile(r"^>\s+(.*\S)")
 _ERROR: Final = re.compile(r"^E\s+(.*\S)")
 _FRAME: Final = re.compile(r"(?:^|[/\s])solution\.py:(\d+):")
 _CALLED: Final = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+_ARGS: Final = re.compile(r"^[A-Za-z_]\w* = \S")
 
 
 class Failure(msgspec.Struct, frozen=True, kw_only=True):
@@ -27,13 +28,17 @@ class Failure(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         test: the test's name (``test_empty_query``), or "" when the output names none.
-        line: the failing line of the test (``assert parse_query("") == {}``), or "".
+        line: the failing statement of the test (``assert parse_query("") == {}``; a
+            statement over several lines joined into one), or "".
+        args: the test's arguments as pytest shows them (a parametrized test's
+            ``line = 'a,b', expected = ['a', 'b']``), or "".
         error: the first line of its error (``assert 1.0 == 0.5``, ``ValueError: ...``).
         frames: line numbers of ``solution.py`` in its traceback, outermost first.
     """
 
     test: str = ""
     line: str = ""
+    args: str = ""
     error: str = ""
     frames: tuple[int, ...] = ()
 
@@ -43,6 +48,8 @@ class Failure(msgspec.Struct, frozen=True, kw_only=True):
         line = self.line.strip()
         if not line:
             return self.error
+        if self.args:
+            line += f", with {self.args}"
         if not self.error or self.error in line:
             return f"This fails: {line}"
         return f"This fails: {line}  ->  {self.error}"
@@ -63,10 +70,35 @@ def failures(output: str) -> list[Failure]:
 
 
 def _failure(test: str, lines: list[str]) -> Failure:
-    marked = next((m.group(1) for line in lines if (m := _MARKED.match(line))), "")
     error = next((m.group(1) for line in lines if (m := _ERROR.match(line))), "")
     frames = [int(m.group(1)) for line in lines if (m := _FRAME.search(line))]
-    return Failure(test=test, line=marked, error=error, frames=tuple(dict.fromkeys(frames)))
+    return Failure(
+        test=test, line=_statement(lines), args=_args(lines), error=error,
+        frames=tuple(dict.fromkeys(frames)),
+    )  # fmt: skip
+
+
+def _statement(lines: list[str], most: int = 6) -> str:
+    """The test's marked statement, its continuation lines (up to the error) joined."""
+    at = next((i for i, line in enumerate(lines) if _MARKED.match(line)), None)
+    if at is None:
+        return ""
+    parts = [lines[at][1:].strip()]
+    for line in lines[at + 1 : at + most]:
+        if not line.strip() or _ERROR.match(line) or line.lstrip().startswith("^"):
+            break
+        parts.append(line.strip())
+    return " ".join(parts)
+
+
+def _args(lines: list[str]) -> str:
+    """The arguments pytest prints above the test's source (``x = 1, y = 'a'``)."""
+    for line in lines:
+        if line.startswith(" ") or _MARKED.match(line):
+            return ""  # the source began: no arguments
+        if _ARGS.match(line):
+            return line.strip()
+    return ""
 
 
 def first_failure(output: str) -> Failure | None:
