@@ -153,7 +153,8 @@ def test_a_fixer_starting_from_the_best_candidate_reads_its_code_last() -> None:
 # The grader's output on the issues suite's csv-escaped-quotes starter (a parametrized test;
 # the output's tail begins inside the first failing section, as the grader keeps it).
 PARAMETRIZED = '''6/10 tests failed: \
-test_doubled_quotes_are_one_quote[id,"say ""hi""",ok-expected0], test_round_trip_through_join_row. First: assert ['id', 'say hi', 'ok'] == ['id', 'say "hi"', 'ok']
+test_doubled_quotes_are_one_quote[id,"say ""hi""",ok-expected0], \
+test_round_trip_through_join_row. First: assert ['id', 'say hi', 'ok'] == ['id', 'say "hi"', 'ok']
 :
 >       assert split_row(line) == expected
 E       assert ['id', 'say hi', 'ok'] == ['id', 'say "hi"', 'ok']
