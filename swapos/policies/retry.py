@@ -80,18 +80,21 @@ The rules (``PipelineConfig`` fields in ``code``; the models are the profile's r
     copy of it is put last (:class:`Adopt`, with a decision): the capsule's final artifact
     is the task's answer.
 11. **Focus** (``focus_fix``). A candidate is *stuck* when it is the starter again, or the
-    same as a failed candidate in substance: its *shape* (:func:`~swapos.pipeline.identity.
-    candidate_shape`: the identity with the names it binds aside too) is a failed one's or the
-    starter's. With ``focus_fix``, the next attempt after a stuck candidate, when it is the
-    fixer's (not a second opinion), is asked in a ``focus`` prompt instead of the coder's
-    conversation (a decision says so), and so is every try after a repeat (rule 5): one user
-    turn whose first line is the failing example or assertion, then the lines of the
-    candidate that the failing test runs (from the traceback in its grade's output), and a
-    request for the smallest change that makes that one example pass.
+    same as a failed candidate in substance: its *shape* (the identity with the names its
+    functions bind aside too, ``swapos.pipeline.identity.candidate_shape``) is a failed
+    one's or the starter's. With ``focus_fix``, the next attempt after a stuck candidate,
+    when it is the fixer's (not a second opinion), is asked in a ``focus`` prompt instead of
+    the coder's conversation (a decision says so), and so is every try after a repeat (rule
+    5; a greedy focus prompt is not asked twice): one user turn whose first line is the
+    failing example or assertion (with a parametrized test's arguments), then the lines of
+    the candidate that the failing test runs (from the traceback in its grade's output), the
+    brief and the candidate, and a request for the smallest change that makes that one
+    example pass.
 12. **Checked reviews** (``check_reviews``). Each review is checked against the test output
-    of the grade it reviews (:func:`swapos.policies.review_check.check_review`). A review
-    whose claimed cause names a test, function, input or case that no failing test's
-    output shows is recorded as unverified (a decision), and the fixer reads it marked so,
+    the critic read, every failed grade's so far
+    (:func:`swapos.policies.review_check.check_review`). A review whose claimed cause names
+    a test, function, input or case that no failing test's output shows is recorded as
+    unverified (a decision), and from then on every prompt reads it marked so, the fixer's
     below the test output (:class:`Distrust`); a review the output bears out is read as is.
 
 The tests (``tests/test_retry_policy.py``) mirror these rules row by row.
