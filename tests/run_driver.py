@@ -41,7 +41,10 @@ def main() -> int:
     scripts = dict.fromkeys(NAMES, script)
     fake = FakeBackend(clock, scripts)
     specs = {n: ModelSpec(name=n, path=f"/nonexistent/{n}.gguf") for n in NAMES}
-    run_module.open_system = partial(open_system, backend=fake, clock=clock)  # type: ignore[assignment]
+    # overhead 0: the budget of the fake profile is the fake models', not this test process's
+    run_module.open_system = partial(  # type: ignore[assignment]
+        open_system, backend=fake, clock=clock, overhead_bytes=0
+    )
     if reason := os.environ.get("SWAPOS_DRIVER_FAIL_OPEN"):  # the system fails to open
         run_module.open_system = partial(_failing_system, reason)  # type: ignore[assignment]
     run_module._profile = lambda _: pipeline_profile()
