@@ -18,8 +18,11 @@ from swapos.policies.retry import (
     NO_CODE,
     UNCHANGED,
     Action,
+    Adopt,
     Checked,
+    CheckReview,
     Decide,
+    Distrust,
     Done,
     Failed,
     Finish,
@@ -30,6 +33,7 @@ from swapos.policies.retry import (
     Keep,
     Outcome,
     Replace,
+    ReviewChecked,
     Rules,
     SelfCheck,
     SendBack,
@@ -55,7 +59,13 @@ PASS = Graded(passed=True, tests_passed=1, tests_total=1)
 BAD = Checked(passed=False, tests_passed=0, tests_total=1, text="f(2) returned 3")
 BAD2 = Checked(passed=False, tests_passed=0, tests_total=1, text="f(3) returned 1")
 GOOD = Checked(passed=True, tests_passed=1, tests_total=1)
-RECORDS = (Decide, Keep, Replace, SendBack)
+SEVEN = Graded(passed=False, tests_passed=7, tests_total=8)  # a candidate failing 1 of 8
+THREE = Graded(passed=False, tests_passed=3, tests_total=8)  # ... failing 5 of 8
+A_SHAPED = Generated(key="A", shape="a")  # a candidate and its shape (rule 11)
+RENAMED = Generated(key="A renamed", shape="a")  # the same code in substance, names aside
+VERIFIED = ReviewChecked(verified=True)
+UNVERIFIED = ReviewChecked(verified=False, why="it names `split_rows`, which no test shows")
+RECORDS = (Decide, Keep, Replace, SendBack, Distrust, Adopt)
 
 
 def seed(attempt: int, i: int) -> int:
@@ -153,6 +163,9 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
         Finish(reason="attempt 1, the last, failed"),
     ]),
     ("a passing grade ends the task", {}, [A, PASS], [Finish(reason="attempt 1 passed")]),
+    ("with the critic off nothing is reviewed, nor scheduled", {"critic": False}, [A, FAIL], [
+        code("coder", "fix", 2, "coder"),
+    ]),
     # rule 4: second opinion
     ("a failed attempt 1 is followed by a second opinion",
      {"models": TWO, "second_opinion": True}, [A, FAIL], [
@@ -290,6 +303,86 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
     ("an empty candidate fails without running", {"max_attempts": 1}, [EMPTY], [
         Keep(attempt=1), Decide(phase="grade", text=NO_CODE), Grade(attempt=1, run=False),
     ]),
+    # rule 10: the best candidate
+    ("a fixer starts from the best candidate when a newer graded one is worse",
+     {}, [A, SEVEN, TEXT, B, THREE, TEXT], [
+        said("attempt 3 starts from attempt 1's candidate (7/8 tests passed), the best graded, "
+             "not from attempt 2's (3/8 tests passed)"),
+        code("coder", "fix", 3, base=1),
+    ]),
+    ("a tie goes to the newest candidate", {}, [A, THREE, TEXT, B, THREE, TEXT], [
+        code("coder", "fix", 3),
+    ]),
+    ("a repeat's tries start from the best candidate too",
+     {}, [A, SEVEN, TEXT, B, THREE, TEXT, B], [
+        said("attempt 3 repeats attempt 2: sampling again at temperature 0.8 with seed "
+             f"{seed(3, 0)}"),
+        code("coder", "fix", 3, sampling=(0.8, seed(3, 0)), base=1),
+    ]),
+    ("the task ends on its best candidate", {"max_attempts": 2}, [A, SEVEN, TEXT, B, THREE], [
+        said("the task's result is attempt 1's candidate (7/8 tests passed), its best graded, "
+             "not attempt 2's", "grade"),
+        Adopt(attempt=1),
+        Finish(reason="attempt 2, the last, failed"),
+    ]),
+    ("an empty answer is never the best candidate",
+     {"max_attempts": 2}, [A, THREE, TEXT, EMPTY, FAIL], [
+        said("the task's result is attempt 1's candidate (3/8 tests passed), its best graded, "
+             "not attempt 2's", "grade"),
+        Adopt(attempt=1),
+        Finish(reason="attempt 2, the last, failed"),
+    ]),
+    ("the newest candidate, best, is the result as it is",
+     {"max_attempts": 2}, [A, THREE, TEXT, B, SEVEN], [
+        Finish(reason="attempt 2, the last, failed"),
+    ]),
+    # rule 11: focus
+    ("after the starter again the fixer is asked in a focus prompt",
+     {"focus_fix": True}, [STARTER], [
+        Keep(attempt=1),
+        Decide(phase="selfcheck", text=UNCHANGED),
+        SendBack(attempt=1, tests_passed=0, tests_total=1, text=UNCHANGED),
+        said("attempt 1's candidate is stuck: attempt 2 is asked in a focus prompt"),
+        code("coder", "focus", 2, "critic", "coder"),
+    ]),
+    ("after a failed candidate again, names aside, the fixer is asked in a focus prompt",
+     {"focus_fix": True}, [A_SHAPED, FAIL, TEXT, RENAMED, FAIL, TEXT], [
+        said("attempt 2's candidate is stuck: attempt 3 is asked in a focus prompt"),
+        code("coder", "focus", 3),
+    ]),
+    ("without focus_fix the same in substance is fixed in the conversation",
+     {}, [A_SHAPED, FAIL, TEXT, RENAMED, FAIL, TEXT], [
+        code("coder", "fix", 3),
+    ]),
+    ("a repeat is asked again in a focus prompt", {"focus_fix": True}, [A, FAIL, TEXT, A_CHAT], [
+        said(f"{REPEATED}: asking coder again in a focus prompt"),
+        code("coder", "focus", 2, "critic", "coder"),
+    ]),
+    ("a stuck fixer's focus prompt is not asked twice greedily: its repeat is resampled",
+     {"focus_fix": True}, [STARTER, STARTER, FAIL, TEXT, STARTER], [
+        said(f"attempt 3 repeats attempt 2: sampling again at temperature 0.8 with seed "
+             f"{seed(3, 0)} in a focus prompt"),
+        code("coder", "focus", 3, sampling=(0.8, seed(3, 0))),
+    ]),
+    ("a second opinion is never a focus prompt",
+     {"models": TWO, "second_opinion": True, "focus_fix": True}, [STARTER, STARTER], [
+        Keep(attempt=2), Grade(attempt=2),
+    ]),
+    # rule 12: checked reviews
+    ("a review is checked against the test output", {"check_reviews": True}, [A, FAIL, TEXT], [
+        CheckReview(attempt=1),
+    ]),
+    ("a review the output bears out reaches the fixer as it is",
+     {"check_reviews": True}, [A, FAIL, TEXT, VERIFIED], [
+        code("coder", "fix", 2, "critic", "coder"),
+    ]),
+    ("an unverified review is recorded and marked for the fixer",
+     {"check_reviews": True}, [A, FAIL, TEXT, UNVERIFIED], [
+        said(f"the review of attempt 1 is unverified: {UNVERIFIED.why}; the fixer reads it marked "
+             "so", "critic"),
+        Distrust(attempt=1, why=UNVERIFIED.why),
+        code("coder", "fix", 2, "critic", "coder"),
+    ]),
 ]
 # fmt: on
 
@@ -306,6 +399,13 @@ def test_the_outcome_counts_grades_not_empty_answers() -> None:
     _, state = play([EMPTY, FAIL, TEXT, A, PASS], max_attempts=3)
     assert state.passed and state.pass_at_1 and (state.grades, state.passed_attempt) == (1, 2)
     assert state.attempt == 2 and state.last == PASS
+
+
+def test_the_result_is_the_best_candidates_grade() -> None:
+    _, state = play([A, SEVEN, TEXT, B, THREE], max_attempts=2)
+    assert state.result == SEVEN and state.last == THREE and state.best_attempt == 1
+    _, passed = play([A, SEVEN, TEXT, B, PASS], max_attempts=2)
+    assert passed.result == PASS and passed.passed
 
 
 def test_a_grade_is_counted_when_it_is_asked_for() -> None:

@@ -100,6 +100,12 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         draws: candidates a failed check may draw from the same prompt (rule 7); 0: none.
         second_opinion: a failed attempt 1 is followed by the ``fix`` model's own answer to
             the first prompt, when that is another model than ``code`` (rule 4).
+        critic: failed grades are reviewed by the ``critic`` model (rule 3); off: no
+            reviews, the fixer reads the test output alone.
+        focus_fix: after a candidate that is the starter again or a failed one in substance,
+            the fixer is asked in a focus prompt (rule 11).
+        check_reviews: a review the test output does not bear out reaches the fixer marked
+            unverified (rule 12).
     """
 
     max_attempts: int = 3
@@ -111,6 +117,9 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     resample_temperature: float = 0.8
     draws: int = 0
     second_opinion: bool = False
+    critic: bool = True
+    focus_fix: bool = False
+    check_reviews: bool = False
 
 
 class Profile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

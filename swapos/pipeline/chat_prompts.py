@@ -17,6 +17,13 @@ after a review that names the fix; shown the same answer as one that was tried a
 it changes it. When a recap is asked for is the retry policy's
 (:mod:`swapos.policies.retry`, rule 5).
 
+A **focus** prompt (rule 11) is one user turn too, for a coder that keeps answering the
+starter or a failed answer again: its first line is the failing example or assertion, then
+the lines of the candidate that the failing test runs (from its traceback), the brief, the
+candidate, and a request for the smallest change that makes that one example pass. A fixer
+that starts from an earlier, better candidate than the newest (rule 10) reads, after the
+newest outcome, that it passes fewer tests and the better candidate's code to fix.
+
 Conversations are *append-only* across attempts, as the completion prompts are: the coder's
 conversation of attempt N is its conversation of attempt N-1, its own answer (as it wrote it),
 then a user turn with the test output, the review and the request to fix; the critic's is its
@@ -44,6 +51,7 @@ from swapos.capsule.compress import AttemptView, CapsuleView, CountTokens
 from swapos.capsule.schema import Artifact, Capsule, Feedback
 from swapos.data.task import Task
 from swapos.models.templates import ChatFormat, ChatMessage, render_chat
+from swapos.pipeline.fix_context import Base, Focus, base_of, focus_of
 from swapos.pipeline.identity import candidate_identity
 from swapos.pipeline.prompts import PLAN_CUE, Assembler, Phase, Prompt, compose
 
@@ -80,18 +88,43 @@ def build_chat_prompt(  # noqa: PLR0917  (build_prompt's arguments, and the form
     fmt: ChatFormat,
     *,
     recap: bool = False,
+    focus: bool = False,
+    base: int = 0,
 ) -> Prompt:
     """Build the chat prompt of ``phase`` within ``budget_tokens`` (see ``build_prompt``);
-    with ``recap``, the code request as a recap (see the module's docstring).
+    with ``recap`` or ``focus``, the code request as a recap or a focus prompt, and with
+    ``base`` starting from that attempt's candidate (see the module's docstring).
 
     Raises:
         ValueError: ``phase`` is not one of the three.
         CapsuleBudgetError: goal, starter and newest attempt alone exceed the budget.
         TemplateError: the model's chat template fails on the conversation.
     """
-    layouts = {**_ASSEMBLERS, "code": _recap} if recap else _ASSEMBLERS
+    start = base_of(capsule, base)
+    code: ChatAssembler
+    if focus:
+        code = _focuser(focus_of(capsule, task.starter, base))
+    elif recap:
+        code = _with_base(_recap, start)
+    else:
+        code = _with_base(_code, start)
+    layouts = {**_ASSEMBLERS, "code": code}
     assemblers = {p: _in_format(assemble, fmt) for p, assemble in layouts.items()}
     return compose(phase, task, capsule, count_tokens, budget_tokens, assemblers)
+
+
+def _with_base(
+    assemble: Callable[[Task, CapsuleView, ChatFormat, Base | None], Prompt], base: Base | None
+) -> ChatAssembler:
+    def laid_out(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
+        return assemble(task, view, fmt, base)
+
+    return laid_out
+
+
+def _based(base: Base | None) -> str:
+    """What a fixer starting from ``base`` reads before the request (rule 10)."""
+    return f"{base.note()}\n{_fenced(base.code)}\n\n" if base is not None else ""
 
 
 def _in_format(assemble: ChatAssembler, fmt: ChatFormat) -> Assembler:
@@ -202,14 +235,16 @@ def _reason(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
     )
 
 
-def _code(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
+def _code(task: Task, view: CapsuleView, fmt: ChatFormat, base: Base | None = None) -> Prompt:
     stable = stable_text(task, view)
     messages = [_user(f"{stable}\n\n{_request(task, retry=False)}")]
-    for attempt in _attempts(view):
+    attempts = _attempts(view)
+    for i, attempt in enumerate(attempts):
         turn = _answer(attempt.artifact) if fmt.opens_answer else _own_answer(attempt.artifact)
         messages.append(ChatMessage(role="assistant", content=turn))
         outcome = _outcome(attempt.status, attempt.feedback, with_review=True)
-        messages.append(_user(f"{outcome}\n\n{_request(task, retry=True)}"))
+        based = _based(base) if i == len(attempts) - 1 else ""
+        messages.append(_user(f"{outcome}\n\n{based}{_request(task, retry=True)}"))
     opening = code_opening(task) if len(messages) == 1 and fmt.opens_answer else ""
     prefix = CODE_CUE if fmt.opens_answer and not opening else ""
     head, rest = _render(fmt, "code", messages, stable, CODE_CUE + opening)
@@ -219,7 +254,7 @@ def _code(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
     )  # fmt: skip
 
 
-def _recap(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
+def _recap(task: Task, view: CapsuleView, fmt: ChatFormat, base: Base | None = None) -> Prompt:
     stable = stable_text(task, view)
     tried: list[str] = []
     shown: dict[str, int] = {}  # a candidate's identity -> the attempt that shows its code
@@ -231,10 +266,49 @@ def _recap(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
         same = "" if first == n else f" the same code as attempt {first}."
         outcome = _outcome(attempt.status, attempt.feedback, with_review=True)
         tried.append(f"Attempt {n}:{same}\n{code}{outcome}".strip())
-    ask = "None of these passed. Write a different answer that passes the tests. "
-    ask += _request(task, retry=True)
+    ask = "None of these passed. " + _based(base)
+    ask += "Write a different answer that passes the tests. " + _request(task, retry=True)
     content = "\n\n".join([stable, "These answers were tried:", *tried, ask])
     head, rest = _render(fmt, "code", [_user(content)], stable, CODE_CUE)
+    return Prompt(
+        stable=head, variable=rest, stop=CODE_STOP if fmt.opens_answer else (),
+        answer_prefix=CODE_CUE if fmt.opens_answer else "", dropped=view.dropped, chat=True,
+    )  # fmt: skip
+
+
+def _focuser(focus: Focus) -> ChatAssembler:
+    def laid_out(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
+        return _focus(task, view, fmt, focus)
+
+    return laid_out
+
+
+def _focus(task: Task, view: CapsuleView, fmt: ChatFormat, focus: Focus) -> Prompt:
+    """Rule 11: one turn, the failing example as its first line."""
+    parts = [focus.headline] if focus.headline else []
+    if focus.lines:
+        parts.append(f"The test runs these lines of the code:\n```\n{focus.lines}\n```")
+    completion = task.category == "completion"
+    if completion:
+        name = task.entry_point or "the function"
+        parts.append(f"The function `{name}` must do what its docstring says. It is now:")
+    else:
+        parts.append(view.goal.strip())
+        if view.constraints:
+            parts.append("Rules:\n" + "\n".join(f"- {c.strip()}" for c in view.constraints))
+        parts.append("solution.py is now:")
+    parts.append(_fenced(focus.code))
+    what = "the function" if completion else "solution.py"
+    if focus.headline:
+        ask = (
+            f"This code fails that test. Make the smallest change to {what} that makes this "
+            "one test pass: find the line that gives the wrong result and change it; keep "
+            "everything else as it is. This code unchanged fails again."
+        )
+    else:
+        ask = f"Make the smallest change to {what} that makes the task's tests pass."
+    parts.append(f"{ask} {_request(task, retry=True)}")
+    head, rest = _render(fmt, "code", [_user("\n\n".join(parts))], "", CODE_CUE)
     return Prompt(
         stable=head, variable=rest, stop=CODE_STOP if fmt.opens_answer else (),
         answer_prefix=CODE_CUE if fmt.opens_answer else "", dropped=view.dropped, chat=True,

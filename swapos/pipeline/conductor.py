@@ -18,7 +18,7 @@ import msgspec
 from swapos.capsule.schema import encode_capsule
 from swapos.data.task import Task
 from swapos.pipeline import steps
-from swapos.pipeline.identity import candidate_identity
+from swapos.pipeline.identity import candidate_identity, candidate_shape
 from swapos.pipeline.phase_runner import PhaseRunner
 from swapos.pipeline.prechecks import selfcheck
 from swapos.pipeline.routing import RoutePlan, route
@@ -58,8 +58,8 @@ async def conduct(task: Task, runner: PhaseRunner, *, max_attempts: int | None =
                 passed=state.passed,
                 pass_at_1=state.pass_at_1,
                 iterations=state.attempt,
-                tests_passed=state.last.tests_passed if state.last else 0,
-                tests_total=state.last.tests_total if state.last else 0,
+                tests_passed=state.result.tests_passed if state.result else 0,
+                tests_total=state.result.tests_total if state.result else 0,
                 error=state.error if not state.passed else None,
                 passed_attempt=state.passed_attempt if state.passed else 0,
                 grades=state.grades,
@@ -76,8 +76,10 @@ def rules(task: Task, runner: PhaseRunner, max_attempts: int | None) -> retry.Ru
         task_id=task.task_id, max_attempts=max_attempts or cfg.max_attempts,
         selfcheck=cfg.selfcheck, selfcheck_retries=cfg.selfcheck_retries,
         resamples=cfg.resamples, resample_temperature=cfg.resample_temperature,
-        draws=cfg.draws, second_opinion=cfg.second_opinion,
+        draws=cfg.draws, second_opinion=cfg.second_opinion, critic=cfg.critic,
+        focus_fix=cfg.focus_fix, check_reviews=cfg.check_reviews,
         starter=candidate_identity(task.starter) if repository else None,
+        starter_shape=candidate_shape(task.starter) if repository else None,
     )  # fmt: skip
 
 
@@ -100,6 +102,12 @@ async def carry_out(
             steps.send_back(work, step)
         case retry.Grade():
             return await steps.grade_candidate(runner, work, step)
+        case retry.CheckReview():
+            return steps.check_review(work, step)
+        case retry.Distrust():
+            steps.distrust(work, step)
+        case retry.Adopt():
+            steps.adopt(work, step)
         case _:
             assert_never(step)
     return retry.Done()

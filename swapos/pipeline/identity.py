@@ -34,3 +34,47 @@ def _is_docstring(node: ast.stmt) -> bool:
         and isinstance(node.value, ast.Constant)
         and isinstance(node.value.value, str)
     )
+
+
+def candidate_shape(code: str) -> str:
+    """A candidate's *shape*: its identity (:func:`candidate_identity`) with the names each
+    function binds (its arguments, locals, loop and comprehension variables, nested
+    functions) numbered in order of first use. Two candidates with one shape differ only in
+    comments, layout, docstrings or such names: the same code in substance. The names a
+    test imports (top-level functions and classes) and attributes still count."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return candidate_identity(code)
+    try:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                _number_locals(node)
+        return candidate_identity(ast.unparse(tree))
+    except (RecursionError, MemoryError):
+        return candidate_identity(code)
+
+
+def _number_locals(func: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
+    bound: dict[str, str] = {}
+    for node in ast.walk(func):
+        name = None
+        if isinstance(node, ast.arg):
+            name = node.arg
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            name = node.id
+        elif node is not func and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            name = node.name
+        if name is not None and not name.startswith("_v"):
+            bound.setdefault(name, f"_v{len(bound)}")
+    for node in ast.walk(func):
+        if isinstance(node, ast.arg) and node.arg in bound:
+            node.arg = bound[node.arg]
+        elif isinstance(node, ast.Name) and node.id in bound:
+            node.id = bound[node.id]
+        elif (
+            node is not func
+            and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.name in bound
+        ):
+            node.name = bound[node.name]

@@ -21,6 +21,11 @@ attempts collapse to one-line summaries (oldest first), which shortens the reusa
 
 ``completion`` tasks (HumanEval style) end the code prompt with the function prompt itself,
 which the model continues; their stable part leaves the starter out (it comes at the end).
+
+A fixer that starts from an earlier, better candidate than the newest (retry rule 10) reads
+it after the history, under ``## Start again from attempt N``; a *focus* prompt (rule 11)
+opens with the failing example (``## Failing test``), then the lines of the candidate it
+runs, the brief and the candidate, and asks for the smallest change that makes it pass.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from swapos.capsule.render import (
 )
 from swapos.capsule.schema import Capsule, new_capsule
 from swapos.data.task import Task
+from swapos.pipeline.fix_context import Base, Focus, base_of, focus_of
 
 Phase = Literal["reason", "code", "critic"]
 
@@ -114,7 +120,14 @@ def capsule_for_task(task: Task) -> Capsule:
 
 
 def build_prompt(
-    phase: Phase, task: Task, capsule: Capsule, count_tokens: CountTokens, budget_tokens: int
+    phase: Phase,
+    task: Task,
+    capsule: Capsule,
+    count_tokens: CountTokens,
+    budget_tokens: int,
+    *,
+    focus: bool = False,
+    base: int = 0,
 ) -> Prompt:
     """Build the prompt of ``phase`` for ``task`` in at most ``budget_tokens`` tokens.
 
@@ -126,12 +139,22 @@ def build_prompt(
         count_tokens: the reading model's tokenizer.
         budget_tokens: the most tokens the prompt may take (``n_ctx`` minus the phase's
             ``max_tokens``).
+        focus: the code prompt is a focus prompt (retry rule 11).
+        base: the code prompt starts from that attempt's candidate (rule 10; 0: the newest).
 
     Raises:
         ValueError: ``phase`` is not one of the three.
         CapsuleBudgetError: goal, starter and newest attempt alone exceed the budget.
     """
-    return compose(phase, task, capsule, count_tokens, budget_tokens, _ASSEMBLERS)
+    code: Assembler
+    if focus:
+        matter = focus_of(capsule, task.starter, base)
+        code = lambda t, v: _focus(t, v, matter)  # noqa: E731
+    else:
+        start = base_of(capsule, base)
+        code = lambda t, v: _code(t, v, start)  # noqa: E731
+    assemblers = {**_ASSEMBLERS, "code": code}
+    return compose(phase, task, capsule, count_tokens, budget_tokens, assemblers)
 
 
 Assembler = Callable[[Task, CapsuleView], Prompt]
@@ -223,15 +246,35 @@ def _reason(task: Task, view: CapsuleView) -> Prompt:
     )
 
 
-def _code(task: Task, view: CapsuleView) -> Prompt:
+def _code(task: Task, view: CapsuleView, base: Base | None = None) -> Prompt:
     stable = _stable(task, view, phase="code")
+    cue, stop = _cue(task, view)
+    again = ""
+    if base is not None:
+        again = code_block(f"## Start again from attempt {base.attempt}\n{base.note()}", base.code)
+    variable = _after(stable, join_sections(_history(view), again, cue))
+    return Prompt(stable=stable, variable=variable, stop=stop, dropped=view.dropped)
+
+
+def _cue(task: Task, view: CapsuleView) -> tuple[str, tuple[str, ...]]:
     title = _title(view.newest.attempt + 1 if view.newest is not None else 1)
     if task.category == "completion":
-        cue, stop = f"{title}\n```python\n{task.starter}", COMPLETION_STOP
-    else:
-        cue, stop = f"{title}\n```python\n", CODE_STOP
-    variable = _after(stable, join_sections(_history(view), cue))
-    return Prompt(stable=stable, variable=variable, stop=stop, dropped=view.dropped)
+        return f"{title}\n```python\n{task.starter}", COMPLETION_STOP
+    return f"{title}\n```python\n", CODE_STOP
+
+
+def _focus(task: Task, view: CapsuleView, focus: Focus) -> Prompt:
+    """Rule 11: the failing example first, then the lines it runs, the brief, the code."""
+    failing = f"## Failing test\n{focus.headline}\n" if focus.headline else ""
+    lines = f"## Lines it runs\n```\n{focus.lines}\n```\n" if focus.lines else ""
+    target = "this one test pass" if focus.headline else "the tests pass"
+    ask = f"## Request\nMake the smallest change that makes {target}; keep the rest as it is.\n"
+    sections = [
+        failing, lines, ask, goal_section(view), constraints_section(view),
+        code_block("## solution.py now", focus.code),
+    ]  # fmt: skip
+    cue, stop = _cue(task, view)
+    return Prompt(stable="", variable=join_sections(*sections, cue), stop=stop)
 
 
 def _critic(task: Task, view: CapsuleView) -> Prompt:

@@ -5,6 +5,7 @@ it writes into the task's capsule. Which step comes next is the policy's alone."
 from __future__ import annotations
 
 import re
+from typing import Final
 
 import anyio.to_thread
 import msgspec
@@ -33,11 +34,14 @@ from swapos.models.templates import TemplateError
 from swapos.pipeline.chat_prompts import build_chat_prompt, replace_answer
 from swapos.pipeline.extract import ExtractResult, extract_code, extract_feedback, extract_plan
 from swapos.pipeline.grader import GradeResult, count_tests, grade
-from swapos.pipeline.identity import candidate_identity
+from swapos.pipeline.identity import candidate_identity, candidate_shape
 from swapos.pipeline.phase_runner import PhaseRunner
 from swapos.pipeline.prompts import Phase, Prompt, build_prompt, capsule_for_task
 from swapos.policies.retry import (
     NO_CODE,
+    Adopt,
+    CheckReview,
+    Distrust,
     Failed,
     Generate,
     Generated,
@@ -45,8 +49,10 @@ from swapos.policies.retry import (
     Graded,
     Keep,
     Replace,
+    ReviewChecked,
     SendBack,
 )
+from swapos.policies.review_check import check_review as check_review_text
 
 _TIMINGS = re.compile(r" in \d+(?:\.\d+)?s\b")
 """Wall times in pytest's output; kept out of prompts so runs (and KV prefixes) repeat."""
@@ -106,8 +112,8 @@ async def generate(runner: PhaseRunner, work: Work, step: Generate) -> Generated
         work.capsule = with_feedback(work.capsule, review)
         return Generated(chat=out.chat)
     work.answer, work.code = out, extract_code(out.text, task=work.task)
-    key = candidate_identity(work.code.code)
-    return Generated(chat=out.chat, key=key, empty=work.code.how == "empty")
+    key, shape = candidate_identity(work.code.code), candidate_shape(work.code.code)
+    return Generated(chat=out.chat, key=key, shape=shape, empty=work.code.how == "empty")
 
 
 async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | str:
@@ -124,12 +130,15 @@ async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | s
     shown = work.first if step.prompt == "opinion" and work.first is not None else work.capsule
     n_ctx = runner.profile.models[step.model].n_ctx
     budget = min(cfg.prompt_budget_tokens, n_ctx - cfg.max_tokens - 8)
-    recap = step.prompt == "recap"
+    recap, focus, base = step.prompt == "recap", step.prompt == "focus", step.base
 
     def build() -> Prompt:
+        task = work.task
         if fmt is not None:
-            return build_chat_prompt(phase, work.task, shown, counter, budget, fmt, recap=recap)
-        return build_prompt(phase, work.task, shown, counter, budget)
+            return build_chat_prompt(
+                phase, task, shown, counter, budget, fmt, recap=recap, focus=focus, base=base
+            )
+        return build_prompt(phase, task, shown, counter, budget, focus=focus, base=base)
 
     try:
         given = work.prompt if step.prompt == "draw" else None
@@ -196,6 +205,44 @@ def record(
         tests_total=tests_total,
     )  # fmt: skip
     work.capsule = with_feedback(work.capsule, feedback)
+
+
+def check_review(work: Work, step: CheckReview) -> ReviewChecked:
+    """Check the review of ``step.attempt`` against the test output the critic read (every
+    failed grade's so far) and the candidates it read (retry rule 12)."""
+    capsule = work.capsule
+    reviews = [f for f in capsule.feedback if f.source == "critic" and f.attempt == step.attempt]
+    if not reviews:
+        return ReviewChecked(verified=True)
+    output = "\n".join(
+        f.text for f in capsule.feedback if f.source == "grader" and f.attempt <= step.attempt
+    )
+    code = "\n".join(a.code for a in capsule.artifacts if a.attempt <= step.attempt)
+    check = check_review_text(reviews[-1].text, output, code=code)
+    return ReviewChecked(verified=check.verified, why=check.why)
+
+
+UNVERIFIED: Final = "Unverified: {why}. The test output above decides."
+"""How the fixer reads a review the test output does not bear out (retry rule 12)."""
+
+
+def distrust(work: Work, step: Distrust) -> None:
+    """The review of ``step.attempt`` is marked unverified, where every prompt reads it."""
+    feedback = list(work.capsule.feedback)
+    for i in range(len(feedback) - 1, -1, -1):
+        f = feedback[i]
+        if f.source == "critic" and f.attempt == step.attempt:
+            marked = UNVERIFIED.format(why=step.why[:1].upper() + step.why[1:])
+            feedback[i] = msgspec.structs.replace(f, text=f"{marked}\n{f.text}")
+            break
+    work.capsule = msgspec.structs.replace(work.capsule, feedback=tuple(feedback))
+
+
+def adopt(work: Work, step: Adopt) -> None:
+    """A copy of ``step.attempt``'s candidate goes last in the capsule: the task's result."""
+    artifacts = [a for a in work.capsule.artifacts if a.attempt == step.attempt]
+    if artifacts:
+        work.capsule = with_artifact(work.capsule, artifacts[-1])
 
 
 def feedback_text(result: GradeResult) -> str:

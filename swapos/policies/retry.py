@@ -24,11 +24,12 @@ The rules (``PipelineConfig`` fields in ``code``; the models are the profile's r
    and the fixer come next (the fixer first after an attempt 1 a second opinion may follow),
    unless it is the last attempt or a graded candidate is expected to pass (then the next
    use is the next task's).
-3. **Review.** Each failed grade is reviewed once, by the ``critic`` (reading the attempts
-   up to the newest), before the next attempt that is not a second opinion. So every fixer
-   reads a review of the newest failed grade, also when the attempt after that grade was not
-   graded (a second opinion that repeated the failure or that its checks sent back). A
-   second opinion reads no review.
+3. **Review** (``critic``). Each failed grade is reviewed once, by the ``critic`` (reading
+   the attempts up to the newest), before the next attempt that is not a second opinion. So
+   every fixer reads a review of the newest failed grade, also when the attempt after that
+   grade was not graded (a second opinion that repeated the failure or that its checks sent
+   back). A second opinion reads no review. With ``critic`` off nothing is reviewed: every
+   fixer reads the test output alone.
 4. **Second opinion** (``second_opinion``, and a ``fix`` model other than the ``code``
    model). When attempt 1 fails (its grade, or its checks with no draw passing), attempt 2 is
    the ``fix`` model's own answer to the *first* prompt, blind to the failed candidate (a
@@ -40,7 +41,8 @@ The rules (``PipelineConfig`` fields in ``code``; the models are the profile's r
    then ``resamples`` times sampling at ``resample_temperature`` with a recorded seed
    (:func:`resample_seed`; in a recap for a chat model, else from the attempt's own prompt),
    then, for a fixer (not a second opinion) that is not the ``code`` model, once by the
-   ``code`` model instead (greedy; in a recap if it chats). A candidate that still repeats
+   ``code`` model instead (greedy; in a recap if it chats). With ``focus_fix`` every one of
+   these tries is asked in a *focus* prompt instead (rule 11). A candidate that still repeats
    is recorded as failed ("Identical to attempt N") and never graded again: the task goes on
    with the next attempt. An empty answer is never a repeat.
 6. **Pre-grade checks.** Before a grade, a candidate is checked: a repository task's
@@ -67,6 +69,33 @@ The rules (``PipelineConfig`` fields in ``code``; the models are the profile's r
 9. **Grade.** A graded candidate that passes ends the task. An empty answer is not run: it
    fails with :data:`NO_CODE` (a decision), and is not counted as a grade. A failed grade on
    the last attempt ends the task; else the next attempt begins (after a review, rule 3).
+10. **Best candidate.** The task's *best* candidate is its graded candidate (an empty answer
+    is not one) with the fewest failing tests, i.e. the most passing (the same tests run on
+    every candidate; one that fails to import passes none); ties: the newest. A fixer's
+    attempt (not a second opinion) starts from the best candidate when a newer graded one
+    passed fewer tests: a decision says so, and its prompt, after the newest outcome, shows
+    the best candidate's code as the one to fix (:attr:`Generate.base`). When the task ends
+    without a pass, its result is its best candidate's: the tests passed reported are its
+    grade's, and when the capsule's newest artifact is another candidate (not its repeat) a
+    copy of it is put last (:class:`Adopt`, with a decision): the capsule's final artifact
+    is the task's answer.
+11. **Focus** (``focus_fix``). A candidate is *stuck* when it is the starter again, or the
+    same as a failed candidate in substance: its *shape* (the identity with the names its
+    functions bind aside too, ``swapos.pipeline.identity.candidate_shape``) is a failed
+    one's or the starter's. With ``focus_fix``, the next attempt after a stuck candidate,
+    when it is the fixer's (not a second opinion), is asked in a ``focus`` prompt instead of
+    the coder's conversation (a decision says so), and so is every try after a repeat (rule
+    5; a greedy focus prompt is not asked twice): one user turn whose first line is the
+    failing example or assertion (with a parametrized test's arguments), then the lines of
+    the candidate that the failing test runs (from the traceback in its grade's output), the
+    brief and the candidate, and a request for the smallest change that makes that one
+    example pass.
+12. **Checked reviews** (``check_reviews``). Each review is checked against the test output
+    the critic read, every failed grade's so far
+    (:func:`swapos.policies.review_check.check_review`). A review whose claimed cause names
+    a test, function, input or case that no failing test's output shows is recorded as
+    unverified (a decision), and from then on every prompt reads it marked so, the fixer's
+    below the test output (:class:`Distrust`); a review the output bears out is read as is.
 
 The tests (``tests/test_retry_policy.py``) mirror these rules row by row.
 """
@@ -84,19 +113,21 @@ UNCHANGED: Final = "the answer is solution.py unchanged, and the task asks for a
 NO_CODE: Final = "the model produced no code (empty or prose-only answer)"
 """The verdict on an empty answer (not run)."""
 
-PromptKind = Literal["plan", "first", "fix", "opinion", "recap", "draw", "review"]
+PromptKind = Literal["plan", "first", "fix", "opinion", "recap", "focus", "draw", "review"]
 """What a :class:`Generate` step's prompt is: ``plan`` the reason phase's; ``first`` the
 first prompt (brief, starter, plan); ``fix`` the coder's conversation so far (every earlier
 attempt with its outcome and review); ``opinion`` the first prompt again, asked of a second
 model; ``recap`` one turn showing each failed answer once, asking for a different one;
-``draw`` the very prompt the attempt's candidate answered; ``review`` the critic's."""
+``draw`` the very prompt the attempt's candidate answered; ``focus`` one turn with the
+failing example first, the lines of the candidate it runs and a request for the smallest
+change that makes it pass (rule 11); ``review`` the critic's."""
 
 GeneratePhase = Literal["reason", "code", "critic"]
 
 _PHASE: Final[Mapping[PromptKind, GeneratePhase]] = {
     "plan": "reason",
     "review": "critic",
-    **dict.fromkeys(("first", "fix", "opinion", "recap", "draw"), "code"),
+    **dict.fromkeys(("first", "fix", "opinion", "recap", "focus", "draw"), "code"),
 }
 
 
@@ -117,8 +148,13 @@ class Rules(msgspec.Struct, frozen=True, kw_only=True):
     resample_temperature: float = 0.8
     draws: int = 0
     second_opinion: bool = False
+    critic: bool = True
+    focus_fix: bool = False
+    check_reviews: bool = False
     starter: str | None = None
     """A repository task's starter code, as a candidate identity (None: any other task)."""
+    starter_shape: str | None = None
+    """... and as a candidate shape (rule 11)."""
 
 
 # --- Steps: what the conductor is asked to do ---------------------------------------------
@@ -138,13 +174,15 @@ class Decide(Step, frozen=True, kw_only=True):
 class Generate(Step, frozen=True, kw_only=True):
     """Run a generate phase of ``model`` on a ``prompt`` of that kind, for ``attempt`` (0: the
     plan); ``sampling`` is ``(temperature, seed)``, None for the phase's own; ``upcoming``
-    the model uses after it (for the Prefetcher)."""
+    the model uses after it (for the Prefetcher); ``base`` the attempt whose candidate the
+    fixer starts from when it is not the newest graded one (rule 10; 0: the newest)."""
 
     model: str
     prompt: PromptKind
     attempt: int
     upcoming: tuple[str, ...] = ()
     sampling: tuple[float, int] | None = None
+    base: int = 0
 
     @property
     def phase(self) -> GeneratePhase:
@@ -189,13 +227,43 @@ class Grade(Step, frozen=True, kw_only=True):
     run: bool = True
 
 
+class CheckReview(Step, frozen=True, kw_only=True):
+    """Check the review of ``attempt``'s grade against that grade's test output (rule 12)."""
+
+    attempt: int
+
+
+class Distrust(Step, frozen=True, kw_only=True):
+    """The review of ``attempt``'s grade is unverified (``why``): the fixer reads it marked so."""
+
+    attempt: int
+    why: str
+
+
+class Adopt(Step, frozen=True, kw_only=True):
+    """The task's result is ``attempt``'s candidate: a copy of it goes last in the capsule."""
+
+    attempt: int
+
+
 class Finish(Step, frozen=True, kw_only=True):
     """The task ends (the outcome is the state's: :attr:`TaskState.passed`...)."""
 
     reason: str
 
 
-Action = Decide | Generate | Keep | SelfCheck | Replace | SendBack | Grade
+Action = (
+    Decide
+    | Generate
+    | Keep
+    | SelfCheck
+    | Replace
+    | SendBack
+    | Grade
+    | CheckReview
+    | Distrust
+    | Adopt
+)
 """Every step but :class:`Finish`."""
 
 # --- Outcomes: what came of a step ------------------------------------------------------
@@ -221,11 +289,12 @@ class Done(Outcome, frozen=True, kw_only=True):
 
 class Generated(Outcome, frozen=True, kw_only=True):
     """A phase answered: whether its prompt was a chat; for a code phase, its candidate's
-    identity and whether it is empty (no code)."""
+    identity, its shape (rule 11) and whether it is empty (no code)."""
 
     chat: bool = False
     key: str = ""
     empty: bool = False
+    shape: str = ""
 
 
 class Failed(Outcome, frozen=True, kw_only=True):
@@ -243,6 +312,13 @@ class Checked(Outcome, frozen=True, kw_only=True):
     text: str = ""
 
 
+class ReviewChecked(Outcome, frozen=True, kw_only=True):
+    """A review's check (rule 12): whether the test output bears it out, and if not why."""
+
+    verified: bool
+    why: str = ""
+
+
 class Graded(Outcome, frozen=True, kw_only=True):
     """A grade's verdict."""
 
@@ -254,8 +330,8 @@ class Graded(Outcome, frozen=True, kw_only=True):
 # --- The state -------------------------------------------------------------------------
 
 At = Literal[
-    "start", "routed", "planned", "reviewed", "tried", "kept", "checked", "drew",
-    "draw_checked", "drawn", "grade", "graded", "sent_back", "done",
+    "start", "routed", "planned", "reviewed", "review_checked", "tried", "kept", "checked",
+    "drew", "draw_checked", "drawn", "grade", "graded", "sent_back", "adopted", "done",
 ]  # fmt: skip
 """Where the task is: which outcome the state waits for (see :data:`RULES`)."""
 
@@ -278,24 +354,43 @@ class TaskState(msgspec.Struct, frozen=True, kw_only=True):
     tried: int = 0  # which try of the attempt's candidate is out (rule 5)
     chats: dict[str, bool] = msgspec.field(default_factory=dict)  # model -> prompted as a chat
     key: str = ""  # the attempt's candidate's identity
+    shape: str = ""  # ... its shape (rule 11)
     empty: bool = False  # ... it has no code
+    stuck: bool = False  # the newest kept candidate is stuck (rule 11)
+    kept: int = 0  # the attempt of the capsule's newest artifact
+    base: int = 0  # the attempt the current fixer starts from (rule 10; 0: the newest)
     budget: bool = False  # its check used the self-check budget (rule 8)
     check: Checked | None = None  # its failed check (rule 8)
     draw: int = 0  # the draw out (rule 7), and its candidate
     draw_key: str = ""
+    draw_shape: str = ""
     # candidate identity -> the attempt whose grade failed / whose check failed (never graded)
     failed: dict[str, int] = msgspec.field(default_factory=dict)
     unchecked: dict[str, int] = msgspec.field(default_factory=dict)
+    failed_shapes: dict[str, int] = msgspec.field(default_factory=dict)  # rule 11
     selfchecks: int = -1  # candidates checks may still send back (-1: not started)
     grades: int = 0  # graded candidates (an empty answer is not one)
     passed_attempt: int = 0
     last: Graded | None = None  # the newest grade
+    scores: dict[int, Graded] = msgspec.field(default_factory=dict)  # attempt -> its grade
+    ending: str = ""  # why the task ends, once its result is adopted (rule 10)
     error: str | None = None
 
     @property
     def passed(self) -> bool:
         """The task passed: its newest grade passed and nothing failed."""
         return self.last is not None and self.last.passed and self.error is None
+
+    @property
+    def best_attempt(self) -> int:
+        """The attempt of the task's best candidate (rule 10; 0: none graded)."""
+        return max(self.scores, key=lambda a: (self.scores[a].tests_passed, a), default=0)
+
+    @property
+    def result(self) -> Graded | None:
+        """The grade of the task's result (rule 10): its passing grade, else its best
+        candidate's, else its newest (an empty answer's)."""
+        return self.last if self.passed or not self.scores else self.scores[self.best_attempt]
 
     @property
     def pass_at_1(self) -> bool:
@@ -358,9 +453,9 @@ def _routed(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
     _expect(out, Done, st)
     if st.plans:
         m = st.models
-        plan = Generate(
-            model=m["reason"], prompt="plan", attempt=0, upcoming=(m["code"], m["critic"], m["fix"])
-        )
+        critic = (m["critic"],) if st.rules.critic else ()
+        upcoming = (m["code"], *critic, m["fix"])
+        plan = Generate(model=m["reason"], prompt="plan", attempt=0, upcoming=upcoming)
         return _replace(st, at="planned"), [plan]
     return _begin(st, 1, expects_pass)
 
@@ -377,7 +472,7 @@ def _begin(st: TaskState, attempt: int, expects_pass: bool) -> Result:
     if attempt > st.rules.max_attempts:
         return _finish(st, f"attempt {attempt - 1} was the last")
     st = _replace(st, attempt=attempt)
-    if st.review_due and not st.fresh:
+    if st.review_due and not st.fresh and st.rules.critic:
         m = st.models
         review = Generate(
             model=m["critic"], prompt="review", attempt=attempt - 1, upcoming=(m["fix"],)
@@ -390,17 +485,33 @@ def _reviewed(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
     if isinstance(out, Failed):
         return _fail(st, out)
     _expect(out, Generated, st)
-    return _candidate(_replace(st, review_due=False), expects_pass)
+    st = _replace(st, review_due=False)
+    if st.rules.check_reviews:
+        return _replace(st, at="review_checked"), [CheckReview(attempt=st.attempt - 1)]
+    return _candidate(st, expects_pass)
+
+
+def _review_checked(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
+    """Rule 12: an unverified review is recorded so, and the fixer reads it marked so."""
+    o = _expect(out, ReviewChecked, st)
+    if o.verified:
+        return _candidate(st, expects_pass)
+    r = st.attempt - 1
+    text = f"the review of attempt {r} is unverified: {o.why}; the fixer reads it marked so"
+    st, steps = _candidate(st, expects_pass)
+    return st, [Decide(phase="critic", text=text), Distrust(attempt=r, why=o.why), *steps]
 
 
 def _candidate(st: TaskState, expects_pass: bool) -> Result:
     """Ask the attempt's coder for its candidate (rules 2, 4)."""
     m, a = st.models, st.attempt
-    after = (m["fix"], m["critic"]) if a == 1 and st.opinions else (m["critic"], m["fix"])
+    critic = (m["critic"],) if st.rules.critic else ()
+    after = (m["fix"], *critic) if a == 1 and st.opinions else (*critic, m["fix"])
     upcoming = () if a == st.rules.max_attempts or expects_pass else after
     coder = m["code"] if a == 1 else m["fix"]
     other = m["code"] if a > 1 and not st.fresh and coder != m["code"] else None
     st = _replace(st, upcoming=upcoming, coder=coder, other=other, tried=0, at="tried")
+    st = _replace(st, base=_base(st))
     steps: list[Action | Finish] = []
     if st.fresh:
         text = (
@@ -408,7 +519,41 @@ def _candidate(st: TaskState, expects_pass: bool) -> Result:
             "without the failed candidate"
         )
         steps.append(Decide(phase="code", text=text))
+    if st.base:
+        b, n = st.scores[st.base], st.scores[max(st.scores)]
+        text = (
+            f"attempt {a} starts from attempt {st.base}'s candidate ({_passed(b)}), the best "
+            f"graded, not from attempt {max(st.scores)}'s ({_passed(n)})"
+        )
+        steps.append(Decide(phase="code", text=text))
+    if _focused(st):
+        text = f"attempt {st.kept}'s candidate is stuck: attempt {a} is asked in a focus prompt"
+        steps.append(Decide(phase="code", text=text))
     return st, [*steps, _tries(st)[0].step(st)]
+
+
+def _passed(grade: Graded) -> str:
+    return f"{grade.tests_passed}/{grade.tests_total} tests passed"
+
+
+def _base(st: TaskState) -> int:
+    """Rule 10: the attempt a fixer starts from when a newer graded candidate is worse."""
+    if st.attempt == 1 or st.fresh or not st.scores:
+        return 0
+    best = st.best_attempt
+    return best if best != max(st.scores) else 0
+
+
+def _focused(st: TaskState) -> bool:
+    """Rule 11: this attempt's own prompt is a focus prompt."""
+    return st.rules.focus_fix and st.attempt > 1 and not st.fresh and st.stuck
+
+
+def _stuck(st: TaskState, key: str, shape: str) -> bool:
+    """Rule 11: a candidate is the starter again, or a failed one's in substance."""
+    r = st.rules
+    same_shape = bool(shape) and (shape in st.failed_shapes or shape == r.starter_shape)
+    return key == r.starter or key in st.failed or same_shape
 
 
 class _Try(msgspec.Struct, frozen=True):
@@ -422,7 +567,7 @@ class _Try(msgspec.Struct, frozen=True):
     def step(self, st: TaskState) -> Generate:
         return Generate(
             model=self.model, prompt=self.prompt, attempt=st.attempt, upcoming=st.upcoming,
-            sampling=self.sampling,
+            sampling=self.sampling, base=st.base,
         )  # fmt: skip
 
     def __str__(self) -> str:
@@ -432,7 +577,13 @@ class _Try(msgspec.Struct, frozen=True):
             how = f"sampling again at temperature {self.sampling[0]:g} with seed {self.sampling[1]}"
         else:
             how = f"asking {self.model} again"
-        return how + (" in a recap of the failed answers" if self.prompt == "recap" else "")
+        return how + _IN.get(self.prompt, "")
+
+
+_IN: Final[Mapping[PromptKind, str]] = {
+    "recap": " in a recap of the failed answers",
+    "focus": " in a focus prompt",
+}
 
 
 def _tries(st: TaskState) -> list[_Try]:
@@ -440,16 +591,19 @@ def _tries(st: TaskState) -> list[_Try]:
     depends on whether the coder chats, which its first answer tells."""
     r, a = st.rules, st.attempt
     own: PromptKind = "first" if a == 1 else ("opinion" if st.fresh else "fix")
-    recap = st.chats.get(st.coder, False)
-    again: PromptKind = "recap" if recap else own
+    own = "focus" if _focused(st) else own
+    retry: PromptKind = "focus" if r.focus_fix else "recap"
+    anew = r.focus_fix or st.chats.get(st.coder, False)  # asked again in another prompt
+    again: PromptKind = retry if anew else own
     tries = [_Try(st.coder, own)]
-    tries += [_Try(st.coder, "recap")] if recap else []
+    tries += [_Try(st.coder, retry)] if anew and retry != own else []  # greedy: not twice
     tries += [
         _Try(st.coder, again, (r.resample_temperature, resample_seed(r.task_id, a, i)))
         for i in range(r.resamples)
     ]
     if st.other is not None:
-        tries.append(_Try(st.other, "recap" if st.chats.get(st.other) else "fix", instead=True))
+        instead: PromptKind = retry if r.focus_fix or st.chats.get(st.other) else "fix"
+        tries.append(_Try(st.other, instead, instead=True))
     return tries
 
 
@@ -458,22 +612,26 @@ def _tried(st: TaskState, out: Outcome, _: bool) -> Result:
         return _fail(st, out)
     o = _expect(out, Generated, st)
     model = _tries(st)[st.tried].model if st.tried else st.coder
-    st = _replace(st, key=o.key, empty=o.empty, chats={**st.chats, model: o.chat}, at="kept")
+    chats = {**st.chats, model: o.chat}
+    st = _replace(st, key=o.key, shape=o.shape, empty=o.empty, chats=chats, at="kept")
     repeats = None if o.empty else st.failed.get(o.key)
     if repeats is None:
-        return st, [Keep(attempt=st.attempt)]
+        stuck = not o.empty and _stuck(st, o.key, o.shape)
+        return _replace(st, kept=st.attempt, stuck=stuck), [Keep(attempt=st.attempt)]
     tries, a = _tries(st), st.attempt
     if st.tried + 1 < len(tries):
         nxt = tries[st.tried + 1]
         said = Decide(phase="code", text=f"attempt {a} repeats attempt {repeats}: {nxt}")
         return _replace(st, tried=st.tried + 1, at="tried"), [said, nxt.step(st)]
     asked = [
-        *(["a recap"] if st.chats.get(st.coder) else []),
+        *(["a focus prompt"] if st.rules.focus_fix and not _focused(st) else []),
+        *(["a recap"] if st.chats.get(st.coder) and not st.rules.focus_fix else []),
         f"{st.rules.resamples} resamples",
         *([f"{st.other}'s answer"] if st.other is not None else []),
     ]
     text = f"attempt {a} repeats attempt {repeats} after {_listed(asked)}; not graded again"
     rejected = f"Identical to attempt {repeats}, which failed; not graded again."
+    st = _replace(st, kept=a, stuck=True)
     return st, [Decide(phase="code", text=text), Keep(attempt=a, rejected=rejected)]
 
 
@@ -546,7 +704,7 @@ def _drew(st: TaskState, out: Outcome, _: bool) -> Result:
     if o.empty or o.key in st.failed or o.key in st.unchecked:
         text = f"{_draw_said(st)}: empty or a rejected candidate again"
         return _replace(st, at="drawn"), [Decide(phase="code", text=text)]
-    st = _replace(st, draw_key=o.key)
+    st = _replace(st, draw_key=o.key, draw_shape=o.shape)
     if o.key == st.rules.starter:
         return _draw_verdict(st, _unchanged())
     if not st.examples:
@@ -569,7 +727,10 @@ def _draw_verdict(st: TaskState, check: Checked | None) -> Result:
     a = st.attempt
     if check is None or check.passed:
         text = f"{_draw_said(st)}: {said}; graded in place of attempt {a}'s candidate"
-        st = _replace(st, key=st.draw_key, empty=False, at="grade")
+        stuck = _stuck(st, st.draw_key, st.draw_shape)
+        st = _replace(
+            st, key=st.draw_key, shape=st.draw_shape, empty=False, stuck=stuck, at="grade"
+        )
         return st, [Decide(phase="code", text=text), Replace(attempt=a)]
     unchecked = {st.draw_key: a, **st.unchecked}
     return _replace(st, unchecked=unchecked, at="drawn"), [
@@ -623,7 +784,11 @@ def _graded(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
     o = _expect(out, Graded, st)
     a = st.attempt
     failed = st.failed if o.passed or st.empty else {st.key: a, **st.failed}
-    st = _replace(st, last=o, failed=failed)
+    shapes = st.failed_shapes
+    if not (o.passed or st.empty or not st.shape):
+        shapes = {st.shape: a, **shapes}
+    scores = st.scores if st.empty else {**st.scores, a: o}
+    st = _replace(st, last=o, failed=failed, failed_shapes=shapes, scores=scores)
     if o.passed:
         return _finish(_replace(st, passed_attempt=a), f"attempt {a} passed")
     if a == st.rules.max_attempts:
@@ -636,7 +801,23 @@ def _fail(st: TaskState, out: Failed) -> Result:
 
 
 def _finish(st: TaskState, reason: str) -> Result:
-    return _replace(st, at="done"), [Finish(reason=reason)]
+    """The task ends; without a pass, on its best candidate (rule 10)."""
+    best = st.best_attempt
+    if st.passed or not best or best == st.kept or st.failed.get(st.key) == best:
+        return _replace(st, at="done"), [Finish(reason=reason)]
+    text = (
+        f"the task's result is attempt {best}'s candidate ({_passed(st.scores[best])}), "
+        f"its best graded, not attempt {st.kept}'s"
+    )
+    return _replace(st, ending=reason, at="adopted"), [
+        Decide(phase="grade", text=text),
+        Adopt(attempt=best),
+    ]
+
+
+def _adopted(st: TaskState, out: Outcome, _: bool) -> Result:
+    _expect(out, Done, st)
+    return _replace(st, at="done"), [Finish(reason=st.ending)]
 
 
 def _done(st: TaskState, out: Outcome, _: bool) -> Result:
@@ -647,7 +828,8 @@ RULES: Final[Mapping[At, Callable[[TaskState, Outcome, bool], Result]]] = {
     "start": _start,  # Started: record the routing (rule 1)
     "routed": _routed,  # Done: plan, or attempt 1
     "planned": _planned,  # the plan: attempt 1
-    "reviewed": _reviewed,  # the review: the attempt's candidate
+    "reviewed": _reviewed,  # the review: its check (rule 12), or the attempt's candidate
+    "review_checked": _review_checked,  # the review's check: the attempt's candidate
     "tried": _tried,  # a try at the candidate: another try (rule 5), or keep it
     "kept": _kept,  # Done: the next attempt, a check (rule 6) or the grade
     "checked": _checked,  # the candidate's check: grade, draw (rule 7) or send back (8)
@@ -657,6 +839,7 @@ RULES: Final[Mapping[At, Callable[[TaskState, Outcome, bool], Result]]] = {
     "grade": _to_grade,  # Done: the grade
     "graded": _graded,  # the grade: finish, or the next attempt (rule 9)
     "sent_back": _sent_back,  # Done: the next attempt
+    "adopted": _adopted,  # Done: the task ends on its best candidate (rule 10)
     "done": _done,
 }
 """Where the task is -> the rule that reads the outcome there."""

@@ -1,0 +1,153 @@
+"""Retry rules 3 (critic off), 10 (the best candidate), 11 (focus) and 12 (checked reviews),
+conducted end to end: fake models, the real sandboxed grader."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+
+from swapos.capsule.schema import decode_capsule
+from swapos.data.task import Task, TaskMeta
+from swapos.messages.events import RouterDecided
+from swapos.testing import FakeClock
+from tests.fakes import fake_system
+from tests.test_conductor import CHATML, GOOD, TASK, UNCHANGED, profile, scripts
+
+pytestmark = pytest.mark.anyio
+
+FOUR = Task(
+    meta=TaskMeta(task_id="add4", category="bugfix", difficulty=2, description="fix add"),
+    root="",
+    problem="`add(a, b)` should return the sum of a and b.",
+    starter="def add(a, b):\n    return a - b\n",
+    tests={
+        "test_add.py": (
+            "from solution import add\n\n\n"
+            + "".join(
+                f"def test_{i}():\n    assert add({a}, {b}) == {a + b}\n\n\n"
+                for i, (a, b) in enumerate([(2, 3), (0, 0), (-1, 1), (-2, -3)])
+            )
+        )
+    },
+)
+BEST = "def add(a, b):\n    return a + b if a >= 0 else 0\n```"  # 3 of 4 tests pass
+WORSE = "def add(a, b):\n    return a * b\n```"  # 1 of 4
+WORSE2 = "def add(a, b):\n    return a - b - 0\n```"  # 1 of 4
+
+
+async def run(  # type: ignore[no-untyped-def]
+    replies: tuple[str, ...],
+    *,
+    task: Task = TASK,
+    max_attempts: int = 3,
+    chat_template: str | None = None,
+    review: str | None = None,
+    **pipeline: Any,
+):
+    models = scripts(replies, chat_template)
+    if chat_template is not None:
+        for name in ("planner", "critic"):
+            models[name] = msgspec.structs.replace(models[name], chat_template=chat_template)
+    if review is not None:
+        models["critic"] = msgspec.structs.replace(models["critic"], reply=review)
+    decided: list[str] = []
+
+    def on_event(event: object) -> None:
+        if isinstance(event, RouterDecided):
+            decided.append(event.text)
+
+    clock = FakeClock()
+    with anyio.fail_after(60):
+        async with (
+            clock.autojump(),
+            fake_system(
+                models, budget=300, clock=clock, profile=profile(max_attempts, **pipeline),
+                on_event=on_event,
+            ) as (sys, fb),
+        ):  # fmt: skip
+            outcome = await sys.run_task(task)
+    return outcome, fb, decided
+
+
+def coder_prompts(fb: Any) -> list[str]:
+    return [text for model, text in fb.prompts if model == "coder"]
+
+
+async def test_the_fixer_starts_from_the_best_candidate_and_the_task_ends_on_it() -> None:
+    outcome, fb, decided = await run((BEST, WORSE, WORSE2), task=FOUR)
+    result = outcome.result
+    assert not result.passed and result.grades == 3
+    # The result is attempt 1's (3/4), not the newest's (1/4): before rule 10 it was 1/4.
+    assert (result.tests_passed, result.tests_total) == (3, 4)
+    third = coder_prompts(fb)[-1]
+    start = third.index("## Start again from attempt 1")
+    assert "return a + b if a >= 0 else 0" in third[start:]
+    assert third.index("return a * b") < start  # the newest outcome first, then the best
+    capsule = decode_capsule(outcome.capsule_json)
+    assert capsule.artifacts[-1].attempt == 1 and "a >= 0" in capsule.artifacts[-1].code
+    said = [d.text for d in capsule.decisions]
+    assert said == decided
+    assert (
+        "attempt 3 starts from attempt 1's candidate (3/4 tests passed), the best graded, "
+        "not from attempt 2's (1/4 tests passed)" in said
+    )
+    assert said[-1] == (
+        "the task's result is attempt 1's candidate (3/4 tests passed), its best graded, "
+        "not attempt 3's"
+    )
+
+
+async def test_with_the_critic_off_no_review_is_asked() -> None:
+    outcome, fb, _ = await run((WORSE, GOOD), critic=False)
+    result = outcome.result
+    assert result.passed and result.passed_attempt == 2
+    assert [p.phase for p in result.phases] == ["reason", "code", "grade", "code", "grade"]
+    assert not [model for model, _ in fb.prompts if model == "critic"]
+    assert "test_add" in coder_prompts(fb)[-1]  # the fixer reads the test output alone
+
+
+async def test_a_starter_answered_again_is_fixed_from_a_focus_prompt() -> None:
+    outcome, fb, _ = await run((UNCHANGED, UNCHANGED, GOOD), chat_template=CHATML, focus_fix=True)
+    result = outcome.result
+    assert result.passed and result.passed_attempt == 3
+    phases = [p.phase for p in result.phases]
+    assert phases == ["reason", "code", "code", "grade", "critic", "code", "grade"]
+    focus = coder_prompts(fb)[-1]
+    turn = focus[focus.rindex("<|im_start|>user\n") + len("<|im_start|>user\n") :]
+    assert turn.startswith("This fails: assert add(2, 3) == 5  ->  assert -1 == 5\n")
+    assert "Make the smallest change to solution.py that makes this one test pass" in turn
+    assert focus.count("<|im_start|>user") == 1  # one turn, not the conversation
+    said = [d.text for d in decode_capsule(outcome.capsule_json).decisions]
+    assert "attempt 2's candidate is stuck: attempt 3 is asked in a focus prompt" in said
+
+
+async def test_without_focus_fix_a_starter_again_is_fixed_in_the_conversation() -> None:
+    _, fb, _ = await run((UNCHANGED, UNCHANGED, GOOD), chat_template=CHATML)
+    assert coder_prompts(fb)[-1].count("<|im_start|>user") > 1
+    assert "This fails:" not in coder_prompts(fb)[-1]
+
+
+async def test_a_review_the_test_output_contradicts_reaches_the_fixer_marked() -> None:
+    review = "The test fails because negative numbers are not handled.\n\n"
+    outcome, fb, decided = await run(
+        (WORSE, GOOD), chat_template=CHATML, review=review, check_reviews=True
+    )
+    assert outcome.result.passed
+    fix = coder_prompts(fb)[-1]
+    marked = (
+        "Unverified: It names the case negative numbers, which no failing test's output "
+        "shows. The test output above decides.\nThe test fails because negative numbers"
+    )
+    assert marked in fix and fix.index("test_add") < fix.index(marked)
+    assert any(d.startswith("the review of attempt 1 is unverified") for d in decided)
+
+
+async def test_a_review_the_test_output_bears_out_reaches_the_fixer_as_it_is() -> None:
+    outcome, fb, decided = await run((WORSE, GOOD), chat_template=CHATML, check_reviews=True)
+    assert outcome.result.passed
+    assert "Unverified" not in coder_prompts(fb)[-1]
+    assert "multiplies instead of adding" in coder_prompts(fb)[-1]
+    assert not any("unverified" in d for d in decided)
