@@ -30,6 +30,7 @@ from swapos.backends.base import GenerationOutput
 from swapos.backends.llama import kv_state
 from swapos.backends.llama.batch import VerifyBatch
 from swapos.backends.llama.runtime import Aborted
+from swapos.backends.llama.sampling import sample_logits
 from swapos.backends.llama.vocab import piece, tokenize
 from swapos.backends.stops import StopStream
 from swapos.data.generation import DraftCosts, GenerationStats, StopReason
@@ -71,19 +72,7 @@ def sample(
     """Sample from the logits of output ``row`` of the last batch (-1: its last): argmax
     when greedy, else top-k, then top-p, at ``params.temperature``, one draw of ``rng``."""
     ptr = llama_cpp.llama_get_logits_ith(ctx, row)
-    logits = np.ctypeslib.as_array(ptr, shape=(n_vocab,))
-    if params.temperature <= 0.0:
-        return int(np.argmax(logits))
-    scaled = logits.astype(np.float64) / params.temperature
-    k = params.top_k if 0 < params.top_k < scaled.size else scaled.size
-    ids = np.argpartition(-scaled, k - 1)[:k] if k < scaled.size else np.arange(scaled.size)
-    ids = ids[np.argsort(-scaled[ids])]
-    probs = np.exp(scaled[ids] - scaled[ids[0]])
-    probs /= probs.sum()
-    if params.top_p < 1.0:
-        keep = int(np.searchsorted(np.cumsum(probs), params.top_p)) + 1
-        ids, probs = ids[:keep], probs[:keep] / probs[:keep].sum()
-    return int(ids[rng.choice(len(ids), p=probs)])
+    return sample_logits(np.ctypeslib.as_array(ptr, shape=(n_vocab,)), params, rng)
 
 
 class Decoder:
