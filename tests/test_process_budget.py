@@ -139,7 +139,7 @@ async def test_a_process_budget_on_the_llama_backend_shares_it_with_overhead_and
         async with open_system(profile, process_budget=True, overhead_bytes=64 * 2**20) as system:
             out = await system.run_phases("t", phases)
             loader = system.statistics()["loader"]
-            kv = system.actors["kvcache"].statistics()
+            kv = system.statistics()["kvcache"]
             summary = system.summary()
     assert out.error is None
     assert loader.overhead_bytes == 64 * 2**20 and loader.kv_ram_bytes is not None
