@@ -99,5 +99,23 @@ def test_bench_splice_says_which_results_file_is_missing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     write_run(tmp_path / "full", "pipeline", [result("t1", True)])
-    assert bench_main(["splice", str(tmp_path / "full"), str(tmp_path / "full")]) == 2
+    assert bench_main(["splice", str(tmp_path / "full"), str(tmp_path / "none")]) == 2
+    assert "none/overlap-pipeline/results.json" in capsys.readouterr().err
+    given = ["splice", str(tmp_path / "full"), str(tmp_path / "full"), "--single"]
+    assert bench_main([*given, str(tmp_path / "none")]) == 2
     assert "overlap-single/results.json" in capsys.readouterr().err
+
+
+def test_two_runs_of_one_arm_are_compared_task_by_task_without_a_paired_test(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before, after = tmp_path / "before", tmp_path / "after"
+    write_run(before, "pipeline", [result("t1", True), result("t2", False, attempt=2)])
+    write_run(after, "pipeline", [result("t1", True), result("t2", True, attempt=3)])
+    assert bench_main(["splice", str(before), str(after)]) == 0
+    out = capsys.readouterr().out
+    assert "t1: before pass (attempt 1), now pass (attempt 1); first differing phase: none" in out
+    assert (
+        "t2: before fail (attempt 0), now pass (attempt 3); first differing phase: the end" in out
+    )
+    assert "McNemar" not in out

@@ -72,17 +72,22 @@ def splice(base: Sequence[TaskResult], rerun: Sequence[TaskResult]) -> list[Task
 
 def figures(name: str, results: Sequence[TaskResult], single: dict[str, bool]) -> list[str]:
     """Two lines: the pass figures of ``results``, and the paired tests against ``single``
-    (task id -> passed) on the tasks both have."""
+    (task id -> passed) on the tasks both have; one line when ``single`` is empty."""
     s = summarize(results, RunInfo())
     n, p1 = s.tasks_total, round(s.pass_at_1 * s.tasks_total)
+    head = (
+        f"{name}: passed {s.tasks_passed}/{n} ({s.pass_rate:.1%}), pass@1 {p1}, "
+        f"draw {s.draw_rescued}, retry rescue {s.retry_rescued}/{n - p1} "
+        f"({s.retry_rescue_rate:.1%}), mean wall {s.mean_wall_clock_s:.1f} s"
+    )
+    if not single:  # no single arm to pair with
+        return [head]
     shared = [r for r in results if r.task_id in single]
     m = mcnemar("pipeline", {r.task_id: r.passed for r in shared}, "single", single)
     better = sum(r.pass_at_1 and not single[r.task_id] for r in shared)
     worse = sum(single[r.task_id] and not r.pass_at_1 for r in shared)
     return [
-        f"{name}: passed {s.tasks_passed}/{n} ({s.pass_rate:.1%}), pass@1 {p1}, "
-        f"draw {s.draw_rescued}, retry rescue {s.retry_rescued}/{n - p1} "
-        f"({s.retry_rescue_rate:.1%}), mean wall {s.mean_wall_clock_s:.1f} s",
+        head,
         f"  McNemar vs single: {m.only_a}-{m.only_b}, p = {m.p_value:.2g}; first graded "
         f"candidate vs single: {better} better, {worse} worse "
         f"(p = {mcnemar_exact(better, worse):.2g})",
@@ -115,7 +120,7 @@ def rerun_lines(
 def splice_report(
     full_name: str,
     full: RunSummary,
-    single: RunSummary,
+    single: RunSummary | None,
     reruns: Sequence[tuple[str, RunSummary]],
 ) -> list[str]:
     """The whole report: the full run's figures, then each rerun's changes and the figures
@@ -124,7 +129,7 @@ def splice_report(
     Raises:
         SwapOSError: a rerun holds a task the full run does not.
     """
-    passed = {r.task_id: r.passed for r in single.results}
+    passed = {r.task_id: r.passed for r in single.results} if single is not None else {}
     results = list(full.results)
     lines = figures(full_name, results, passed)
     for name, rerun in reruns:
@@ -142,14 +147,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--mode", default="overlap", help="the mode of every run (default overlap)")
     parser.add_argument(
-        "--single", type=Path, metavar="DIR", help="take the single arm from DIR, not FULL_RUN"
+        "--single",
+        type=Path,
+        metavar="DIR",
+        help="take the single arm from DIR, not FULL_RUN (without one: no paired test)",
     )
+
+
+def _optional_single(folder: Path, mode: str) -> RunSummary | None:
+    """The full run's single arm, or None when it ran none (then no paired test is printed:
+    e.g. two runs of one arm compared task by task)."""
+    if not (folder / f"{mode}-single" / "results.json").is_file():
+        return None
+    return arm_results(folder, mode, "single")
 
 
 def main(args: argparse.Namespace) -> int:
     """Lay reruns of some tasks over a full suite run; print the figures after each."""
     full = arm_results(args.full, args.mode, "pipeline")
-    single = arm_results(args.single or args.full, args.mode, "single")
+    single = (
+        arm_results(args.single, args.mode, "single")
+        if args.single is not None
+        else _optional_single(args.full, args.mode)
+    )
     reruns = [(p.name, arm_results(p, args.mode, "pipeline")) for p in args.reruns]
     print("\n".join(splice_report(args.full.name, full, single, reruns)))
     return 0
