@@ -167,3 +167,59 @@ async def test_a_library_callers_budget_stays_the_models_by_default() -> None:
         async with clock.autojump(), fake_system(scripts, budget=1000, clock=clock) as (sys, _):
             loader = sys.statistics()["loader"]
     assert (loader.overhead_bytes, loader.kv_ram_bytes) == (0, None)
+
+
+@pytest.mark.anyio
+async def test_rss_above_the_budget_at_a_release_comes_off_the_kv_tier(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a measured overhead (the process is SwapOS's own), what the process holds above
+    the budget when a generation ends is memory the ledger does not see (weights paged in
+    after the load): the KV tier gives it up, and keeps it given up."""
+    import swapos.actors.loader as loader_module
+    import swapos.actors.system as system_module
+
+    monkeypatch.setattr(system_module, "process_baseline_bytes", lambda: 100)
+    rss = iter([1000, 1150, 1100, 900])  # at each release: within, 150 over, 100 over, under
+    monkeypatch.setattr(loader_module, "rss_bytes", lambda: next(rss))
+    clock = FakeClock()
+    scripts = {"a": FakeModelScript(load_s=1.0, token_s=0.1, reply="a b", footprint_bytes=420)}
+    with anyio.fail_after(30):
+        async with (
+            clock.autojump(),
+            fake_system(
+                scripts, budget=1000, clock=clock, process_budget=True, kv_cache_bytes=500
+            ) as (sys, _),
+        ):
+            tiers = []
+            for i in range(4):
+                out = await sys.run_phases(f"t{i}", [phase("a", i)])
+                assert out.error is None
+                await anyio.sleep(0.1)  # let the resize reach the KV cache
+                tiers.append(sys.statistics()["kvcache"].budget_bytes)
+            loader = sys.statistics()["loader"]
+    assert loader.overhead_bytes == 100
+    assert tiers == [480, 330, 230, 230]  # 1000 - 100 - 420, less 150, less 100; never back
+    assert loader.unseen_bytes == 250
+
+
+@pytest.mark.anyio
+async def test_a_given_overhead_means_the_rss_is_not_watched(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import swapos.actors.loader as loader_module
+
+    monkeypatch.setattr(loader_module, "rss_bytes", lambda: 10**12)  # far over any budget
+    clock = FakeClock()
+    scripts = {"a": FakeModelScript(load_s=1.0, token_s=0.1, reply="a b", footprint_bytes=420)}
+    with anyio.fail_after(30):
+        async with (
+            clock.autojump(),
+            fake_system(
+                scripts, budget=1000, clock=clock, process_budget=True, overhead_bytes=100,
+                kv_cache_bytes=500,
+            ) as (sys, _),
+        ):  # fmt: skip
+            assert (await sys.run_phases("t", [phase("a", 0)])).error is None
+            loader = sys.statistics()["loader"]
+    assert loader.unseen_bytes == 0

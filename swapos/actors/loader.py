@@ -52,6 +52,7 @@ from swapos.messages.inboxes import LoaderInbox
 from swapos.models.spec import ModelSpec
 from swapos.policies.ledger import Ledger, kv_room
 from swapos.policies.waits import lease_wait
+from swapos.sysinfo import rss_bytes
 
 log = structlog.get_logger(__name__)
 
@@ -78,6 +79,8 @@ class LoaderStatistics(msgspec.Struct, frozen=True, kw_only=True):
     peak_device_bytes: int = 0
     overhead_bytes: int = 0
     kv_ram_bytes: int | None = None
+    unseen_bytes: int = 0
+    """Process RSS seen above the budget at lease releases (taken off the KV tier's share)."""
 
 
 _STATES: dict[str | None, State] = {
@@ -119,7 +122,10 @@ class Loader:
     and the KV tier is resized to what they leave (:func:`~swapos.policies.ledger.kv_room`),
     shrunk once a reserved load's victims are closed, before it starts, and grown back when
     memory is freed: it yields to models and never makes one wait. Without it the KV tier
-    is outside the budget.
+    is outside the budget. With ``watch_rss`` too, the process's RSS is read whenever a
+    lease is released: what it holds above the budget is memory the ledger does not see
+    (weights paged in after the load, the interpreter's growth), and it comes off the
+    tier's share from then on (``unseen_bytes``; it only grows).
 
     With ``cold``, an evicted model's file is also dropped from the page cache, as on a
     machine whose RAM cannot hold every model (``--cold`` benchmarks).
@@ -147,8 +153,11 @@ class Loader:
         overhead_bytes: int = 0,
         kv_ram_bytes: int | None = None,
         cold: bool = False,
+        watch_rss: bool = False,
     ) -> None:
         self._cold = cold
+        self._watch_rss = watch_rss and kv_ram_bytes is not None
+        self._unseen = 0
         self._inbox = inbox
         self._outbox = outbox
         self._events = events
@@ -186,6 +195,7 @@ class Loader:
             peak_device_bytes=self._ledger.peak_device_bytes,
             overhead_bytes=self._ledger.overhead_bytes,
             kv_ram_bytes=self._kv_sent,
+            unseen_bytes=self._unseen,
         )
 
     def _state(self, name: str) -> State:
@@ -288,6 +298,8 @@ class Loader:
             return
         self._residency.remove(lease_id)
         self._ledger.release(name)
+        if self._watch_rss:  # a generation just ended: the model's pages are in
+            self._unseen += max(0, rss_bytes() - self._ledger.budget_bytes)
         self._room_may_have_changed()
         await self._events.emit(LeaseReleased(t=self._events.t(), model=name, lease_id=lease_id))
 
@@ -570,8 +582,8 @@ class Loader:
         assert self._kv_cap is not None
         ledger = self._ledger
         return kv_room(
-            ledger.budget_bytes, overhead=ledger.overhead_bytes, models=ledger.used_bytes(),
-            cap=self._kv_cap,
+            ledger.budget_bytes, overhead=ledger.overhead_bytes + self._unseen,
+            models=ledger.used_bytes(), cap=self._kv_cap,
         )  # fmt: skip
 
     async def _fit_kv(self) -> None:

@@ -155,7 +155,8 @@ async def open_system(
     shared = _shared(mode, process_budget, overhead_bytes, kv_cache_bytes if kv_cache else 0)
     prefetch, log = prefetch or MODE_SETTINGS[mode].prefetch, Path(event_log) if event_log else None
     kv = (kv_cache, kv_cache_bytes, kv_disk_dir, kv_disk_bytes)
-    options = _Options(*kv, prefetch, cold, log, on_event, shared)
+    watch = shared is not None and overhead_bytes is None
+    options = _Options(*kv, prefetch, cold, log, on_event, shared, watch)
     backend = backend or _default_backend(load_threads)
     backend.check_devices(list(specs.values()))  # GPU layers on a CPU-only build: one line
     budget, clock = _budget(profile, mode, budget_bytes), clock or MonotonicClock()
@@ -203,6 +204,9 @@ class _Options:
     on_event: Callable[[AnyEvent], None] | None
     shared: tuple[int, int] | None
     """(fixed overhead, KV RAM tier size) when the budget is the process's."""
+    watch_rss: bool = False
+    """The overhead was measured (the process is SwapOS's own): RSS above the budget at a
+    lease's release is taken off the KV tier's share (the Loader's ``watch_rss``)."""
 
 
 @dataclass
@@ -307,6 +311,7 @@ class _Builder:
             overhead_bytes=shared[0] if shared else 0,
             kv_ram_bytes=shared[1] if shared else None,
             cold=self.opts.cold,
+            watch_rss=self.opts.watch_rss,
         )
 
     def prefetcher(self) -> Prefetcher:
