@@ -8,10 +8,47 @@ must allow that many outputs per batch (``n_outputs_max``, set at load).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 import llama_cpp
+
+from swapos.backends.llama.runtime import Aborted
+
+
+def decode_chunks(
+    ctx: Any,
+    tokens: Sequence[int],
+    *,
+    n_past: int,
+    n_batch: int,
+    n_ctx: int,
+    abort: threading.Event,
+) -> int | None:
+    """Evaluate ``tokens`` on sequence 0 from position ``n_past`` in ``n_batch`` chunks
+    (logits of each chunk's last position only): what prefill does, in the decode loop and
+    for draws side by side alike, so the same chunks give the same KV values. Returns the
+    new ``n_past``, or None when the context is full.
+
+    Raises:
+        Aborted: ``abort`` was set between two chunks.
+        RuntimeError: ``llama_decode`` failed otherwise.
+    """
+    for i in range(0, len(tokens), n_batch):
+        if abort.is_set():
+            raise Aborted
+        chunk = tokens[i : i + n_batch]
+        if n_past + len(chunk) > n_ctx:
+            return None
+        arr = (llama_cpp.llama_token * len(chunk))(*chunk)
+        status = llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(arr, len(chunk)))
+        if status == 1:
+            return None
+        if status != 0:
+            raise RuntimeError(f"llama_decode failed with status {status}")
+        n_past += len(chunk)
+    return n_past
 
 
 class VerifyBatch:

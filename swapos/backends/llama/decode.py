@@ -28,7 +28,7 @@ import numpy as np
 
 from swapos.backends.base import GenerationOutput
 from swapos.backends.llama import kv_state
-from swapos.backends.llama.batch import VerifyBatch
+from swapos.backends.llama.batch import VerifyBatch, decode_chunks
 from swapos.backends.llama.runtime import Aborted
 from swapos.backends.llama.sampling import sample_logits
 from swapos.backends.llama.vocab import piece, tokenize
@@ -151,22 +151,13 @@ class Decoder:
 
     def _eval(self, tokens: list[int]) -> bool:
         """Evaluate ``tokens`` in n_batch chunks; False when the context is full."""
-        step = self.h.n_batch
-        for i in range(0, len(tokens), step):
-            if self.abort.is_set():
-                raise Aborted
-            chunk = tokens[i : i + step]
-            if self.n_past + len(chunk) > self.h.n_ctx:
-                return False
-            arr = (llama_cpp.llama_token * len(chunk))(*chunk)
-            status = llama_cpp.llama_decode(
-                self.ctx, llama_cpp.llama_batch_get_one(arr, len(chunk))
-            )
-            if status != 0:
-                if status == 1:
-                    return False
-                raise RuntimeError(f"llama_decode failed with status {status}")
-            self.n_past += len(chunk)
+        h = self.h
+        n_past = decode_chunks(
+            self.ctx, tokens, n_past=self.n_past, n_batch=h.n_batch, n_ctx=h.n_ctx, abort=self.abort
+        )
+        if n_past is None:
+            return False
+        self.n_past = n_past
         return True
 
     def _sample(self, params: SamplingParams, rng: np.random.Generator, row: int = -1) -> int:

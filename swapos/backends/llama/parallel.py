@@ -36,6 +36,7 @@ import numpy as np
 
 from swapos.backends.base import DrawOutput, GenerationOutput
 from swapos.backends.llama import kv_state
+from swapos.backends.llama.batch import VerifyBatch, decode_chunks
 from swapos.backends.llama.decode import Handles
 from swapos.backends.llama.runtime import Aborted
 from swapos.backends.llama.sampling import sample_logits
@@ -108,17 +109,17 @@ class DrawsDecoder:
             return []
         cells = draws_context_cells(len(prompt), [d.max_tokens for d in draws], self.h.n_ctx)
         ctx = _new_context(self.h.model, self.spec, n_seq=len(draws), cells=max(cells, 1))
-        batch = llama_cpp.llama_batch_init(max(len(draws), 1), 0, 1)
+        batch = VerifyBatch(max(len(draws), 1))
         try:
             return self._run(ctx, batch, prompt, draws, restore)
         finally:
-            llama_cpp.llama_batch_free(batch)
+            batch.close()
             llama_cpp.llama_free(ctx)
 
     def _run(
         self,
         ctx: Any,
-        batch: Any,
+        batch: VerifyBatch,
         prompt: list[int],
         draws: Sequence[SamplingParams],
         restore: PrefixState | None,
@@ -168,21 +169,11 @@ class DrawsDecoder:
     def _prefill(self, ctx: Any, tokens: list[int], n_past: int) -> bool:
         """Evaluate ``tokens`` on sequence 0 in ``n_batch`` chunks, as a draw in turn does
         (the same chunks give the same KV values); False when the context is full."""
-        step = self.h.n_batch
-        for i in range(0, len(tokens), step):
-            if self.abort.is_set():
-                raise Aborted
-            chunk = tokens[i : i + step]
-            if n_past + len(chunk) > self.h.n_ctx:
-                return False
-            arr = (llama_cpp.llama_token * len(chunk))(*chunk)
-            status = llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(arr, len(chunk)))
-            if status != 0:
-                if status == 1:
-                    return False
-                raise RuntimeError(f"llama_decode failed with status {status}")
-            n_past += len(chunk)
-        return True
+        h = self.h
+        done = decode_chunks(
+            ctx, tokens, n_past=n_past, n_batch=h.n_batch, n_ctx=h.n_ctx, abort=self.abort
+        )
+        return done is not None
 
     def _step(self, ctx: Any, d: _Draw) -> None:
         """Sample ``d``'s next token from its logits row and apply the stop rules of the
@@ -211,19 +202,15 @@ class DrawsDecoder:
         else:
             d.pending = token
 
-    def _decode(self, ctx: Any, batch: Any, live: list[_Draw]) -> bool:
+    def _decode(self, ctx: Any, batch: VerifyBatch, live: list[_Draw]) -> bool:
         """One lockstep batch: each live draw's pending token on its own sequence; False
         when llama.cpp finds no room for it (status 1)."""
+        rows = []
         for j, d in enumerate(live):
             assert d.pending is not None
-            batch.token[j] = d.pending
-            batch.pos[j] = d.pos
-            batch.n_seq_id[j] = 1
-            batch.seq_id[j][0] = d.index
-            batch.logits[j] = 1
+            rows.append((d.pending, d.pos, d.index))
             d.row = j
-        batch.n_tokens = len(live)
-        status = llama_cpp.llama_decode(ctx, batch)
+        status = batch.decode_rows(ctx, rows)
         if status == 1:
             return False
         if status != 0:
