@@ -370,8 +370,13 @@ def _installation() -> list[str]:
 
 @functools.cache
 def _site_dirs() -> list[str]:
-    """Every package directory the interpreter may import from (emptied in the sandbox)."""
+    """Every package directory the interpreter may import from, and every one inside the
+    installation the sandbox keeps (a venv's base has its own ``site-packages``, which the
+    venv's ``site.getsitepackages()`` does not list): all emptied in the sandbox."""
     dirs = set(site.getsitepackages()) | {p for p in sys.path if p.endswith("-packages")}
+    for root in _installation():
+        for pattern in ("lib*/python*/*-packages", "local/lib*/python*/*-packages"):
+            dirs.update(str(p) for p in Path(root).glob(pattern))
     return sorted({os.path.realpath(d) for d in dirs if os.path.isdir(d)})
 
 
