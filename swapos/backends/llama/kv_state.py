@@ -29,11 +29,25 @@ def truncate(ctx: Any, keep: int) -> bool:
 
 
 def snapshot(ctx: Any, tokens: list[int]) -> PrefixState:
-    """The current KV state, which holds exactly ``tokens``."""
+    """The current KV state, which holds exactly ``tokens``.
+
+    llama.cpp writes the state straight into a new ``bytes`` object (the C API's
+    uninitialised ``PyBytes_FromStringAndSize(NULL, n)``, filled before anyone sees it),
+    so saving a state of tens of MB costs one copy of it, not two."""
     size = llama_cpp.llama_state_seq_get_size(ctx, 0)
-    buf = (ctypes.c_uint8 * size)()
-    n = llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0)
-    return PrefixState(tokens=tuple(tokens), state=ctypes.string_at(buf, n))
+    data = _new_bytes(None, size)
+    n = llama_cpp.llama_state_seq_get_data(ctx, _pointer(data), size, 0)
+    return PrefixState(tokens=tuple(tokens), state=data if n == size else data[:n])
+
+
+_new_bytes = ctypes.pythonapi.PyBytes_FromStringAndSize
+_new_bytes.restype = ctypes.py_object
+_new_bytes.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t)
+
+
+def _pointer(data: bytes) -> Any:
+    """A ``uint8_t *`` to ``data``'s own buffer (no copy)."""
+    return ctypes.cast(ctypes.c_char_p(data), ctypes.POINTER(ctypes.c_uint8))
 
 
 def restore(ctx: Any, model: Any, name: str, prompt: list[int], state: PrefixState | None) -> int:
@@ -53,8 +67,7 @@ def restore(ctx: Any, model: Any, name: str, prompt: list[int], state: PrefixSta
     keep = min(common_prefix_len(state.tokens, prompt), len(prompt) - 1)
     if keep <= 0:
         return 0
-    src = (ctypes.c_uint8 * len(state.state)).from_buffer_copy(state.state)
-    if llama_cpp.llama_state_seq_set_data(ctx, src, len(state.state), 0) == 0:
+    if llama_cpp.llama_state_seq_set_data(ctx, _pointer(state.state), len(state.state), 0) == 0:
         log.warning("kv_restore.failed", model=name, tokens=n)
         clear(ctx)
         return 0
