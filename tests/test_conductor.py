@@ -252,8 +252,10 @@ async def test_a_task_passed_by_a_draw_is_counted_as_such_in_the_summary() -> No
     assert summary.retry_rescued == 0
 
 
-async def second_opinion_run(code: tuple[str, ...], fix: tuple[str, ...], **pipeline: Any):  # type: ignore[no-untyped-def]
-    """TASK with a ``fixer`` model distinct from the coder, in ChatML."""
+async def second_opinion_run(  # type: ignore[no-untyped-def]
+    code: tuple[str, ...], fix: tuple[str, ...], task: Task = TASK, **pipeline: Any
+):
+    """``task`` with a ``fixer`` model distinct from the coder, in ChatML."""
     models = scripts(code, CHATML)
     models["fixer"] = FakeModelScript(load_s=1.0, token_s=0.05, replies=fix, chat_template=CHATML)
     models["critic"] = msgspec.structs.replace(models["critic"], chat_template=CHATML)
@@ -272,7 +274,7 @@ async def second_opinion_run(code: tuple[str, ...], fix: tuple[str, ...], **pipe
             clock.autojump(),
             fake_system(models, budget=400, clock=clock, profile=prof) as (sys, fb),
         ):
-            outcome = await sys.run_task(TASK)
+            outcome = await sys.run_task(task)
     return outcome, fb
 
 
@@ -452,3 +454,31 @@ async def test_an_unchanged_candidate_is_graded_once_the_check_budget_is_spent()
     assert result.passed and (result.passed_attempt, result.grades) == (3, 2)
     fix = [text for model, text in fb.prompts if model == "coder"][-1]
     assert "test_add" in fix  # the failing test, from the grade of the unchanged answer
+
+
+WRONG_EXAMPLE_TASK = msgspec.structs.replace(
+    DOCTEST_TASK,
+    starter='def add(a, b):\n    """Add.\n    >>> add(2, 3)\n    5\n    >>> add(1, 1)\n    3\n    """\n',
+)
+"""Its second docstring example is wrong (as HumanEval_116's and 130's are): add(1, 1) is 2."""
+
+
+async def test_an_example_every_candidate_of_both_models_answers_alike_is_not_obeyed() -> None:
+    right = ("def add(a, b):\n    return a + b\n```", "def add(a, b):\n    return b + a\n```")
+    fixed = "def add(a, b):\n    return sum((a, b))\n```"
+    outcome, _ = await second_opinion_run(
+        right, (fixed,), task=WRONG_EXAMPLE_TASK, second_opinion=True, draws=1
+    )
+    result = outcome.result
+    assert result.passed and result.grades == 1, result.phases
+    said = [d.text for d in decode_capsule(outcome.capsule_json).decisions]
+    assert any(t.startswith("distrusted: add(1, 1) == 3") for t in said), said
+    checks = [p.phase for p in result.phases].count("selfcheck")
+    assert checks == 3  # a candidate of each model, and a draw, were checked first
+
+
+async def test_an_example_that_only_one_model_fails_is_still_obeyed() -> None:
+    right = ("def add(a, b):\n    return a + b\n```", "def add(a, b):\n    return b + a\n```")
+    outcome, _ = await run(right, max_attempts=3, task=WRONG_EXAMPLE_TASK, chat_template=CHATML)
+    said = [d.text for d in decode_capsule(outcome.capsule_json).decisions]
+    assert not any(t.startswith("distrusted") for t in said), said

@@ -37,6 +37,7 @@ from swapos.pipeline.grader import GradeResult, count_tests, grade
 from swapos.pipeline.identity import candidate_identity, candidate_shape
 from swapos.pipeline.phase_runner import PhaseRunner
 from swapos.pipeline.prompts import Phase, Prompt, build_prompt, capsule_for_task
+from swapos.pipeline.selfcheck import CandidateCheck
 from swapos.policies.retry import (
     NO_CODE,
     Adopt,
@@ -89,6 +90,8 @@ class Work:
         self.code = ExtractResult(code="", how="empty")
         self.candidate = self.code  # the attempt's candidate (kept, or a draw in its place)
         self.prompt: Prompt | None = None  # the prompt the candidate answered (draws reuse it)
+        self.model = ""  # the model that wrote the newest answer
+        self.checks: dict[str, CandidateCheck] = {}  # self-checks by candidate identity
 
 
 async def decide(runner: PhaseRunner, work: Work, phase: str, text: str) -> None:
@@ -112,6 +115,7 @@ async def generate(runner: PhaseRunner, work: Work, step: Generate) -> Generated
         work.capsule = with_feedback(work.capsule, review)
         return Generated(chat=out.chat)
     work.answer, work.code = out, extract_code(out.text, task=work.task)
+    work.model = step.model
     key, shape = candidate_identity(work.code.code), candidate_shape(work.code.code)
     return Generated(chat=out.chat, key=key, shape=shape, empty=work.code.how == "empty")
 
