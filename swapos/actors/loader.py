@@ -52,7 +52,7 @@ from swapos.messages.inboxes import LoaderInbox
 from swapos.models.spec import ModelSpec
 from swapos.policies.ledger import Ledger, kv_room
 from swapos.policies.waits import lease_wait
-from swapos.sysinfo import rss_bytes
+from swapos.sysinfo import peak_rss_bytes, rss_bytes
 
 log = structlog.get_logger(__name__)
 
@@ -107,6 +107,7 @@ class _Slot:
     room: tuple[float, float] = (0.0, 0.0)
     load: tuple[float, float] = (0.0, 0.0)
     hidden_credit_s: float = 0.0
+    state_bytes: int | None = None  # the largest KV state it can save (asked once)
 
 
 class Loader:
@@ -125,7 +126,10 @@ class Loader:
     is outside the budget. With ``watch_rss`` too, the process's RSS is read whenever a
     lease is released: what it holds above the budget is memory the ledger does not see
     (weights paged in after the load, the interpreter's growth), and it comes off the
-    tier's share from then on (``unseen_bytes``; it only grows).
+    tier's share from then on (``unseen_bytes``; it only grows). The tier's share also
+    leaves room for one KV state in flight (the largest a held model can save,
+    ``ModelBackend.estimate_state_bytes``): a new state exists before the tier drops what it
+    must to take it.
 
     With ``cold``, an evicted model's file is also dropped from the page cache, as on a
     machine whose RAM cannot hold every model (``--cold`` benchmarks).
@@ -299,7 +303,8 @@ class Loader:
         self._residency.remove(lease_id)
         self._ledger.release(name)
         if self._watch_rss:  # a generation just ended: the model's pages are in
-            self._unseen += max(0, rss_bytes() - self._ledger.budget_bytes)
+            held = max(rss_bytes(), peak_rss_bytes())  # the phase's peak (reset at its start)
+            self._unseen += max(0, held - self._ledger.budget_bytes)
         self._room_may_have_changed()
         await self._events.emit(LeaseReleased(t=self._events.t(), model=name, lease_id=lease_id))
 
@@ -583,8 +588,24 @@ class Loader:
         ledger = self._ledger
         return kv_room(
             ledger.budget_bytes, overhead=ledger.overhead_bytes + self._unseen,
-            models=ledger.used_bytes(), cap=self._kv_cap,
+            models=ledger.used_bytes() + self._save_reserve(), cap=self._kv_cap,
         )  # fmt: skip
+
+    def _save_reserve(self) -> int:
+        """Room kept free for one KV state in flight: a state a resident (or reserved)
+        model saves exists in full before the KV tier drops what it must to take it, so
+        the largest one such a model can save is kept out of the tier's share."""
+        held = (n for n in self._table if self._ledger.status(n) in ("reserved", "resident"))
+        return max((self._state_bytes(n) for n in held), default=0)
+
+    def _state_bytes(self, name: str) -> int:
+        slot = self._table[name]
+        if slot.state_bytes is None:
+            try:
+                slot.state_bytes = self._backend.estimate_state_bytes(slot.spec)
+            except SwapOSError:  # an unreadable file fails its load, with its own error
+                slot.state_bytes = 0
+        return slot.state_bytes
 
     async def _fit_kv(self) -> None:
         """Resize the KV RAM tier to the process budget's room left by models (a no-op

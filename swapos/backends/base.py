@@ -213,6 +213,12 @@ class ModelBackend(Protocol):
         (``spec.gpu_layers``) and their KV cache; 0 when it offloads nothing."""
         ...
 
+    def estimate_state_bytes(self, spec: ModelSpec) -> int:
+        """Host bytes of the largest KV state the model can save (its whole context): the
+        memory one saved state takes while it is handed to the KV cache; 0 when it saves
+        none in this process."""
+        ...
+
     def check_devices(self, specs: Sequence[ModelSpec]) -> None:
         """Refuse, before anything runs, specs that ask for what this backend cannot do
         (layers on a GPU with a CPU-only build).

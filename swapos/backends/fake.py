@@ -37,6 +37,8 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
         warm_load_s: load time once :meth:`FakeBackend.warm` ran (defaults to ``load_s``).
         warm_s: how long the warm-up itself takes.
         footprint_bytes: host memory it holds once loaded.
+        state_bytes: what its backend says its largest saved KV state takes
+            (``estimate_state_bytes``; the process budget keeps that much free).
         device_bytes: GPU memory it holds once loaded when its spec offloads layers
             (``gpu_layers``): its layers and their KV cache. A partly offloaded model holds
             both ``footprint_bytes`` and ``device_bytes``.
@@ -68,6 +70,7 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
     warm_s: float = 0.0
     footprint_bytes: int = 100
     device_bytes: int = 0
+    state_bytes: int = 0
     upload_s: float = 0.0
     gpu_layers: int | None = None
     prefill_s_per_token: float = 0.0
@@ -486,6 +489,10 @@ class FakeBackend:
     def estimate_device_footprint(self, spec: ModelSpec) -> int:
         """The script's ``device_bytes`` when ``spec`` offloads layers, else 0."""
         return self._script(spec).device_bytes if spec.offloaded else 0
+
+    def estimate_state_bytes(self, spec: ModelSpec) -> int:
+        """The script's ``state_bytes`` (0 by default: a fake state is a few bytes)."""
+        return self._script(spec).state_bytes
 
     def check_devices(self, specs: Sequence[ModelSpec]) -> None:
         """A CPU-only fake (``gpu=False``) refuses a spec with layers on a GPU.

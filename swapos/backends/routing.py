@@ -41,6 +41,9 @@ class RoutingBackend:
     def estimate_device_footprint(self, spec: ModelSpec) -> int:
         return self.backend_for(spec).estimate_device_footprint(spec)
 
+    def estimate_state_bytes(self, spec: ModelSpec) -> int:
+        return self.backend_for(spec).estimate_state_bytes(spec)
+
     def check_devices(self, specs: Sequence[ModelSpec]) -> None:
         self.local.check_devices([s for s in specs if not s.remote])
         self.remote.check_devices([s for s in specs if s.remote])

@@ -50,6 +50,10 @@ class ApiBackend:
         """0: the endpoint's GPU is not ours to budget."""
         return 0
 
+    def estimate_state_bytes(self, spec: ModelSpec) -> int:
+        """0: a remote model's KV state is the endpoint's."""
+        return 0
+
     def check_devices(self, specs: Sequence[ModelSpec]) -> None:
         """Nothing to check (``check_profile`` refuses ``gpu_layers`` on a remote model)."""
 

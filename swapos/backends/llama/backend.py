@@ -15,6 +15,7 @@ from swapos.backends.llama.loading import (
     footprint_estimate,
     gguf_info,
     load_model,
+    state_bytes_estimate,
 )
 from swapos.backends.llama.model import LlamaModel
 from swapos.backends.llama.vocab import shared_counter
@@ -69,6 +70,10 @@ class LlamaBackend:
     def estimate_device_footprint(self, spec: ModelSpec) -> int:
         """GPU bytes ``spec`` is expected to hold once loaded (0 with ``gpu_layers = 0``)."""
         return device_footprint_estimate(spec)
+
+    def estimate_state_bytes(self, spec: ModelSpec) -> int:
+        """Bytes of a saved KV state of the whole context (the host's share of it)."""
+        return state_bytes_estimate(spec)
 
     def check_devices(self, specs: Sequence[ModelSpec]) -> None:
         """Refuse layers on a GPU when llama-cpp-python is a CPU-only build

@@ -19,7 +19,12 @@ from swapos.models.digests import file_digest
 from swapos.models.gguf import GGUFInfo, read_gguf
 from swapos.models.spec import ModelSpec
 from swapos.policies.drafting import MAX_DRAFT
-from swapos.policies.memory import KV_TYPES, estimate_device_footprint, estimate_footprint
+from swapos.policies.memory import (
+    KV_TYPES,
+    estimate_device_footprint,
+    estimate_footprint,
+    kv_cache_bytes,
+)
 from swapos.sysinfo import device_used_bytes, release_free_heap, rss_bytes
 
 log = structlog.get_logger(__name__)
@@ -63,6 +68,12 @@ def device_footprint_estimate(spec: ModelSpec) -> int:
         info.file_size, info, n_ctx=spec.n_ctx, n_batch=spec.n_batch,
         type_k=spec.type_k, type_v=spec.type_v, gpu_layers=spec.gpu_layers,
     )  # fmt: skip
+
+
+def state_bytes_estimate(spec: ModelSpec) -> int:
+    """Bytes of a saved KV state of ``spec``'s whole context (:func:`kv_cache_bytes`)."""
+    info = gguf_info(spec.path)
+    return kv_cache_bytes(info, n_ctx=spec.n_ctx, type_k=spec.type_k, type_v=spec.type_v)
 
 
 def load_model(
