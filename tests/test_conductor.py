@@ -458,7 +458,9 @@ async def test_an_unchanged_candidate_is_graded_once_the_check_budget_is_spent()
 
 WRONG_EXAMPLE_TASK = msgspec.structs.replace(
     DOCTEST_TASK,
-    starter='def add(a, b):\n    """Add.\n    >>> add(2, 3)\n    5\n    >>> add(1, 1)\n    3\n    """\n',
+    starter=(
+        'def add(a, b):\n    """Add.\n    >>> add(2, 3)\n    5\n    >>> add(1, 1)\n    3\n    """\n'
+    ),
 )
 """Its second docstring example is wrong (as HumanEval_116's and 130's are): add(1, 1) is 2."""
 
