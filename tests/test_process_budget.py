@@ -169,41 +169,6 @@ async def test_a_library_callers_budget_stays_the_models_by_default() -> None:
     assert (loader.overhead_bytes, loader.kv_ram_bytes) == (0, None)
 
 
-@pytest.mark.anyio
-async def test_rss_above_the_budget_at_a_release_comes_off_the_kv_tier(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """With a measured overhead (the process is SwapOS's own), what the process holds above
-    the budget when a generation ends is memory the ledger does not see (weights paged in
-    after the load): the KV tier gives it up, and keeps it given up."""
-    import swapos.actors.loader as loader_module
-    import swapos.actors.system as system_module
-
-    monkeypatch.setattr(system_module, "process_baseline_bytes", lambda: 100)
-    rss = iter([1000, 1150, 1100, 900])  # at each release: within, 150 over, 100 over, under
-    monkeypatch.setattr(loader_module, "rss_bytes", lambda: next(rss))
-    monkeypatch.setattr(loader_module, "peak_rss_bytes", lambda: 0)
-    clock = FakeClock()
-    scripts = {"a": FakeModelScript(load_s=1.0, token_s=0.1, reply="a b", footprint_bytes=420)}
-    with anyio.fail_after(30):
-        async with (
-            clock.autojump(),
-            fake_system(
-                scripts, budget=1000, clock=clock, process_budget=True, kv_cache_bytes=500
-            ) as (sys, _),
-        ):
-            tiers = []
-            for i in range(4):
-                out = await sys.run_phases(f"t{i}", [phase("a", i)])
-                assert out.error is None
-                await anyio.sleep(0.1)  # let the resize reach the KV cache
-                tiers.append(sys.statistics()["kvcache"].budget_bytes)
-            loader = sys.statistics()["loader"]
-    assert loader.overhead_bytes == 100
-    assert tiers == [480, 330, 230, 230]  # 1000 - 100 - 420, less 150, less 100; never back
-    assert loader.unseen_bytes == 250
-
-
 async def _tiers_after_phases(scripts: dict[str, FakeModelScript], n: int) -> tuple[list[int], int]:
     """The KV tier's size after each of ``n`` phases of model ``a`` under a 1000-byte
     process budget (overhead 100), and the Loader's ``unseen_bytes`` at the end."""
@@ -222,6 +187,26 @@ async def _tiers_after_phases(scripts: dict[str, FakeModelScript], n: int) -> tu
                 await anyio.sleep(0.1)  # let the resize reach the KV cache
                 tiers.append(sys.statistics()["kvcache"].budget_bytes)
             return tiers, sys.statistics()["loader"].unseen_bytes
+
+
+@pytest.mark.anyio
+async def test_rss_above_the_budget_at_a_release_comes_off_the_kv_tier(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a measured overhead (the process is SwapOS's own), what the process holds above
+    the budget when a generation ends is memory the ledger does not see (weights paged in
+    after the load): the KV tier gives it up, and keeps it given up."""
+    import swapos.actors.loader as loader_module
+    import swapos.actors.system as system_module
+
+    monkeypatch.setattr(system_module, "process_baseline_bytes", lambda: 100)
+    rss = iter([1000, 1150, 1100, 900])  # at each release: within, 150 over, 100 over, under
+    monkeypatch.setattr(loader_module, "rss_bytes", lambda: next(rss))
+    monkeypatch.setattr(loader_module, "peak_rss_bytes", lambda: 0)
+    scripts = {"a": FakeModelScript(load_s=1.0, token_s=0.1, reply="a b", footprint_bytes=420)}
+    tiers, unseen = await _tiers_after_phases(scripts, 4)
+    assert tiers == [480, 330, 230, 230]  # 1000 - 100 - 420, less 150, less 100; never back
+    assert unseen == 250
 
 
 @pytest.mark.anyio
