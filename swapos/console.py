@@ -28,6 +28,7 @@ from swapos.messages.events import (
     RouterDecided,
 )
 from swapos.records.schema import PhaseRecord, TaskResult
+from swapos.records.summary import rss_of_budget
 
 
 class LiveStatus:
@@ -169,8 +170,9 @@ def phase_table(phases: Sequence[PhaseRecord], title: str = "phases") -> Table:
     return table
 
 
-def print_task_summary(console: Console, result: TaskResult) -> None:
-    """Pass/fail, attempts, tests, wall time, then the phase table."""
+def print_task_summary(console: Console, result: TaskResult, *, budget_bytes: int = 0) -> None:
+    """The phase table, then pass/fail, attempts, tests, wall time, and the peak RSS against
+    the memory budget (``budget_bytes``; 0: unknown or unlimited, not shown)."""
     verdict = "[bold green]PASS[/bold green]" if result.passed else "[bold red]FAIL[/bold red]"
     console.print(phase_table(result.phases, title=f"task {result.task_id}"))
     phase_sum = sum(p.total_s for p in result.phases)
@@ -178,10 +180,21 @@ def print_task_summary(console: Console, result: TaskResult) -> None:
         f"{verdict}  {escape(result.task_id)} ({escape(result.category)})  "
         f"attempts {result.iterations}  "
         f"tests {result.tests_passed}/{result.tests_total}  wall {result.wall_clock_s:.2f}s "
-        f"(phases {phase_sum:.2f}s)"
+        f"(phases {phase_sum:.2f}s){_peak_of_budget(result, budget_bytes)}"
     )
     if result.error:
         console.print(f"[red]error:[/red] {escape(result.error)}")
+
+
+def _peak_of_budget(result: TaskResult, budget_bytes: int) -> str:
+    """``  peak RSS 1545 MiB of 1536 MiB budget (1.01x)``, or "" without a finite budget."""
+    peak = max((p.peak_rss_bytes for p in result.phases), default=0)
+    share = rss_of_budget(peak, budget_bytes)
+    if not share:
+        return ""
+    return (
+        f"  peak RSS {peak / 2**20:.0f} MiB of {budget_bytes / 2**20:.0f} MiB budget ({share:.2f}x)"
+    )
 
 
 def interrupt_on_sigterm() -> None:

@@ -191,6 +191,7 @@ async def _run(
     interrupted: list[str] = []
     targets: list[anyio.CancelScope] = [anyio.CancelScope()]  # a signal cancels the last
     outcome: TaskOutcome | None = None
+    budget = 0
     try:
         async with anyio.create_task_group() as tg:
             await tg.start(_watch_signals, targets, interrupted)
@@ -209,6 +210,7 @@ async def _run(
                     with targets[-1]:
                         outcome = await system.run_task(task, max_attempts=max_attempts)
                     targets.pop()
+                    budget = system.statistics()["loader"].budget_bytes
             tg.cancel_scope.cancel()
     except BaseExceptionGroup as group:  # the signal watcher never fails: the run's error
         if len(group.exceptions) == 1:
@@ -218,7 +220,7 @@ async def _run(
         return _write_interrupted(out, task, interrupted[0] if interrupted else "?", console)
     _write_result(out, outcome.result)
     (out / "capsule.json").write_bytes(outcome.capsule_json)
-    print_task_summary(console, outcome.result)
+    print_task_summary(console, outcome.result, budget_bytes=budget)
     console.print(
         escape(f"wrote {out / 'result.json'}, {out / 'events.jsonl'}, {out / 'capsule.json'}")
     )

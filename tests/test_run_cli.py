@@ -68,3 +68,18 @@ def test_text_that_looks_like_markup_is_printed_as_text() -> None:
     )
     print_task_summary(console, result)
     assert buf.getvalue().count(MARKUP) >= 5
+
+
+def test_the_summary_says_the_peak_rss_against_the_budget() -> None:
+    phases = [
+        PhaseRecord(task_id="t", phase_id=f"p{i}", phase="code", model="m", peak_rss_bytes=b)
+        for i, b in enumerate((700 << 20, 1545 << 20))
+    ]
+    result = TaskResult(task_id="t", category="bugfix", phases=phases)
+    out = []
+    for budget in (1536 << 20, 0):
+        buf = io.StringIO()
+        print_task_summary(Console(file=buf, width=200), result, budget_bytes=budget)
+        out.append(buf.getvalue())
+    assert "peak RSS 1545 MiB of 1536 MiB budget (1.01x)" in out[0]
+    assert "peak RSS" not in out[1]  # no finite budget: nothing to compare with

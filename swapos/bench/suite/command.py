@@ -338,6 +338,7 @@ def main(args: argparse.Namespace, *, on_ray: RunOnRay | None = None) -> int:
         print(
             f"{label(key)}: {s.tasks_passed}/{s.tasks_total} passed, "
             f"mean wall {s.mean_wall_clock_s:.2f}s, hidden load {s.load_hidden_fraction:.0%}"
+            + (f", peak RSS {s.peak_rss_of_budget:.2f}x budget" if s.peak_rss_of_budget else "")
         )
     print(f"wrote {path}; report: python -m swapos.bench report {out}")
     return 0
