@@ -85,6 +85,7 @@ async def test_the_kv_tier_yields_its_room_to_a_model_under_the_process_budget()
     assert loader.used_bytes + loader.overhead_bytes + kv.budget_bytes <= 1000
     yielded = [e for e in seen if isinstance(e, KVDropped) and "yielded" in e.reason]
     assert len(yielded) == kv.yielded == summary.kv_yielded  # counted in the run summary
+    assert summary.overhead_bytes == 100  # the fixed share, from the log's header
 
 
 @pytest.mark.anyio

@@ -395,6 +395,7 @@ def _header(system: System, profile: Profile, t: float) -> RunStarted:
         mode=system.mode,
         budget_bytes=system.budget_bytes,
         models=sorted(system.specs),
+        overhead_bytes=system.statistics()["loader"].overhead_bytes,
     )
 
 

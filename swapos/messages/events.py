@@ -44,6 +44,7 @@ class RunStarted(Event, frozen=True, kw_only=True):
     mode: str
     budget_bytes: int
     models: list[str]
+    overhead_bytes: int = 0  # the process's fixed share of a process budget (0: none)
 
 
 class RunFinished(Event, frozen=True, kw_only=True):

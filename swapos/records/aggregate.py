@@ -127,6 +127,7 @@ class Aggregator:
             profile=h.profile if h else "",
             models=list(h.models) if h else [],
             budget_bytes=h.budget_bytes if h else 0,
+            overhead_bytes=h.overhead_bytes if h else 0,
             host=dict(h.host) if h else {},
             wall_clock_s=self.run_finished_t if self.run_finished_t is not None else self.last_t,
             loads=self.loads,

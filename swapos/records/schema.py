@@ -69,6 +69,7 @@ class RunInfo(msgspec.Struct, kw_only=True):
     profile: str = ""
     models: list[str] = msgspec.field(default_factory=list)
     budget_bytes: int = 0
+    overhead_bytes: int = 0  # the process's fixed share of a process budget (0: none)
     host: dict[str, str] = msgspec.field(default_factory=dict)
     wall_clock_s: float = 0.0
     loads: int = 0

@@ -338,7 +338,7 @@ def main(args: argparse.Namespace, *, on_ray: RunOnRay | None = None) -> int:
         print(
             f"{label(key)}: {s.tasks_passed}/{s.tasks_total} passed, "
             f"mean wall {s.mean_wall_clock_s:.2f}s, hidden load {s.load_hidden_fraction:.0%}"
-            + (f", peak RSS {s.peak_rss_of_budget:.2f}x budget" if s.peak_rss_of_budget else "")
+            + (_peak(s) if s.peak_rss_of_budget else "")
         )
     print(f"wrote {path}; report: python -m swapos.bench report {out}")
     return 0
@@ -424,3 +424,12 @@ def _write_manifest(
         }
     )
     write_atomic(path, msgspec.json.format(msgspec.json.encode({"sessions": sessions})) + b"\n")
+
+
+def _peak(s: RunSummary) -> str:
+    """``, peak RSS 1545 MiB of 1536 MiB budget (1.006x; fixed overhead 52 MiB)``."""
+    mib = 2**20
+    return (
+        f", peak RSS {s.peak_rss_bytes / mib:.0f} MiB of {s.budget_bytes / mib:.0f} MiB budget "
+        f"({s.peak_rss_of_budget:.3f}x; fixed overhead {s.overhead_bytes / mib:.0f} MiB)"
+    )
