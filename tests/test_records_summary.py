@@ -25,7 +25,8 @@ def test_info_of_a_summary_keeps_header_and_counters_and_nothing_else() -> None:
     assert type(info) is RunInfo
     assert msgspec.structs.asdict(info) == {
         "run_at": "2026-01-01", "mode": "lru", "profile": "", "models": ["a"],
-        "budget_bytes": 0, "overhead_bytes": 0, "host": {"cpus": "2"}, "wall_clock_s": 9.5, "loads": 3,
+        "budget_bytes": 0, "overhead_bytes": 0, "host": {"cpus": "2"}, "wall_clock_s": 9.5,
+        "loads": 3,
         "evictions": 0, "kv_hits": 2, "kv_misses": 0, "kv_saves": 0, "kv_yielded": 0,
     }  # fmt: skip
     info.models.append("b")
