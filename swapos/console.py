@@ -28,7 +28,7 @@ from swapos.messages.events import (
     RouterDecided,
 )
 from swapos.records.schema import PhaseRecord, TaskResult
-from swapos.records.summary import rss_of_budget
+from swapos.records.summary import peak_rss_text
 
 
 class LiveStatus:
@@ -189,12 +189,8 @@ def print_task_summary(console: Console, result: TaskResult, *, budget_bytes: in
 def _peak_of_budget(result: TaskResult, budget_bytes: int) -> str:
     """``  peak RSS 1545 MiB of 1536 MiB budget (1.01x)``, or "" without a finite budget."""
     peak = max((p.peak_rss_bytes for p in result.phases), default=0)
-    share = rss_of_budget(peak, budget_bytes)
-    if not share:
-        return ""
-    return (
-        f"  peak RSS {peak / 2**20:.0f} MiB of {budget_bytes / 2**20:.0f} MiB budget ({share:.2f}x)"
-    )
+    text = peak_rss_text(peak, budget_bytes)
+    return f"  {text}" if text else ""
 
 
 def interrupt_on_sigterm() -> None:

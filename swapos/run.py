@@ -210,7 +210,7 @@ async def _run(
                     with targets[-1]:
                         outcome = await system.run_task(task, max_attempts=max_attempts)
                     targets.pop()
-                    budget = system.statistics()["loader"].budget_bytes
+                    budget = system.budget_bytes
             tg.cancel_scope.cancel()
     except BaseExceptionGroup as group:  # the signal watcher never fails: the run's error
         if len(group.exceptions) == 1:

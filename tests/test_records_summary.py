@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from swapos.records.schema import PhaseRecord, RunInfo, RunSummary, TaskResult
-from swapos.records.summary import info_of, summarize
+from swapos.records.summary import info_of, peak_rss_text, summarize
 
 
 def _task(tid: str, *, passed: bool, load_s: float, hidden_s: float) -> TaskResult:
@@ -45,3 +45,9 @@ def test_summarize_recomputes_every_aggregate_whatever_the_info_holds() -> None:
     assert (summary.tasks_total, summary.tasks_passed, summary.pass_rate) == (2, 1, 0.5)
     assert summary.load_hidden_fraction == 0.6  # 3 hidden of 5 s
     assert summarize(summary.results, info_of(summary)) == summary
+
+
+def test_the_peak_rss_is_said_against_a_finite_budget_only() -> None:
+    text = peak_rss_text(1545 << 20, 1536 << 20, places=3, note="; fixed overhead 63 MiB")
+    assert text == "peak RSS 1545 MiB of 1536 MiB budget (1.006x; fixed overhead 63 MiB)"
+    assert peak_rss_text(1545 << 20, 0) == "" == peak_rss_text(1545 << 20, 2**62)

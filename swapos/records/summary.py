@@ -71,6 +71,19 @@ def rss_of_budget(peak_rss: int, budget: int) -> float:
     return peak_rss / budget if 0 < budget < 2**61 else 0.0
 
 
+def peak_rss_text(peak_rss: int, budget: int, *, places: int = 2, note: str = "") -> str:
+    """``peak RSS 1545 MiB of 1536 MiB budget (1.01x)`` (``note`` inside the brackets, after
+    the share), or "" when the budget is unknown or unlimited (:func:`rss_of_budget`)."""
+    share = rss_of_budget(peak_rss, budget)
+    if not share:
+        return ""
+    mib = 2**20
+    return (
+        f"peak RSS {peak_rss / mib:.0f} MiB of {budget / mib:.0f} MiB budget "
+        f"({share:.{places}f}x{note})"
+    )
+
+
 def drew(result: TaskResult) -> bool:
     """Whether ``result``'s first attempt drew candidates (its first failed its examples):
     it then has more than one code phase of attempt 1 (a resample needs a failed grade, so

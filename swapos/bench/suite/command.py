@@ -41,6 +41,7 @@ from swapos.errors import SwapOSError
 from swapos.models.profile import MODES, Mode, Profile
 from swapos.pipeline.tasks import load_suite
 from swapos.records.schema import RunSummary
+from swapos.records.summary import peak_rss_text
 
 log = structlog.get_logger(__name__)
 
@@ -428,8 +429,5 @@ def _write_manifest(
 
 def _peak(s: RunSummary) -> str:
     """``, peak RSS 1545 MiB of 1536 MiB budget (1.006x; fixed overhead 52 MiB)``."""
-    mib = 2**20
-    return (
-        f", peak RSS {s.peak_rss_bytes / mib:.0f} MiB of {s.budget_bytes / mib:.0f} MiB budget "
-        f"({s.peak_rss_of_budget:.3f}x; fixed overhead {s.overhead_bytes / mib:.0f} MiB)"
-    )
+    note = f"; fixed overhead {s.overhead_bytes / 2**20:.0f} MiB"
+    return f", {peak_rss_text(s.peak_rss_bytes, s.budget_bytes, places=3, note=note)}"
