@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from swapos.policies.draws import batch_cost, expected_cost, plan_draws
+from swapos.policies.draws import batch_cost, context_room, expected_cost, plan_draws
 
 QWEN_05B = {2: 3.12, 4: 3.79, 6: 4.14, 8: 3.86}  # issue 26, measured on this 2-core CPU
 QWEN_15B = {2: 2.35, 4: 2.72, 8: 3.33, 12: 3.75}
@@ -52,3 +52,18 @@ def test_expected_cost_weights_each_group_by_the_chance_every_earlier_draw_faile
     assert expected_cost(6, 1, 1.0, 1.0, 0.0) == 6
     assert expected_cost(6, 4, 3.79, 3.12, 0.5) == pytest.approx(3.79 + 0.5**4 * 3.12)
     assert expected_cost(6, 1, 1.0, 1.0, 0.3) == pytest.approx((1 - 0.7**6) / 0.3)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "max_tokens", "n_ctx", "room"),
+    [
+        (1500, 512, 4096, 5),  # 1500 + 5 x 511 <= 4096 < 1500 + 6 x 511
+        (100, 1, 4096, 1),  # a draw of one token evaluates none: no bound but one
+        (4000, 512, 4096, 1),  # the context is nearly full: one draw, in turn
+        (0, 4097, 4096, 1),  # a draw may fill the whole context
+    ],
+)
+def test_the_draws_context_never_holds_more_cells_than_the_models_own(
+    prompt: int, max_tokens: int, n_ctx: int, room: int
+) -> None:
+    assert context_room(prompt, max_tokens, n_ctx) == room

@@ -252,9 +252,10 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
         Keep(attempt=2), Grade(attempt=2),
     ]),
     # rule 7: draws
-    ("attempt 1's failed check draws from the same prompt",
+    ("attempt 1's failed check draws from the same prompt, naming the draws after it",
      {"examples": True, "draws": 2}, [A, BAD], [
-        code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 1)),
+        code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 1),
+             then=(drawn(1, 2),)),
     ]),
     ("a draw that passes its check is graded in place of the candidate",
      {"examples": True, "draws": 2}, [A, BAD, B, GOOD], [

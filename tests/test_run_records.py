@@ -14,8 +14,9 @@ import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from swapos.actors.base import Events, Outbox, Pending
+from swapos.actors.run_context import RunContext
 from swapos.actors.schedules import Schedules
-from swapos.actors.task_run import RunContext, TaskRun
+from swapos.actors.task_run import TaskRun
 from swapos.actors.texts import ModelTexts
 from swapos.backends.fake import FakeBackend, FakeModelScript
 from swapos.data.sampling import SamplingParams

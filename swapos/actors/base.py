@@ -121,22 +121,43 @@ class _Slot:
 
 
 class Pending:
-    """Tasks waiting for replies, by ``request_id``."""
+    """Tasks waiting for replies, by ``request_id``: one reply (:meth:`ask`), or a stream of
+    them (:meth:`stream`, for a request answered several times)."""
 
     def __init__(self) -> None:
         self._slots: dict[str, _Slot] = {}
+        self._streams: dict[str, MemoryObjectSendStream[Reply]] = {}
 
     def __len__(self) -> int:
-        return len(self._slots)
+        return len(self._slots) + len(self._streams)
 
     def resolve(self, reply: Reply) -> bool:
         """Hand ``reply`` to its waiter; False if nobody waits (a late reply is dropped)."""
+        stream = self._streams.get(reply.request_id)
+        if stream is not None:
+            stream.send_nowait(reply)
+            return True
         slot = self._slots.pop(reply.request_id, None)
         if slot is None:
             return False
         slot.reply = reply
         slot.event.set()
         return True
+
+    @asynccontextmanager
+    async def stream(
+        self, request_id: str, size: int
+    ) -> AsyncIterator[MemoryObjectReceiveStream[Reply]]:
+        """The replies to ``request_id`` while the context is open (at most ``size`` of
+        them, buffered); after it, a late reply is dropped."""
+        send, receive = anyio.create_memory_object_stream[Reply](max(size, 1))
+        self._streams[request_id] = send
+        try:
+            async with receive:
+                yield receive
+        finally:
+            self._streams.pop(request_id, None)
+            send.close()
 
     async def ask(self, outbox: Outbox, to: Address, request: Request) -> Reply:
         """Send ``request`` and wait for its reply.

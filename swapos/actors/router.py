@@ -10,14 +10,17 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from swapos.actors.base import Events, Outbox, Pending, serving
+from swapos.actors.run_context import RunContext
 from swapos.actors.schedules import Schedules
-from swapos.actors.task_run import RunContext, TaskRun
+from swapos.actors.task_run import TaskRun
 from swapos.actors.texts import ModelTexts
 from swapos.messages.base import new_id
 from swapos.messages.commands import (
     AcquireFailed,
     AcquireModel,
     CancelTask,
+    DrawFinished,
+    DrawsDone,
     Generated,
     GenerateFailed,
     ModelLeased,
@@ -118,7 +121,7 @@ class Router:
             case ModelLeased():
                 if not self._pending.resolve(msg):  # its phase was cancelled meanwhile
                     await self._outbox.send("loader", ReleaseLease(lease_id=msg.grant.lease_id))
-            case AcquireFailed() | Generated() | GenerateFailed():
+            case AcquireFailed() | Generated() | GenerateFailed() | DrawFinished() | DrawsDone():
                 self._pending.resolve(msg)
             case _:
                 assert_never(msg)

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import anyio
 import msgspec
+from anyio.abc import TaskGroup
 
-from swapos.actors.base import Events, Outbox, Pending
-from swapos.actors.schedules import Schedules
-from swapos.actors.texts import ModelTexts
+from swapos.actors.run_context import CANCELLED, RunContext, end_phase
+from swapos.actors.task_draws import DrawsBatch, draws_spec
 from swapos.backends.threads import run_in_worker
 from swapos.data.sampling import SamplingParams
 from swapos.data.task import Task
@@ -38,41 +37,20 @@ from swapos.messages.commands import (
 from swapos.messages.events import (
     GradeFinished,
     GradeStarted,
-    PhaseFinished,
     PhaseStarted,
     RouterDecided,
     TaskFinished,
     TaskStarted,
 )
-from swapos.models.profile import Profile
 from swapos.models.templates import ChatFormat
 from swapos.pipeline.grader import GradeResult
 from swapos.pipeline.phase_runner import PhaseOutput
-from swapos.policies.outcomes import PassRate
-from swapos.sysinfo import peak_rss_bytes, reset_peak_rss
+from swapos.policies.draws import DrawPlan, context_room, plan_draws
+from swapos.sysinfo import reset_peak_rss
 
 GradeWork = Callable[[threading.Event], GradeResult]
 """The blocking grading call a conductor hands to :meth:`TaskRun.grade_phase`; it stops soon
 after the event is set (the phase was cancelled)."""
-
-CANCELLED = "cancelled"
-"""The ``error`` of a run, and the ``outcome``/``error`` of a phase, that a cancellation
-ended (a ``CancelTask``, the caller hanging up, or the system shutting down)."""
-
-
-@dataclass
-class RunContext:
-    """What every run of one Router shares. Owned by the Router: its runs are its tasks."""
-
-    outbox: Outbox
-    events: Events
-    pending: Pending
-    schedules: Schedules
-    texts: ModelTexts
-    profile: Profile
-    grade_limiter: anyio.CapacityLimiter
-    pass_rate: PassRate = field(default_factory=PassRate)
-    phases_done: int = 0
 
 
 class TaskRun:
@@ -305,6 +283,42 @@ class TaskRun:
             ),
         )
 
+    async def draw_plan(
+        self, model: str, draws: int, *, prompt_tokens: int, max_tokens: int
+    ) -> DrawPlan:
+        """How many of ``draws`` to decode side by side: the draws policy on ``model``'s
+        measured cost curve, the run's draw pass rate, and the room of its context."""
+        curve = await self._ctx.texts.draw_curve(model)
+        room = context_room(prompt_tokens, max_tokens, self.profile.models[model].n_ctx)
+        rate = self._ctx.draw_pass_rate.estimate
+        return plan_draws(draws, curve, pass_rate=rate, room=room)
+
+    def draw_checked(self, passed: bool) -> None:
+        self._ctx.draw_pass_rate.observe(passed)
+
+    async def open_draws(
+        self,
+        tg: TaskGroup,
+        *,
+        task_id: str,
+        model: str,
+        prompt: str,
+        params: Sequence[SamplingParams],
+        attempt: int,
+        upcoming: Sequence[str],
+        special: bool,
+        side_by_side: int,
+    ) -> DrawsBatch:
+        """Start one :class:`~swapos.actors.task_draws.DrawsBatch` in ``tg``; returns once
+        every draw's phase is recorded as started."""
+        spec = draws_spec(
+            task_id=task_id, model=model, prompt=prompt, params=params, attempt=attempt,
+            upcoming=upcoming, special=special, side_by_side=side_by_side,
+        )  # fmt: skip
+        batch = DrawsBatch(self._ctx, self.run_id, spec)
+        await tg.start(batch.run)
+        return batch
+
     async def grade_phase(
         self, *, task_id: str, attempt: int, work: GradeWork, phase: str = "grade"
     ) -> GradeResult:
@@ -364,15 +378,4 @@ class TaskRun:
     async def _end_phase(
         self, ids: dict[str, str], *, outcome: str, error: str | None = None, rss: bool = True
     ) -> None:
-        """Record the phase's end (``rss``: with the process's peak RSS during it)."""
-        self._ctx.phases_done += 1
-        events = self._ctx.events
-        await events.emit(
-            PhaseFinished(
-                t=events.t(),
-                outcome=outcome,
-                error=error,
-                peak_rss_bytes=peak_rss_bytes() if rss else 0,
-                **ids,
-            )
-        )
+        await end_phase(self._ctx, ids, outcome=outcome, error=error, rss=rss)

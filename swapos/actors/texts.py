@@ -1,4 +1,5 @@
-"""How each model reads text: its tokenizer (as a counting function) and its chat format."""
+"""How each model reads text: its tokenizer (as a counting function) and its chat format; and
+what its draws side by side cost (its measured cost curve)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ class ModelTexts:
         self._profile = profile
         self._counters: dict[str, Callable[[str], int]] = {}
         self._chat: dict[str, ChatFormat | None] = {}
+        self._curves: dict[str, dict[int, float]] = {}
 
     async def read_all(self) -> None:
         """Read every model's tokenizer and chat format now (the Router does at startup, so
@@ -73,3 +75,12 @@ class ModelTexts:
                 fmt = ChatFormat(template=CHATML)
             self._chat.setdefault(model, fmt)
         return self._chat[model]
+
+    async def draw_curve(self, model: str) -> dict[int, float]:
+        """``model``'s measured cost of a batch of ``k`` tokens against one (``{k: ratio}``;
+        empty: nothing measured), read once, off the loop (``ModelBackend.draw_curve``)."""
+        if model not in self._curves:
+            spec = self._specs[model]
+            curve = await anyio.to_thread.run_sync(self._backend.draw_curve, spec)
+            self._curves.setdefault(model, curve)
+        return self._curves[model]

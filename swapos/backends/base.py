@@ -219,6 +219,14 @@ class ModelBackend(Protocol):
         none in this process."""
         ...
 
+    def draw_curve(self, spec: ModelSpec) -> dict[int, float]:
+        """The measured wall of one decode batch of ``k`` tokens against one token,
+        ``{k: ratio}`` for ``k >= 2`` (``bench decode``'s cost curve for this model and
+        machine): what decoding ``k`` draws side by side costs per step
+        (:mod:`swapos.policies.draws`). Empty when nothing is measured (draws go in turn).
+        Reads files only; blocking, so call it from a worker thread."""
+        ...
+
     def check_devices(self, specs: Sequence[ModelSpec]) -> None:
         """Refuse, before anything runs, specs that ask for what this backend cannot do
         (layers on a GPU with a CPU-only build).

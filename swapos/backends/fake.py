@@ -494,6 +494,12 @@ class FakeBackend:
         """The script's ``state_bytes`` (0 by default: a fake state is a few bytes)."""
         return self._script(spec).state_bytes
 
+    def draw_curve(self, spec: ModelSpec) -> dict[int, float]:
+        """The script's ``draw_step_cost`` as a curve (``{k: cost}``, ``k >= 2``); empty
+        (nothing measured: draws in turn) when it scripts none."""
+        costs = self._script(spec).draw_step_cost
+        return {k: c for k, c in enumerate(costs, start=1) if k >= 2}
+
     def check_devices(self, specs: Sequence[ModelSpec]) -> None:
         """A CPU-only fake (``gpu=False``) refuses a spec with layers on a GPU.
 

@@ -44,6 +44,9 @@ class RoutingBackend:
     def estimate_state_bytes(self, spec: ModelSpec) -> int:
         return self.backend_for(spec).estimate_state_bytes(spec)
 
+    def draw_curve(self, spec: ModelSpec) -> dict[int, float]:
+        return self.backend_for(spec).draw_curve(spec)
+
     def check_devices(self, specs: Sequence[ModelSpec]) -> None:
         self.local.check_devices([s for s in specs if not s.remote])
         self.remote.check_devices([s for s in specs if s.remote])

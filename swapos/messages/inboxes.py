@@ -8,6 +8,8 @@ from swapos.messages.commands import (
     CancelGeneration,
     CancelTask,
     DescribeModels,
+    DrawFinished,
+    DrawsDone,
     Generate,
     Generated,
     GenerateDraws,
@@ -48,6 +50,8 @@ RouterInbox = (
     | AcquireFailed
     | Generated
     | GenerateFailed
+    | DrawFinished
+    | DrawsDone
 )
 LoaderInbox = (
     AcquireModel

@@ -7,12 +7,14 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import msgspec
+from anyio.abc import TaskGroup
 
 from swapos.data.sampling import SamplingParams
 from swapos.data.task import Task
 from swapos.models.profile import Profile
 from swapos.models.templates import ChatFormat
 from swapos.pipeline.grader import GradeResult
+from swapos.policies.draws import DrawPlan
 
 
 class PhaseOutput(msgspec.Struct, frozen=True, kw_only=True):
@@ -22,6 +24,18 @@ class PhaseOutput(msgspec.Struct, frozen=True, kw_only=True):
     tokens: int = 0
     hit_cap: bool = False
     error: str | None = None
+
+
+class Draws(Protocol):
+    """Draws of one prompt decoding side by side (:meth:`PhaseRunner.open_draws`)."""
+
+    async def take(self, index: int) -> PhaseOutput:
+        """Draw ``index``'s output once it has finished (an ``error`` if it never will)."""
+        ...
+
+    async def close(self) -> None:
+        """Drop the draws still running; return once their phases are recorded."""
+        ...
 
 
 class PhaseRunner(Protocol):
@@ -42,6 +56,34 @@ class PhaseRunner(Protocol):
         upcoming: Sequence[str],
         special: bool = False,
     ) -> PhaseOutput: ...
+
+    async def draw_plan(
+        self, model: str, draws: int, *, prompt_tokens: int, max_tokens: int
+    ) -> DrawPlan:
+        """How many of ``draws`` draws of ``model`` to decode side by side
+        (:func:`swapos.policies.draws.plan_draws` on its measured cost curve)."""
+        ...
+
+    def draw_checked(self, passed: bool) -> None:
+        """One draw's check passed or failed (the draws policy learns their pass rate)."""
+        ...
+
+    async def open_draws(
+        self,
+        tg: TaskGroup,
+        *,
+        task_id: str,
+        model: str,
+        prompt: str,
+        params: Sequence[SamplingParams],
+        attempt: int,
+        upcoming: Sequence[str],
+        special: bool,
+        side_by_side: int,
+    ) -> Draws:
+        """Start decoding one draw per item of ``params`` (in ``tg``), each a code phase of
+        its own, ``side_by_side`` at most at once."""
+        ...
 
     async def grade_phase(
         self,

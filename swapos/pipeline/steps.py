@@ -31,11 +31,12 @@ from swapos.data.sampling import SamplingParams
 from swapos.data.task import Task
 from swapos.errors import SwapOSError
 from swapos.models.templates import TemplateError
+from swapos.pipeline import side_by_side
 from swapos.pipeline.chat_prompts import build_chat_prompt, replace_answer
 from swapos.pipeline.extract import ExtractResult, extract_code, extract_feedback, extract_plan
 from swapos.pipeline.grader import GradeResult, count_tests, grade
 from swapos.pipeline.identity import candidate_identity, candidate_shape
-from swapos.pipeline.phase_runner import PhaseRunner
+from swapos.pipeline.phase_runner import PhaseOutput, PhaseRunner
 from swapos.pipeline.prompts import Phase, Prompt, build_prompt, capsule_for_task
 from swapos.pipeline.selfcheck import CandidateCheck
 from swapos.policies.retry import (
@@ -92,6 +93,7 @@ class Work:
         self.prompt: Prompt | None = None  # the prompt the candidate answered (draws reuse it)
         self.model = ""  # the model that wrote the newest answer
         self.checks: dict[str, CandidateCheck] = {}  # self-checks by candidate identity
+        self.draws = side_by_side.DrawState()  # draws decoding side by side
 
 
 async def decide(runner: PhaseRunner, work: Work, phase: str, text: str) -> None:
@@ -155,11 +157,24 @@ async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | s
         seed=seed,
         draft=DraftRequest(kind="fix" if phase == "code" and step.attempt > 1 else phase),
     )  # fmt: skip
-    out = await runner.generate_phase(
-        task_id=work.task.task_id, phase=phase, model=step.model, prompt=prompt.text,
-        stable_prefix=prompt.stable, params=params, attempt=step.attempt,
-        upcoming=step.upcoming, special=prompt.chat,
-    )  # fmt: skip
+
+    async def in_turn() -> PhaseOutput:
+        return await runner.generate_phase(
+            task_id=work.task.task_id, phase=phase, model=step.model, prompt=prompt.text,
+            stable_prefix=prompt.stable, params=params, attempt=step.attempt,
+            upcoming=step.upcoming, special=prompt.chat,
+        )  # fmt: skip
+
+    async def decided(text: str) -> None:
+        await decide(runner, work, "code", text)
+
+    if step.prompt == "draw":
+        out = await side_by_side.generate(
+            runner, work.draws, step, task_id=work.task.task_id, prompt=prompt.text,
+            params=params, special=prompt.chat, decide=decided, in_turn=in_turn,
+        )  # fmt: skip
+    else:
+        out = await in_turn()
     outcome = "error" if out.error else ("cap" if out.hit_cap else "ok")
     entry = PhaseEntry(phase=phase, model=step.model, attempt=step.attempt, outcome=outcome)
     work.capsule = with_history(work.capsule, entry)

@@ -23,6 +23,14 @@ The rules (:func:`plan_draws`), written once here:
    of in turn's cost), since the curve is measured with noise and side by side must never
    be slower.
 5. Nothing measured, or one draw: in turn.
+6. ``room`` (:func:`context_room`): the draws' context never holds more KV cells than the
+   model's own context (its prompt once, then per draw the tokens it may evaluate), so side
+   by side takes no more memory than one saved state of the whole context, which the process
+   budget already keeps free while a model is resident (``ModelBackend.estimate_state_bytes``).
+
+The pipeline asks with ``pass_rate`` the run's own share of draws that passed their check
+(Laplace's rule, as :class:`~swapos.policies.outcomes.PassRate`: an even chance before any
+draw), so draws that often pass go in turn and draws that rarely do go side by side.
 """
 
 from __future__ import annotations
@@ -62,6 +70,15 @@ def batch_cost(curve: Mapping[int, float], k: int) -> float | None:
         if k0 <= k <= k1:
             return c0 + (c1 - c0) * (k - k0) / (k1 - k0)
     return None
+
+
+def context_room(prompt_tokens: int, max_tokens: int, n_ctx: int) -> int:
+    """Rule 6: the most draws of ``max_tokens`` whose cells, with the prompt's once, fit in
+    ``n_ctx`` (at least 1: one draw in turn is what a draw always costs)."""
+    per_draw = min(max(max_tokens - 1, 0), max(n_ctx - prompt_tokens, 0))
+    if per_draw <= 0:
+        return 1
+    return max((n_ctx - prompt_tokens) // per_draw, 1)
 
 
 def expected_cost(draws: int, k: int, cost: float, last: float, pass_rate: float) -> float:

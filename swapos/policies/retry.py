@@ -61,7 +61,10 @@ The rules (``PipelineConfig`` fields in ``code``; the models are the profile's r
    attempt's coder, sampling at ``resample_temperature`` with recorded seeds. A draw that is
    empty or equal to a rejected candidate is not checked; each other draw is checked like the
    candidate, and the first that passes takes the attempt's place and is graded. Each draw's
-   verdict is a decision.
+   verdict is a decision. A draw's step names the draws that may follow it
+   (:attr:`Generate.then`), so the runner may decode them side by side
+   (:mod:`swapos.policies.draws` says when); they are still taken and checked one by one,
+   in order, and the rest are dropped once one passes.
 8. **Sent back.** When no draw passes (or none is drawn), a candidate whose check used the
    budget goes back to the coder: its check's failure is its verdict, the budget shrinks by
    one and the next attempt begins, without a grade spent. A second opinion checked beyond
@@ -446,10 +449,13 @@ def _check_failed(st: TaskState, check: Checked, expects_pass: bool) -> Result:
 
 def _next_draw(st: TaskState, said: list[Action | Finish]) -> Result:
     r, i = st.rules, st.draw + 1
-    sampling = (r.resample_temperature, resample_seed(f"{r.task_id}:draw", st.attempt, i))
+
+    def sampling(j: int) -> tuple[float, int]:
+        return (r.resample_temperature, resample_seed(f"{r.task_id}:draw", st.attempt, j))
+
     draw = Generate(
         model=st.coder, prompt="draw", attempt=st.attempt, upcoming=(st.coder, *st.upcoming),
-        sampling=sampling,
+        sampling=sampling(i), then=tuple(sampling(j) for j in range(i + 1, r.draws + 1)),
     )  # fmt: skip
     return _replace(st, draw=i, at="drew"), [*said, draw]
 

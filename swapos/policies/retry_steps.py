@@ -77,7 +77,9 @@ class Generate(Step, frozen=True, kw_only=True):
     """Run a generate phase of ``model`` on a ``prompt`` of that kind, for ``attempt`` (0: the
     plan); ``sampling`` is ``(temperature, seed)``, None for the phase's own; ``upcoming``
     the model uses after it (for the Prefetcher); ``base`` the attempt whose candidate the
-    fixer starts from when it is not the newest graded one (rule 10; 0: the newest)."""
+    fixer starts from when it is not the newest graded one (rule 10; 0: the newest);
+    ``then``, for a draw, the sampling of the draws that may follow it, in order (rule 7):
+    a runner may decode them side by side with it, each still taken as its own step."""
 
     model: str
     prompt: PromptKind
@@ -85,6 +87,7 @@ class Generate(Step, frozen=True, kw_only=True):
     upcoming: tuple[str, ...] = ()
     sampling: tuple[float, int] | None = None
     base: int = 0
+    then: tuple[tuple[float, int], ...] = ()
 
     @property
     def phase(self) -> GeneratePhase:

@@ -54,6 +54,10 @@ class ApiBackend:
         """0: a remote model's KV state is the endpoint's."""
         return 0
 
+    def draw_curve(self, spec: ModelSpec) -> dict[int, float]:
+        """Empty: a remote model's draws go in turn (the endpoint batches as it likes)."""
+        return {}
+
     def check_devices(self, specs: Sequence[ModelSpec]) -> None:
         """Nothing to check (``check_profile`` refuses ``gpu_layers`` on a remote model)."""
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 import anyio
 
 from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
+from swapos.backends.llama.draft_costs import costs_for, curve_of
 from swapos.backends.llama.loading import (
     device_footprint_estimate,
     footprint_estimate,
@@ -74,6 +75,13 @@ class LlamaBackend:
     def estimate_state_bytes(self, spec: ModelSpec) -> int:
         """Bytes of a saved KV state of the whole context (the host's share of it)."""
         return state_bytes_estimate(spec)
+
+    def draw_curve(self, spec: ModelSpec) -> dict[int, float]:
+        """The cost curve of the drafting costs ``spec``'s model reads
+        (``backends/llama/draft_costs.py``: a profile's pin or ``bench decode``'s cache; a
+        profile's ``draft = "off"`` turns off both levers it measures)."""
+        costs = costs_for(spec)
+        return curve_of(costs) if costs is not None else {}
 
     def check_devices(self, specs: Sequence[ModelSpec]) -> None:
         """Refuse layers on a GPU when llama-cpp-python is a CPU-only build

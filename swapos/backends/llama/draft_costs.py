@@ -72,6 +72,11 @@ def costs_for(spec: ModelSpec) -> DraftCosts | None:
     return _read(path, spec, source=str(path)) if path.exists() else None
 
 
+def curve_of(costs: DraftCosts) -> dict[int, float]:
+    """``costs``' verification batch costs as the cost curve ``{k: ratio}``, ``k >= 2``."""
+    return {k: r for k, r in enumerate(costs.verify_ratio, start=1) if k >= 2}
+
+
 def _read(path: Path, spec: ModelSpec, *, source: str) -> DraftCosts | None:
     try:
         raw: Any = msgspec.json.decode(path.read_bytes())

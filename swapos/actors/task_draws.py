@@ -1,0 +1,226 @@
+"""A task's draws side by side: one ``GenerateDraws``, one phase per draw, taken in order.
+
+The retry policy asks for a task's sampled draws one by one (rule 7 of
+:mod:`swapos.policies.retry`) and checks each before the next. When the draws policy
+(:mod:`swapos.policies.draws`) says side by side pays, the conductor opens a
+:class:`DrawsBatch` at the first draw: every draw of the prompt decodes at once, and each
+step of the policy takes the next one as soon as it has finished, while the others go on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import anyio
+import msgspec
+
+from swapos.actors.run_context import CANCELLED, RunContext, end_phase
+from swapos.data.sampling import SamplingParams
+from swapos.messages.base import new_id
+from swapos.messages.commands import (
+    AcquireFailed,
+    AcquireModel,
+    CancelGeneration,
+    DrawFinished,
+    DrawsDone,
+    DrawSpec,
+    GenerateDraws,
+    GenerateFailed,
+    ModelLeased,
+    ModelUse,
+    ReleaseLease,
+    StopDraws,
+)
+from swapos.messages.events import PhaseStarted
+from swapos.pipeline.phase_runner import PhaseOutput
+from swapos.sysinfo import reset_peak_rss
+
+STOPPED = "stopped"
+"""The outcome (and a taken output's error) of a draw dropped before its end: one before it
+passed its check, or the task moved on."""
+
+
+class DrawsSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """What a :class:`DrawsBatch` decodes: ``params`` one item per draw (its own seed)."""
+
+    task_id: str
+    model: str
+    prompt: str
+    params: tuple[SamplingParams, ...]
+    attempt: int
+    upcoming: tuple[str, ...]
+    special: bool
+    side_by_side: int
+
+
+class DrawsBatch:
+    """The draws of one prompt decoded side by side for one run, each recorded as a phase.
+
+    :meth:`run` (started in the conductor's task group) records every draw's
+    ``PhaseStarted`` at once, leases the model once, sends one ``GenerateDraws`` and ends
+    each draw's phase (outcome ``ok``) as its ``DrawFinished`` comes. :meth:`take` waits for
+    one draw. :meth:`close` drops the draws still running (``StopDraws``; each one's phase
+    ends ``stopped``), waits for the Generator's ``DrawsDone`` and the lease's release. A
+    failure (no lease, ``GenerateFailed``) ends every unfinished draw's phase ``error``, and
+    :meth:`take` returns it as the output's ``error``. Cancelled from outside, it cancels
+    the request, ends the unfinished phases ``cancelled``, releases the lease (shielded) and
+    re-raises.
+    """
+
+    def __init__(self, ctx: RunContext, run_id: str, spec: DrawsSpec) -> None:
+        self._ctx, self._run_id, self.spec = ctx, run_id, spec
+        n = len(spec.params)
+        self._ids = [
+            {"task_id": spec.task_id, "phase_id": new_id("ph"), "model": spec.model}
+            for _ in range(n)
+        ]
+        self._outputs: list[PhaseOutput | None] = [None] * n
+        self._ready = [anyio.Event() for _ in range(n)]
+        self._request_id = new_id("draws")
+        self._scope = anyio.CancelScope()
+        self._sent = False
+        self._closing = False
+        self._ended = anyio.Event()
+        self.side_by_side = 0
+        """The most draws decoded at once, once the Generator said (0 before)."""
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Decode every draw; started with ``TaskGroup.start`` (returns once every draw's
+        phase is recorded as started)."""
+        events, spec = self._ctx.events, self.spec
+        reset_peak_rss()
+        try:
+            for ids in self._ids:
+                await events.emit(
+                    PhaseStarted(
+                        t=events.t(), run_id=self._run_id, phase="code", attempt=spec.attempt,
+                        **ids,
+                    )
+                )  # fmt: skip
+            task_status.started()
+            with self._scope:
+                await self._serve()
+            if self._scope.cancelled_caught:  # closed before the request went out
+                with anyio.CancelScope(shield=True):
+                    await self._end_rest(STOPPED, None)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._end_rest(CANCELLED, CANCELLED)
+            raise
+        finally:
+            self._ended.set()
+            for i, ready in enumerate(self._ready):
+                if self._outputs[i] is None:
+                    self._outputs[i] = PhaseOutput(error=STOPPED)
+                ready.set()
+
+    async def take(self, index: int) -> PhaseOutput:
+        """Draw ``index``'s output once it has finished (an ``error`` if it never will)."""
+        await self._ready[index].wait()
+        out = self._outputs[index]
+        assert out is not None
+        return out
+
+    async def close(self) -> None:
+        """Drop the draws still running and wait until the batch has ended (every phase
+        recorded, the lease released)."""
+        if self._ended.is_set():
+            return
+        self._closing = True
+        if self._sent:
+            await self._ctx.outbox.send_if_open("generator", StopDraws(request_id=self._request_id))
+        else:
+            self._scope.cancel()
+        await self._ended.wait()
+
+    async def _serve(self) -> None:
+        ctx, spec = self._ctx, self.spec
+        schedule = [ModelUse(model=spec.model, order=0, task_id=spec.task_id, phase="code")] + [
+            ModelUse(model=m, order=i + 1, task_id=spec.task_id)
+            for i, m in enumerate(spec.upcoming)
+        ]
+        await ctx.schedules.publish(self._run_id, schedule)
+        acquire = AcquireModel(
+            request_id=new_id("acq"), reply_to="router", model=spec.model, task_id=spec.task_id,
+            phase_id=self._ids[0]["phase_id"],
+        )  # fmt: skip
+        lease = await ctx.pending.ask(ctx.outbox, "loader", acquire)
+        if isinstance(lease, AcquireFailed):
+            await self._end_rest("error", f"load failed: {lease.reason}")
+            return
+        assert isinstance(lease, ModelLeased)
+        request = GenerateDraws(
+            request_id=self._request_id, reply_to="router", lease_id=lease.grant.lease_id,
+            model=spec.model, prompt=spec.prompt, task_id=spec.task_id, special=spec.special,
+            draws=[
+                DrawSpec(params=p, phase_id=ids["phase_id"])
+                for p, ids in zip(spec.params, self._ids, strict=True)
+            ],
+            side_by_side=spec.side_by_side,
+        )  # fmt: skip
+        try:
+            await ctx.schedules.ready(self._run_id, schedule)
+            async with ctx.pending.stream(self._request_id, len(spec.params) + 2) as replies:
+                self._sent = True  # before the send: a cancel may land on it once it is out
+                await ctx.outbox.send("generator", request)
+                if self._closing:  # closed while the model was being leased
+                    await ctx.outbox.send("generator", StopDraws(request_id=self._request_id))
+                async for reply in replies:
+                    if await self._handle(reply):
+                        break
+        except anyio.get_cancelled_exc_class():
+            if self._sent:
+                with anyio.CancelScope(shield=True):  # stop the draws within one step
+                    await ctx.outbox.send_if_open(
+                        "generator", CancelGeneration(request_id=self._request_id)
+                    )
+            raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                await ctx.outbox.send_if_open("loader", ReleaseLease(lease_id=lease.grant.lease_id))
+
+    async def _handle(self, reply: object) -> bool:
+        """One reply of the Generator; True once it is the last."""
+        match reply:
+            case DrawFinished(index=i, text=text, stats=stats):
+                out = PhaseOutput(text=text, tokens=stats.tokens, hit_cap=stats.hit_cap)
+                self._outputs[i] = out
+                await end_phase(self._ctx, self._ids[i], outcome="ok")
+                self._ready[i].set()
+                return False
+            case DrawsDone(side_by_side=k):
+                self.side_by_side = k
+                await self._end_rest(STOPPED, None)
+                return True
+            case GenerateFailed(reason=reason):
+                await self._end_rest("error", reason)
+                return True
+        return False
+
+    async def _end_rest(self, outcome: str, error: str | None) -> None:
+        """End the phase of every draw not finished, with ``outcome``."""
+        for i, ids in enumerate(self._ids):
+            if self._outputs[i] is None:
+                self._outputs[i] = PhaseOutput(error=error or outcome)
+                await end_phase(self._ctx, ids, outcome=outcome, error=error)
+                self._ready[i].set()
+
+
+def draws_spec(
+    *,
+    task_id: str,
+    model: str,
+    prompt: str,
+    params: Sequence[SamplingParams],
+    attempt: int,
+    upcoming: Sequence[str],
+    special: bool,
+    side_by_side: int,
+) -> DrawsSpec:
+    """A :class:`DrawsSpec` from a runner's arguments."""
+    return DrawsSpec(
+        task_id=task_id, model=model, prompt=prompt, params=tuple(params), attempt=attempt,
+        upcoming=tuple(upcoming), special=special, side_by_side=side_by_side,
+    )  # fmt: skip
