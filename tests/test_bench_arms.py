@@ -1,4 +1,5 @@
-"""The honest baseline: ``single:<model>``, one shot of any model of the profile."""
+"""The honest baseline: ``single:<model>``, one shot of any model of the profile; and
+``pipeline:<knobs>``, the pipeline with one lever changed, interleaved with it."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 
 from swapos.actors.system import System
 from swapos.backends.fake import FakeModelScript
 from swapos.bench import report
 from swapos.bench.compare import compare
-from swapos.bench.suite.arms import arm_choices, arm_profile
+from swapos.bench.suite.arms import arm_choices, arm_profile, parse_arms
 from swapos.bench.suite.command import parse_choices, run_bench
 from swapos.data.task import Task, TaskMeta
 from swapos.errors import SwapOSError
@@ -56,6 +58,58 @@ def test_a_single_model_arm_is_one_shot_of_that_model() -> None:
     }
     with pytest.raises(SwapOSError, match="no model 'nope'"):
         arm_profile(profile(), "single:nope")
+
+
+def test_a_knob_arm_is_the_pipeline_with_those_knobs_set() -> None:
+    base = profile()
+    arm = arm_profile(base, "pipeline:side_by_side=false+draws=3+critic=0")
+    assert (arm.pipeline.side_by_side, arm.pipeline.draws, arm.pipeline.critic) == (False, 3, False)
+    assert arm.roles == base.roles and arm.models == base.models
+    changed = {"side_by_side", "draws", "critic"}
+    assert {k: v for k, v in msgspec.structs.asdict(arm.pipeline).items() if k not in changed} == {
+        k: v for k, v in msgspec.structs.asdict(base.pipeline).items() if k not in changed
+    }
+    assert parse_arms("pipeline, pipeline:draws=2", base) == ["pipeline", "pipeline:draws=2"]
+    for bad, says in [
+        ("pipeline:nope=1", "not KNOB=VALUE with a \\[pipeline\\] knob"),
+        ("pipeline:draws", "not KNOB=VALUE"),
+        ("pipeline:draws=many", "draws"),
+        ("pipelines", "unknown arm 'pipelines'"),
+    ]:
+        with pytest.raises(SwapOSError, match=says):
+            parse_arms(bad, base)
+
+
+async def test_a_knob_arm_runs_beside_the_pipeline_and_its_wall_is_compared(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    scripts = {
+        "planner": FakeModelScript(load_s=1.0, token_s=0.01, reply="plan\n\n"),
+        "coder": FakeModelScript(load_s=1.0, token_s=0.01, replies=(BAD, GOOD)),
+        "critic": FakeModelScript(load_s=1.0, token_s=0.01, reply="fine\n\n"),
+    }
+    critics: dict[str, bool] = {}
+
+    @asynccontextmanager
+    async def factory(prof: Profile, mode: Mode, events: Path) -> AsyncIterator[System]:
+        critics[events.parent.name] = prof.pipeline.critic
+        async with fake_system(
+            scripts, budget=250, clock=clock, profile=prof, mode=mode, event_log=events
+        ) as (system, _):
+            yield system
+
+    with anyio.fail_after(120):
+        async with clock.autojump():
+            summaries = await run_bench(
+                [task(0)], profile(), out=tmp_path, modes=["overlap"],
+                arms=["pipeline", "pipeline:critic=false"], factory=factory, clock=clock,
+            )  # fmt: skip
+    assert critics == {"overlap-pipeline": True, "overlap-pipeline:critic=false": False}
+    phases = {arm: [p.phase for p in s.results[0].phases] for (_, arm), s in summaries.items()}
+    assert "critic" in phases["pipeline"] and "critic" not in phases["pipeline:critic=false"]
+    ratios = compare(summaries).wall_ratios["pipeline:critic=false"]
+    assert list(ratios) == ["overlap: pipeline:critic=false/pipeline"]
 
 
 def task(i: int) -> Task:

@@ -63,7 +63,9 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         arms: ``"<mode>-<arm>"`` -> its headline figures.
-        wall_ratios: arm -> ``"overlap/resident"`` (etc.) -> per-task wall-time ratios.
+        wall_ratios: arm -> ``"overlap/resident"`` (etc.) -> per-task wall-time ratios; for
+            a ``pipeline:<knobs>`` arm also ``"<mode>: <arm>/pipeline"``, against the
+            pipeline in the same mode.
         hidden_load_fraction: mode -> hidden / (hidden + paid) load time, over every arm.
         mcnemar_arms: per mode, ``pipeline`` vs ``single`` on pass/fail.
         mcnemar_modes: per arm, each pair of modes on pass/fail.
@@ -114,6 +116,10 @@ def compare(summaries: Mapping[Key, RunSummary], *, seed: int = DEFAULT_SEED) ->
             for num, den in RATIOS
             if (num, arm) in walls and (den, arm) in walls
         }
+        for mode in modes if arm.startswith("pipeline:") else ():
+            if (mode, arm) in walls and (mode, "pipeline") in walls:
+                name = f"{mode}: {arm}/pipeline"  # one lever changed, against the pipeline
+                ratios[name] = ratio_stats(walls[(mode, arm)], walls[(mode, "pipeline")], seed=seed)
         if ratios:
             wall_ratios[arm] = ratios
     mcnemar_arms = [

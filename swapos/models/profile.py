@@ -106,6 +106,9 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
             the fixer is asked in a focus prompt (rule 11).
         check_reviews: a review the test output does not bear out reaches the fixer marked
             unverified (rule 12).
+        side_by_side: a failed check's draws decode side by side when the draws policy says
+            it pays (:mod:`swapos.policies.draws`, on the model's measured cost curve); off:
+            always in turn.
     """
 
     max_attempts: int = 3
@@ -120,6 +123,7 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     critic: bool = True
     focus_fix: bool = False
     check_reviews: bool = False
+    side_by_side: bool = True
 
 
 class Profile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -98,7 +98,7 @@ async def generate(
     if in_flight is not None and _covers(in_flight, step):
         return await in_flight.draws.take(in_flight.samplings.index(step.sampling))
     samplings = (step.sampling, *step.then) if step.sampling is not None else ()
-    if state.tg is not None and len(samplings) > 1:
+    if state.tg is not None and len(samplings) > 1 and runner.profile.pipeline.side_by_side:
         count = await runner.token_counter(step.model)
         plan = await runner.draw_plan(
             step.model, len(samplings), prompt_tokens=count(prompt), max_tokens=params.max_tokens

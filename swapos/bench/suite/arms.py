@@ -16,7 +16,7 @@ from swapos.actors.handle import TaskOutcome
 from swapos.actors.system import System
 from swapos.data.task import Task
 from swapos.errors import SwapOSError
-from swapos.models.profile import Mode, Profile
+from swapos.models.profile import Mode, PipelineConfig, Profile
 
 ARMS = ("pipeline", "single")
 SINGLE_SKIP_REASON = 10**9
@@ -24,9 +24,54 @@ SINGLE_SKIP_REASON = 10**9
 
 
 def arm_choices(profile: Profile) -> tuple[str, ...]:
-    """The arms ``profile`` allows: :data:`ARMS`, and ``single:<model>`` for each of its
-    models (one shot of that model instead of the ``code`` role's)."""
+    """The arms ``profile`` allows by name: :data:`ARMS`, and ``single:<model>`` for each of
+    its models (one shot of that model instead of the ``code`` role's). Any
+    ``pipeline:<knob>=<value>[+<knob>=<value>...]`` is allowed too (:func:`pipeline_knobs`)."""
     return (*ARMS, *(f"single:{name}" for name in profile.models))
+
+
+def parse_arms(text: str, profile: Profile) -> list[str]:
+    """A comma-separated list of arms, each one of :func:`arm_choices` or a
+    ``pipeline:<knobs>`` arm, deduplicated.
+
+    Raises:
+        SwapOSError: an unknown or empty arm, or a knob the pipeline does not have or a
+            value it cannot take (the message lists the choices).
+    """
+    names = list(dict.fromkeys(n.strip() for n in text.split(",")))
+    valid = arm_choices(profile)
+    unknown = [n for n in names if n not in valid and not n.startswith("pipeline:")]
+    if unknown or not names or "" in names:
+        raise SwapOSError(
+            f"unknown arm {', '.join(map(repr, unknown)) or repr(text)}; choose from "
+            f"{', '.join(valid)} or pipeline:KNOB=VALUE[+KNOB=VALUE] (comma-separated)"
+        )
+    for name in names:
+        arm_profile(profile, name)  # a knob arm's knobs are checked here
+    return names
+
+
+def pipeline_knobs(pipeline: PipelineConfig, knobs: str, arm: str) -> PipelineConfig:
+    """``pipeline`` with the ``<knob>=<value>`` settings of ``knobs`` (joined by ``+``); a
+    value is read as its field's type (``true``/``false``, a number).
+
+    Raises:
+        SwapOSError: not ``knob=value``, a knob the pipeline does not have, or a bad value.
+    """
+    fields = msgspec.structs.asdict(pipeline)
+    changes: dict[str, str] = {}
+    for item in knobs.split("+"):
+        knob, eq, value = item.partition("=")
+        if not eq or knob.strip() not in fields:
+            raise SwapOSError(
+                f"arm {arm!r}: {item!r} is not KNOB=VALUE with a [pipeline] knob; the knobs: "
+                f"{', '.join(fields)}"
+            )
+        changes[knob.strip()] = value.strip()
+    try:
+        return msgspec.convert({**fields, **changes}, PipelineConfig, strict=False)
+    except msgspec.ValidationError as exc:
+        raise SwapOSError(f"arm {arm!r}: {exc}") from None
 
 
 def is_single(arm: str) -> bool:
@@ -39,15 +84,21 @@ SystemFactory = Callable[[Profile, Mode, Path], AbstractAsyncContextManager[Syst
 
 
 def arm_profile(profile: Profile, arm: str) -> Profile:
-    """``profile`` for ``arm``: unchanged for ``pipeline``; for ``single``, one code attempt
+    """``profile`` for ``arm``: unchanged for ``pipeline``; for ``pipeline:<knobs>``, its
+    ``[pipeline]`` with those knobs set (:func:`pipeline_knobs`: the same pipeline with one
+    lever changed, so both run interleaved in one run); for ``single``, one code attempt
     and no reason phase (so: code, grade); for ``single:<model>`` the same, written by that
     model (the ``code`` and ``fix`` roles point to it).
 
     Raises:
-        SwapOSError: ``<model>`` is not one of the profile's models.
+        SwapOSError: ``<model>`` is not one of the profile's models, or a knob is unknown or
+            its value bad.
     """
     if arm == "pipeline":
         return profile
+    if arm.startswith("pipeline:"):
+        knobs = pipeline_knobs(profile.pipeline, arm.partition(":")[2], arm)
+        return msgspec.structs.replace(profile, pipeline=knobs)
     pipeline = msgspec.structs.replace(
         profile.pipeline, max_attempts=1, skip_reason_max_difficulty=SINGLE_SKIP_REASON
     )

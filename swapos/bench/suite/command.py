@@ -29,7 +29,7 @@ import structlog
 from swapos.actors.system import System, open_system
 from swapos.bench.compare import Key, compare, label, ordered
 from swapos.bench.results import info_of, write_atomic
-from swapos.bench.suite.arms import ARMS, SystemFactory, arm_choices, arm_profile, run_triple
+from swapos.bench.suite.arms import ARMS, SystemFactory, arm_profile, parse_arms, run_triple
 from swapos.bench.suite.progress import Reporter, RichReporter
 from swapos.bench.suite.scoreboard import Scoreboard, rotated
 from swapos.bench.swap.coldcache import ColdCache
@@ -252,7 +252,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--arms",
         default="pipeline",
-        help=f"of {', '.join(ARMS)}, single:MODEL (one shot of that model of the profile)",
+        help=f"of {', '.join(ARMS)}, single:MODEL (one shot of that model of the profile), "
+        "pipeline:KNOB=VALUE[+KNOB=VALUE] (the pipeline with [pipeline] knobs changed)",
     )
     parser.add_argument("--profile", help="profile TOML or builtin name (default, tiny)")
     parser.add_argument(
@@ -288,7 +289,7 @@ def main(args: argparse.Namespace, *, on_ray: RunOnRay | None = None) -> int:
         raise SwapOSError("--ray is not available here: run it as `python -m swapos.bench run`")
     modes = parse_choices(args.modes, MODES, "mode")
     profile = _profile(args.profile)
-    arms = parse_choices(args.arms, arm_choices(profile), "arm")
+    arms = parse_arms(args.arms, profile)
     tasks = load_suite(
         args.suite,
         limit=args.limit,
