@@ -161,3 +161,51 @@ async def test_load_generate_evict_is_in_the_log_and_rss_returns(tmp_path: Path)
     )
     assert during - before > 200 * 2**20  # the Q8_0 coder was really resident
     assert after - before < 64 * 2**20  # and its memory went back after eviction
+
+
+WRONG_DOC = (
+    'def add(a, b):\n    """Return the sum of a and b.\n\n    >>> add(2, 3)\n    6\n    """\n'
+)
+WRONG_EXAMPLE = Task(
+    meta=TaskMeta(task_id="complete_add_wrong_example", category="completion", difficulty=1),
+    root="",
+    problem=WRONG_DOC,
+    starter=WRONG_DOC,
+    tests={
+        "test_add.py": "from solution import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    },
+    entry_point="add",
+)
+
+
+async def test_draws_decode_side_by_side_on_a_flat_measured_curve(tmp_path: Path) -> None:
+    """A pinned flat cost curve (a GPU's) makes the draws policy choose side by side: the
+    real model's draws of the failed first attempt decode as sequences of one context, each
+    a phase of its own, and every phase started is ended."""
+    curve = tmp_path / "flat.json"
+    curve.write_text('{"verify_ratio": [1.0, 1.0, 1.0, 1.0]}')
+    base = short_profile(2)
+    models = {
+        **base.models,
+        "coder": msgspec.structs.replace(base.models["coder"], draft=str(curve)),
+    }
+    pipeline = msgspec.structs.replace(base.pipeline, selfcheck=True, draws=3)
+    profile = msgspec.structs.replace(base, models=models, pipeline=pipeline)
+    seen: list[AnyEvent] = []
+    with anyio.fail_after(300):
+        async with open_system(profile, on_event=seen.append) as system:
+            outcome = await system.run_task(WRONG_EXAMPLE)
+            stats = system.statistics()
+    capsule = decode_capsule(outcome.capsule_json)
+    plans = [d.text for d in capsule.decisions if d.text.startswith("draws 3 from here")]
+    assert len(plans) == 1 and "3 side by side" in plans[0], capsule.decisions
+    drawn = [
+        ev.request_id
+        for ev in seen
+        if isinstance(ev, GenerationStarted) and ev.request_id and "." in ev.request_id
+    ]
+    assert len(drawn) == 3 and len({r.rsplit(".", 1)[0] for r in drawn}) == 1
+    ended = [p for p in outcome.result.phases if p.phase == "code" and p.attempt == 1]
+    assert len(ended) == 4  # the attempt and its 3 draws
+    assert all(p.outcome and p.outcome != "error" for p in ended), ended
+    assert not any(stats["loader"].leases.values())
