@@ -273,6 +273,17 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
         draw_said(1, 1, 2, "empty or a rejected candidate again"),
         code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 2)),
     ]),
+    ("with draws_stop_repeats, the draws stop after that many repeats in a row",
+     {"examples": True, "draws": 4, "draws_stop_repeats": 2}, [A, BAD, A, A], [
+        draw_said(1, 2, 4, "empty or a rejected candidate again; 2 in a row: no more draws"),
+        SendBack(attempt=1, tests_passed=0, tests_total=1, text="f(2) returned 3"),
+        code("coder", "fix", 2, "critic", "coder"),
+    ]),
+    ("a checked draw starts the count of repeats again",
+     {"examples": True, "draws": 4, "draws_stop_repeats": 2}, [A, BAD, A, B, BAD2, A], [
+        draw_said(1, 3, 4, "empty or a rejected candidate again"),
+        code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 4)),
+    ]),
     # rule 8: sent back
     ("draws exhausted: the candidate goes back to the coder with its own check",
      {"examples": True, "draws": 1}, [A, BAD, B, BAD2], [

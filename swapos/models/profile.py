@@ -106,6 +106,8 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
             the fixer is asked in a focus prompt (rule 11).
         check_reviews: a review the test output does not bear out reaches the fixer marked
             unverified (rule 12).
+        draws_stop_repeats: a failed check's draws stop once this many in a row were empty
+            or a rejected candidate again (rule 7); 0: never.
         side_by_side: a failed check's draws decode side by side when the draws policy says
             it pays (:mod:`swapos.policies.draws`, on the model's measured cost curve); off:
             always in turn.
@@ -123,6 +125,7 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     critic: bool = True
     focus_fix: bool = False
     check_reviews: bool = False
+    draws_stop_repeats: int = 0
     side_by_side: bool = True
 
 

@@ -64,7 +64,9 @@ The rules (``PipelineConfig`` fields in ``code``; the models are the profile's r
    verdict is a decision. A draw's step names the draws that may follow it
    (:attr:`Generate.then`), so the runner may decode them side by side
    (:mod:`swapos.policies.draws` says when); they are still taken and checked one by one,
-   in order, and the rest are dropped once one passes.
+   in order, and the rest are dropped once one passes. With ``draws_stop_repeats`` ``n > 0``
+   the draws of an attempt stop once ``n`` in a row were empty or a rejected candidate again
+   (the model's samples keep landing on what failed; a decision says so).
 8. **Sent back.** When no draw passes (or none is drawn), a candidate whose check used the
    budget goes back to the coder: its check's failure is its verdict, the budget shrinks by
    one and the next attempt begins, without a grade spent. A second opinion checked beyond
@@ -436,7 +438,7 @@ def _checked(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
 
 def _check_failed(st: TaskState, check: Checked, expects_pass: bool) -> Result:
     unchecked = {st.key: st.attempt, **st.unchecked}
-    st = _replace(st, check=check, unchecked=unchecked, draw=0)
+    st = _replace(st, check=check, unchecked=unchecked, draw=0, draw_repeats=0)
     said: list[Action | Finish] = (
         [Decide(phase="selfcheck", text=UNCHANGED)] if check.text == UNCHANGED else []
     )
@@ -472,8 +474,14 @@ def _drew(st: TaskState, out: Outcome, _: bool) -> Result:
     o = _expect(out, Generated, st)
     if o.empty or o.key in st.failed or o.key in st.unchecked:
         text = f"{_draw_said(st)}: empty or a rejected candidate again"
-        return _replace(st, at="drawn"), [Decide(phase="code", text=text)]
-    st = _replace(st, draw_key=o.key, draw_shape=o.shape)
+        repeats, stop = st.draw_repeats + 1, st.rules.draws_stop_repeats
+        if stop > 0 and repeats >= stop and st.draw < st.rules.draws:
+            text += f"; {repeats} in a row: no more draws"
+            return _replace(st, at="drawn", draw=st.rules.draws, draw_repeats=repeats), [
+                Decide(phase="code", text=text)
+            ]
+        return _replace(st, at="drawn", draw_repeats=repeats), [Decide(phase="code", text=text)]
+    st = _replace(st, draw_key=o.key, draw_shape=o.shape, draw_repeats=0)
     if o.key == st.rules.starter:
         return _draw_verdict(st, _unchanged())
     if not st.examples:

@@ -53,6 +53,7 @@ class Rules(msgspec.Struct, frozen=True, kw_only=True):
     critic: bool = True
     focus_fix: bool = False
     check_reviews: bool = False
+    draws_stop_repeats: int = 0
     starter: str | None = None
     """A repository task's starter code, as a candidate identity (None: any other task)."""
     starter_shape: str | None = None
@@ -267,6 +268,7 @@ class TaskState(msgspec.Struct, frozen=True, kw_only=True):
     budget: bool = False  # its check used the self-check budget (rule 8)
     check: Checked | None = None  # its failed check (rule 8)
     draw: int = 0  # the draw out (rule 7), and its candidate
+    draw_repeats: int = 0  # draws in a row that were empty or a rejected candidate again
     draw_key: str = ""
     draw_shape: str = ""
     # candidate identity -> the attempt whose grade failed / whose check failed (never graded)
