@@ -51,3 +51,19 @@ def test_the_peak_rss_is_said_against_a_finite_budget_only() -> None:
     text = peak_rss_text(1545 << 20, 1536 << 20, places=3, note="; fixed overhead 63 MiB")
     assert text == "peak RSS 1545 MiB of 1536 MiB budget (1.006x; fixed overhead 63 MiB)"
     assert peak_rss_text(1545 << 20, 0) == "" == peak_rss_text(1545 << 20, 2**62)
+
+
+def test_the_wall_of_tasks_that_fail_is_reported_apart() -> None:
+    from swapos.records.schema import RunInfo, TaskResult
+    from swapos.records.summary import summarize
+
+    results = [
+        TaskResult(task_id="a", passed=True, wall_clock_s=10.0),
+        TaskResult(task_id="b", passed=False, wall_clock_s=30.0),
+        TaskResult(task_id="c", passed=False, wall_clock_s=50.0),
+    ]
+    s = summarize(results, RunInfo())
+    assert (s.mean_wall_passed_s, s.mean_wall_failed_s) == (10.0, 40.0)
+    assert s.failed_wall_share == 80.0 / 90.0
+    none = summarize([], RunInfo())
+    assert (none.mean_wall_failed_s, none.failed_wall_share) == (0.0, 0.0)

@@ -93,6 +93,9 @@ class RunSummary(RunInfo, kw_only=True):
     draw_rescued: int = 0
     per_category: dict[str, CategoryStats] = msgspec.field(default_factory=dict)
     mean_wall_clock_s: float = 0.0
+    mean_wall_passed_s: float = 0.0  # of the tasks that passed in the end
+    mean_wall_failed_s: float = 0.0  # of the tasks that failed in the end
+    failed_wall_share: float = 0.0  # their share of the tasks' summed wall
     phases_total: int = 0
     mean_load_s: float = 0.0
     mean_evict_s: float = 0.0

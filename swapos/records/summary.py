@@ -45,6 +45,12 @@ def summarize(results: Sequence[TaskResult], info: RunInfo) -> RunSummary:
         draw_rescued=drawn,
         per_category=per_cat,
         mean_wall_clock_s=_mean([r.wall_clock_s for r in results]),
+        mean_wall_passed_s=_mean([r.wall_clock_s for r in results if r.passed]),
+        mean_wall_failed_s=_mean([r.wall_clock_s for r in results if not r.passed]),
+        failed_wall_share=_share(
+            sum(r.wall_clock_s for r in results if not r.passed),
+            sum(r.wall_clock_s for r in results),
+        ),
         phases_total=len(phases),
         mean_load_s=_mean([p.load_s for p in generated]),
         mean_evict_s=_mean([p.evict_s for p in generated]),
@@ -63,6 +69,10 @@ def summarize(results: Sequence[TaskResult], info: RunInfo) -> RunSummary:
         peak_rss_of_budget=rss_of_budget(peak, info.budget_bytes),
         results=results,
     )
+
+
+def _share(part: float, whole: float) -> float:
+    return part / whole if whole > 0 else 0.0
 
 
 def rss_of_budget(peak_rss: int, budget: int) -> float:
