@@ -137,3 +137,29 @@ def test_comparison_holds_ratios_hidden_fractions_and_paired_tests() -> None:
     assert arms.p_value == pytest.approx(0.5)
     assert len(c.mcnemar_modes) == 3
     assert not math.isnan(c.mcnemar_modes[0].p_value)
+
+
+def test_phases_at_the_same_time_count_their_common_time_once() -> None:
+    from swapos.bench.compare import breakdown, union_length
+    from swapos.records.schema import PhaseRecord, RunInfo, TaskResult
+    from swapos.records.summary import summarize
+
+    assert union_length([(0, 2), (1, 3), (5, 6), (4, 4)]) == 4
+    code = PhaseRecord(task_id="t", phase_id="a", phase="code", started_t=0.0, total_s=4.0,
+                       prefill_s=1.0, gen_s=3.0)  # fmt: skip
+    draws = [  # two draws side by side over the same 10 s, and one after them
+        PhaseRecord(
+            task_id="t",
+            phase_id=f"d{i}",
+            phase="code",
+            started_t=4.0 + 10 * (i // 2),
+            total_s=10.0,
+            gen_s=10.0,
+        )
+        for i in range(3)
+    ]
+    check = PhaseRecord(task_id="t", phase_id="c", phase="selfcheck", started_t=24.0, total_s=1.0)
+    task = TaskResult(task_id="t", wall_clock_s=26.0, phases=[code, *draws, check])
+    parts = breakdown(summarize([task], RunInfo()))
+    assert (parts["prefill"], parts["decode"], parts["grade"]) == (1.0, 23.0, 1.0)
+    assert parts["other"] == 1.0  # 26 s of wall, 25 s of it in the parts

@@ -177,24 +177,46 @@ BREAKDOWN = ("load_paid", "load_hidden", "evict", "prefill", "decode", "grade", 
 
 
 def breakdown(s: RunSummary) -> dict[str, float]:
-    """Mean seconds per task of each part of :data:`BREAKDOWN`."""
+    """Mean seconds per task of each part of :data:`BREAKDOWN`.
+
+    A part's time is the union of its intervals within the task, so phases that run at the
+    same time (draws decoding side by side) count their common time once; different parts
+    can still overlap (a draw's check runs while the others decode), and ``other`` is what
+    the parts leave of the task's wall (never below 0)."""
     n = len(s.results) or 1
     sums = dict.fromkeys(BREAKDOWN, 0.0)
     for r in s.results:
-        spent = 0.0
+        spans: dict[str, list[tuple[float, float]]] = {k: [] for k in BREAKDOWN}
         for p in r.phases:
+            end = p.started_t + p.total_s
             if p.phase in ("grade", "selfcheck"):
-                sums["grade"] += p.total_s
-                spent += p.total_s
+                spans["grade"].append((p.started_t, end))
                 continue
-            sums["load_paid"] += p.load_s
-            sums["load_hidden"] += p.load_hidden_s
-            sums["evict"] += p.evict_s
-            sums["prefill"] += p.prefill_s
-            sums["decode"] += p.gen_s
-            spent += p.load_s + p.evict_s + p.prefill_s + p.gen_s
+            decode_from = end - p.gen_s
+            spans["decode"].append((decode_from, end))
+            spans["prefill"].append((decode_from - p.prefill_s, decode_from))
+            load_to = p.started_t + p.evict_s + p.load_s
+            spans["evict"].append((p.started_t, p.started_t + p.evict_s))
+            spans["load_paid"].append((p.started_t + p.evict_s, load_to))
+            sums["load_hidden"] += p.load_hidden_s  # off the critical path: not in the wall
+        spent = 0.0
+        for part, intervals in spans.items():
+            covered = union_length(intervals)
+            sums[part] += covered
+            spent += covered
         sums["other"] += max(0.0, r.wall_clock_s - spent)
     return {k: v / n for k, v in sums.items()}
+
+
+def union_length(intervals: list[tuple[float, float]]) -> float:
+    """The length of the union of ``intervals`` (empty or reversed ones count 0)."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted((a, b) for a, b in intervals if b > a):
+        if end <= reach:
+            continue
+        total += end - max(start, reach)
+        reach = end
+    return total
 
 
 def _hidden_fraction(summaries: Mapping[Key, RunSummary], mode: str) -> float:
