@@ -7,6 +7,8 @@ other.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import anyio
@@ -14,6 +16,14 @@ import anyio
 from swapos.actors.base import Events, Outbox, Pending
 from swapos.actors.schedules import Schedules
 from swapos.actors.texts import ModelTexts
+from swapos.messages.base import new_id
+from swapos.messages.commands import (
+    AcquireFailed,
+    AcquireModel,
+    CancelGeneration,
+    ModelLeased,
+    ReleaseLease,
+)
 from swapos.messages.events import PhaseFinished
 from swapos.models.profile import Profile
 from swapos.policies.outcomes import PassRate
@@ -41,6 +51,41 @@ class RunContext:
     pass_rate: PassRate = field(default_factory=PassRate)
     draw_pass_rate: PassRate = field(default_factory=PassRate)
     phases_done: int = 0
+
+
+async def lease_model(
+    ctx: RunContext, *, model: str, task_id: str | None, phase_id: str | None
+) -> ModelLeased | AcquireFailed:
+    """Ask the Loader for ``model`` (the phase ``phase_id`` of ``task_id`` will use it)."""
+    acquire = AcquireModel(
+        request_id=new_id("acq"), reply_to="router", model=model, task_id=task_id,
+        phase_id=phase_id,
+    )  # fmt: skip
+    reply = await ctx.pending.ask(ctx.outbox, "loader", acquire)
+    assert isinstance(reply, ModelLeased | AcquireFailed)
+    return reply
+
+
+@asynccontextmanager
+async def holding(ctx: RunContext, lease: ModelLeased) -> AsyncIterator[None]:
+    """Hold ``lease`` for the block; release it however the block ends (shielded)."""
+    try:
+        yield
+    finally:
+        with anyio.CancelScope(shield=True):
+            await ctx.outbox.send_if_open("loader", ReleaseLease(lease_id=lease.grant.lease_id))
+
+
+@asynccontextmanager
+async def generating(ctx: RunContext, request_id: str) -> AsyncIterator[None]:
+    """A block that asks the Generator for ``request_id``: cancelled, it tells the Generator
+    to stop that request within one step (shielded), then re-raises."""
+    try:
+        yield
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            await ctx.outbox.send_if_open("generator", CancelGeneration(request_id=request_id))
+        raise
 
 
 async def end_phase(

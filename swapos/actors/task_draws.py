@@ -9,26 +9,27 @@ step of the policy takes the next one as soon as it has finished, while the othe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import anyio
 import msgspec
 
-from swapos.actors.run_context import CANCELLED, RunContext, end_phase
+from swapos.actors.run_context import (
+    CANCELLED,
+    RunContext,
+    end_phase,
+    generating,
+    holding,
+    lease_model,
+)
 from swapos.data.sampling import SamplingParams
 from swapos.messages.base import new_id
 from swapos.messages.commands import (
     AcquireFailed,
-    AcquireModel,
-    CancelGeneration,
     DrawFinished,
     DrawsDone,
     DrawSpec,
     GenerateDraws,
     GenerateFailed,
-    ModelLeased,
     ModelUse,
-    ReleaseLease,
     StopDraws,
 )
 from swapos.messages.events import PhaseStarted
@@ -142,15 +143,12 @@ class DrawsBatch:
             for i, m in enumerate(spec.upcoming)
         ]
         await ctx.schedules.publish(self._run_id, schedule)
-        acquire = AcquireModel(
-            request_id=new_id("acq"), reply_to="router", model=spec.model, task_id=spec.task_id,
-            phase_id=self._ids[0]["phase_id"],
-        )  # fmt: skip
-        lease = await ctx.pending.ask(ctx.outbox, "loader", acquire)
+        lease = await lease_model(
+            ctx, model=spec.model, task_id=spec.task_id, phase_id=self._ids[0]["phase_id"]
+        )
         if isinstance(lease, AcquireFailed):
             await self._end_rest("error", f"load failed: {lease.reason}")
             return
-        assert isinstance(lease, ModelLeased)
         request = GenerateDraws(
             request_id=self._request_id, reply_to="router", lease_id=lease.grant.lease_id,
             model=spec.model, prompt=spec.prompt, task_id=spec.task_id, special=spec.special,
@@ -160,26 +158,19 @@ class DrawsBatch:
             ],
             side_by_side=spec.side_by_side,
         )  # fmt: skip
-        try:
+        async with holding(ctx, lease):
             await ctx.schedules.ready(self._run_id, schedule)
-            async with ctx.pending.stream(self._request_id, len(spec.params) + 2) as replies:
-                self._sent = True  # before the send: a cancel may land on it once it is out
+            async with (
+                ctx.pending.stream(self._request_id, len(spec.params) + 2) as replies,
+                generating(ctx, self._request_id),
+            ):
+                self._sent = True  # from here a close stops the draws, a cancel cancels them
                 await ctx.outbox.send("generator", request)
                 if self._closing:  # closed while the model was being leased
                     await ctx.outbox.send("generator", StopDraws(request_id=self._request_id))
                 async for reply in replies:
                     if await self._handle(reply):
                         break
-        except anyio.get_cancelled_exc_class():
-            if self._sent:
-                with anyio.CancelScope(shield=True):  # stop the draws within one step
-                    await ctx.outbox.send_if_open(
-                        "generator", CancelGeneration(request_id=self._request_id)
-                    )
-            raise
-        finally:
-            with anyio.CancelScope(shield=True):
-                await ctx.outbox.send_if_open("loader", ReleaseLease(lease_id=lease.grant.lease_id))
 
     async def _handle(self, reply: object) -> bool:
         """One reply of the Generator; True once it is the last."""
@@ -206,21 +197,3 @@ class DrawsBatch:
                 self._outputs[i] = PhaseOutput(error=error or outcome)
                 await end_phase(self._ctx, ids, outcome=outcome, error=error)
                 self._ready[i].set()
-
-
-def draws_spec(
-    *,
-    task_id: str,
-    model: str,
-    prompt: str,
-    params: Sequence[SamplingParams],
-    attempt: int,
-    upcoming: Sequence[str],
-    special: bool,
-    side_by_side: int,
-) -> DrawsSpec:
-    """A :class:`DrawsSpec` from a runner's arguments."""
-    return DrawsSpec(
-        task_id=task_id, model=model, prompt=prompt, params=tuple(params), attempt=attempt,
-        upcoming=tuple(upcoming), special=special, side_by_side=side_by_side,
-    )  # fmt: skip

@@ -16,23 +16,27 @@ import anyio
 import msgspec
 from anyio.abc import TaskGroup
 
-from swapos.actors.run_context import CANCELLED, RunContext, end_phase
-from swapos.actors.task_draws import DrawsBatch, draws_spec
+from swapos.actors.run_context import (
+    CANCELLED,
+    RunContext,
+    end_phase,
+    generating,
+    holding,
+    lease_model,
+)
+from swapos.actors.task_draws import DrawsBatch, DrawsSpec
 from swapos.backends.threads import run_in_worker
 from swapos.data.sampling import SamplingParams
 from swapos.data.task import Task
 from swapos.messages.base import new_id
 from swapos.messages.commands import (
     AcquireFailed,
-    AcquireModel,
-    CancelGeneration,
     Generate,
     Generated,
     GenerateFailed,
     ModelLeased,
     ModelUse,
     PhaseObserved,
-    ReleaseLease,
 )
 from swapos.messages.events import (
     GradeFinished,
@@ -230,36 +234,18 @@ class TaskRun:
         """Lease the model (publishing the schedule before and after), generate, release."""
         ctx = self._ctx
         await ctx.schedules.publish(self.run_id, schedule)
-        lease = await ctx.pending.ask(
-            ctx.outbox,
-            "loader",
-            AcquireModel(
-                request_id=new_id("acq"),
-                reply_to="router",
-                model=request.model,
-                task_id=request.task_id,
-                phase_id=request.phase_id,
-            ),
+        lease = await lease_model(
+            ctx, model=request.model, task_id=request.task_id, phase_id=request.phase_id
         )
         if isinstance(lease, AcquireFailed):
             return PhaseOutput(error=f"load failed: {lease.reason}")
-        assert isinstance(lease, ModelLeased)
-        try:
+        async with holding(ctx, lease), generating(ctx, request.request_id):
             at_first_token = await ctx.schedules.ready(self.run_id, schedule)
             gen_started = ctx.events.t()
             request = msgspec.structs.replace(
                 request, lease_id=lease.grant.lease_id, at_first_token=at_first_token
             )
             reply = await ctx.pending.ask(ctx.outbox, "generator", request)
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):  # stop the generation within one token
-                await ctx.outbox.send_if_open(
-                    "generator", CancelGeneration(request_id=request.request_id)
-                )
-            raise
-        finally:
-            with anyio.CancelScope(shield=True):
-                await ctx.outbox.send_if_open("loader", ReleaseLease(lease_id=lease.grant.lease_id))
         if isinstance(reply, GenerateFailed):
             return PhaseOutput(error=reply.reason)
         assert isinstance(reply, Generated)
@@ -311,9 +297,9 @@ class TaskRun:
     ) -> DrawsBatch:
         """Start one :class:`~swapos.actors.task_draws.DrawsBatch` in ``tg``; returns once
         every draw's phase is recorded as started."""
-        spec = draws_spec(
-            task_id=task_id, model=model, prompt=prompt, params=params, attempt=attempt,
-            upcoming=upcoming, special=special, side_by_side=side_by_side,
+        spec = DrawsSpec(
+            task_id=task_id, model=model, prompt=prompt, params=tuple(params), attempt=attempt,
+            upcoming=tuple(upcoming), special=special, side_by_side=side_by_side,
         )  # fmt: skip
         batch = DrawsBatch(self._ctx, self.run_id, spec)
         await tg.start(batch.run)
