@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from swapos.bench.suite.command import parse_choices, run_bench
 from swapos.data.task import Task, TaskMeta
 from swapos.errors import SwapOSError
 from swapos.models.profile import Mode, Profile
+from swapos.records.schema import RunSummary
 from swapos.testing import FakeClock
 from tests.fakes import fake_system
 from tests.fakes import pipeline_profile as profile
@@ -80,20 +81,22 @@ def test_a_knob_arm_is_the_pipeline_with_those_knobs_set() -> None:
             parse_arms(bad, base)
 
 
-async def test_a_knob_arm_runs_beside_the_pipeline_and_its_wall_is_compared(
+async def bench_run(
+    scripts: dict[str, FakeModelScript],
+    arms: list[str],
     tmp_path: Path,
-) -> None:
+    tasks: list[Task],
+    *,
+    seen: Callable[[Profile], object],
+    saw: dict[str, object],
+) -> dict[tuple[str, str], RunSummary]:
+    """Run ``tasks`` in ``arms`` (overlap) on fake systems; ``saw[folder] = seen(profile)``
+    for each arm's system."""
     clock = FakeClock()
-    scripts = {
-        "planner": FakeModelScript(load_s=1.0, token_s=0.01, reply="plan\n\n"),
-        "coder": FakeModelScript(load_s=1.0, token_s=0.01, replies=(BAD, GOOD)),
-        "critic": FakeModelScript(load_s=1.0, token_s=0.01, reply="fine\n\n"),
-    }
-    critics: dict[str, bool] = {}
 
     @asynccontextmanager
     async def factory(prof: Profile, mode: Mode, events: Path) -> AsyncIterator[System]:
-        critics[events.parent.name] = prof.pipeline.critic
+        saw[events.parent.name] = seen(prof)
         async with fake_system(
             scripts, budget=250, clock=clock, profile=prof, mode=mode, event_log=events
         ) as (system, _):
@@ -101,10 +104,25 @@ async def test_a_knob_arm_runs_beside_the_pipeline_and_its_wall_is_compared(
 
     with anyio.fail_after(120):
         async with clock.autojump():
-            summaries = await run_bench(
-                [task(0)], profile(), out=tmp_path, modes=["overlap"],
-                arms=["pipeline", "pipeline:critic=false"], factory=factory, clock=clock,
+            return await run_bench(
+                tasks, profile(), out=tmp_path, modes=["overlap"], arms=arms, factory=factory,
+                clock=clock,
             )  # fmt: skip
+
+
+async def test_a_knob_arm_runs_beside_the_pipeline_and_its_wall_is_compared(
+    tmp_path: Path,
+) -> None:
+    scripts = {
+        "planner": FakeModelScript(load_s=1.0, token_s=0.01, reply="plan\n\n"),
+        "coder": FakeModelScript(load_s=1.0, token_s=0.01, replies=(BAD, GOOD)),
+        "critic": FakeModelScript(load_s=1.0, token_s=0.01, reply="fine\n\n"),
+    }
+    critics: dict[str, object] = {}
+    arms = ["pipeline", "pipeline:critic=false"]
+    summaries = await bench_run(
+        scripts, arms, tmp_path, [task(0)], seen=lambda p: p.pipeline.critic, saw=critics
+    )
     assert critics == {"overlap-pipeline": True, "overlap-pipeline:critic=false": False}
     phases = {arm: [p.phase for p in s.results[0].phases] for (_, arm), s in summaries.items()}
     assert "critic" in phases["pipeline"] and "critic" not in phases["pipeline:critic=false"]
@@ -128,33 +146,16 @@ def task(i: int) -> Task:
 async def test_the_larger_models_one_shot_is_run_compared_and_reported(tmp_path: Path) -> None:
     """The coder writes a wrong first attempt, the planner a right one: ``single`` (the
     coder's one shot) fails, ``single:planner`` passes, and the comparison pairs every arm."""
-    clock = FakeClock()
     scripts = {
         "planner": FakeModelScript(load_s=1.0, token_s=0.01, reply=GOOD),
         "coder": FakeModelScript(load_s=1.0, token_s=0.01, reply=BAD),
         "critic": FakeModelScript(load_s=1.0, token_s=0.01, reply="fine\n\n"),
     }
-    coders: dict[str, str] = {}
-
-    @asynccontextmanager
-    async def factory(prof: Profile, mode: Mode, events: Path) -> AsyncIterator[System]:
-        coders[events.parent.name] = prof.roles["code"]
-        async with fake_system(
-            scripts, budget=250, clock=clock, profile=prof, mode=mode, event_log=events
-        ) as (system, _):
-            yield system
-
-    with anyio.fail_after(120):
-        async with clock.autojump():
-            summaries = await run_bench(
-                [task(0), task(1)],
-                profile(),
-                out=tmp_path,
-                modes=["overlap"],
-                arms=["pipeline", "single", "single:planner"],
-                factory=factory,
-                clock=clock,
-            )
+    coders: dict[str, object] = {}
+    arms = ["pipeline", "single", "single:planner"]
+    summaries = await bench_run(
+        scripts, arms, tmp_path, [task(0), task(1)], seen=lambda p: p.roles["code"], saw=coders
+    )
     assert coders == {
         "overlap-pipeline": "coder",
         "overlap-single": "coder",
