@@ -163,3 +163,29 @@ def test_a_phase_record_says_what_drafting_did() -> None:
     assert (record.accepted_tokens, record.verify_steps) == (30, 5)
     old = msgspec.json.decode(b'{"task_id":"t","phase_id":"p","phase":"code"}', type=PhaseRecord)
     assert (old.draft_rule, old.drafted_tokens) == ("", 0)  # records from before read as plain
+
+
+@pytest.mark.real_model
+def test_without_recorded_phases_the_curve_alone_is_measured_and_saved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh machine has no bench run to replay: ``bench decode`` still measures the cost
+    curve (what draws side by side read) and saves it, without acceptance or speed cases."""
+    from swapos.backends.llama.backend import LlamaBackend
+    from swapos.bench.decode.command import run_bench
+    from swapos.models.bundled import builtin_profile
+    from swapos.models.resolve import model_specs
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    args = cli.build_parser().parse_args(
+        ["decode", "--profile", "tiny", "--models", "coder", "--sizes", "2,4", "--repeats", "1",
+         "--context", "16", "--results", str(tmp_path / "none")]
+    )  # fmt: skip
+    said: list[str] = []
+    report = run_bench(args, say=lambda *a: said.append(" ".join(map(str, a))))
+    rep = report.models["coder"]
+    assert len(rep.costs.verify_ratio) == 4 and rep.costs.acceptance == {}
+    assert rep.speed == [] and rep.rules == [] and rep.saved is not None
+    assert any("the cost curve only" in s for s in said)
+    spec = model_specs(builtin_profile("tiny"))["coder"]
+    assert set(LlamaBackend().draw_curve(spec)) == {2, 3, 4}  # what the draws policy reads
