@@ -136,7 +136,9 @@ def main(argv: list[str] | None = None) -> int:
             max_attempts=args.max_attempts,
             kv_cache=not args.no_kv_cache,
         )
-        return anyio.run(run, backend=args.async_backend)
+        code = anyio.run(run, backend=args.async_backend)
+        _say_unmeasured(console, specs, args.profile or "default")
+        return code
     except SwapOSError as exc:
         console.print(f"[bold red]error:[/bold red] {escape(str(exc))}")
         with contextlib.suppress(SwapOSError):
@@ -227,6 +229,21 @@ async def _run(
     if outcome.result.error and not outcome.result.passed:
         return EXIT_ERROR if not outcome.result.phases else EXIT_FAIL
     return EXIT_PASS if outcome.result.passed else EXIT_FAIL
+
+
+def _say_unmeasured(console: Console, specs: dict[str, ModelSpec], profile: str) -> None:
+    """Say which models decode plain here because nothing measured this machine's costs."""
+    from swapos.backends.llama.draft_costs import unmeasured
+
+    names = unmeasured(specs.values())
+    if names:
+        console.print(
+            escape(
+                f"note: decode costs not measured on this machine for {', '.join(names)}: "
+                "they decode one token per step and draw in turn; `swapos bench decode "
+                f"--profile {profile}` measures them once (about a minute per model)"
+            )
+        )
 
 
 async def _watch_signals(

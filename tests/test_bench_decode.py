@@ -146,6 +146,13 @@ def test_the_decode_loop_reads_cached_pinned_or_no_costs(
     report.write_text("{broken")
     assert costs_for(msgspec.structs.replace(spec, draft=str(report))) is None
 
+    from swapos.backends.llama.draft_costs import unmeasured
+
+    other = ModelSpec(name="o", path=str(tmp_path / "o.gguf"), n_threads=2)
+    (tmp_path / "o.gguf").write_bytes(b"GGUF another")
+    off = msgspec.structs.replace(other, name="off", draft="off")
+    assert unmeasured([spec, other, off]) == ["o"]  # measured, never measured, turned off
+
 
 def test_a_phase_record_says_what_drafting_did() -> None:
     stats = GenerationStats(

@@ -83,3 +83,25 @@ def test_the_summary_says_the_peak_rss_against_the_budget() -> None:
         out.append(buf.getvalue())
     assert "peak RSS 1545 MiB of 1536 MiB budget (1.01x)" in out[0]
     assert "peak RSS" not in out[1]  # no finite budget: nothing to compare with
+
+
+def test_models_with_no_measured_decode_costs_are_named_with_what_measures_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from swapos.models.spec import ModelSpec
+    from swapos.run import _say_unmeasured
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "m.gguf").write_bytes(b"GGUF not really")
+    specs = {
+        "m": ModelSpec(name="m", path=str(tmp_path / "m.gguf")),
+        "off": ModelSpec(name="off", path=str(tmp_path / "m.gguf"), draft="off"),
+    }
+    buf = io.StringIO()
+    _say_unmeasured(Console(file=buf, width=300), specs, "tiny")
+    said = buf.getvalue()
+    assert "not measured on this machine for m:" in said
+    assert "`swapos bench decode --profile tiny`" in said
+    buf = io.StringIO()
+    _say_unmeasured(Console(file=buf, width=300), {"off": specs["off"]}, "tiny")
+    assert buf.getvalue() == ""

@@ -13,6 +13,7 @@ measured per model and machine, never assumed.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,12 @@ def costs_for(spec: ModelSpec) -> DraftCosts | None:
     except OSError:
         return None
     return _read(path, spec, source=str(path)) if path.exists() else None
+
+
+def unmeasured(specs: Iterable[ModelSpec]) -> list[str]:
+    """The local models of ``specs`` with no drafting costs (none pinned or cached) and
+    drafting not turned off: on this machine they decode plain and draw in turn."""
+    return [s.name for s in specs if not s.remote and s.draft != "off" and costs_for(s) is None]
 
 
 def curve_of(costs: DraftCosts) -> dict[int, float]:
