@@ -63,6 +63,7 @@ async def run(
     *,
     task: Task = DOCTEST_TASK,
     curve: tuple[float, ...] = (),
+    fail_generations: tuple[int, ...] = (),
     cancel_after_draws: bool = False,
     **pipeline: Any,
 ) -> tuple[Any, Any, list[AnyEvent], float]:
@@ -79,7 +80,12 @@ async def run(
 
     scripts = {
         "coder": FakeModelScript(
-            load_s=1.0, token_s=0.5, replies=replies, chat_template=CHATML, draw_step_cost=curve
+            load_s=1.0,
+            token_s=0.5,
+            replies=replies,
+            chat_template=CHATML,
+            draw_step_cost=curve,
+            fail_generations=fail_generations,
         ),
         "critic": FakeModelScript(load_s=1.0, token_s=0.05, reply="it multiplies.\n\n"),
     }
@@ -188,3 +194,16 @@ async def test_cancelling_a_task_mid_draws_ends_every_draw_and_frees_the_model()
     assert len(finished) == 1 and getattr(finished[0], "error", None) == "cancelled"
     assert stats["router"].tasks_running == 0 and stats["generator"].running == 0
     assert not any(stats["loader"].leases.values())
+
+
+async def test_draws_that_fail_end_the_task_with_the_reason_as_a_draw_in_turn_does() -> None:
+    replies = (WRONG, WRONG2, RIGHT)
+    turn, _, _, _ = await run(replies, fail_generations=(1,), max_attempts=3, draws=2)
+    side, stats, _, _ = await run(
+        replies, curve=FLAT, fail_generations=(1,), max_attempts=3, draws=2
+    )
+    for o in (turn, side):
+        assert not o.result.passed and "llama_decode failed" in (o.result.error or "")
+    codes = [o for phase, _, o in draw_phases(side) if phase == "code"]
+    assert codes[0] == "stop" and set(codes[1:]) == {"error"}  # each draw's phase, ended
+    assert stats["router"].tasks_running == 0 and not any(stats["loader"].leases.values())
