@@ -82,8 +82,6 @@ class DrawsBatch:
         self._sent = False
         self._closing = False
         self._ended = anyio.Event()
-        self.side_by_side = 0
-        """The most draws decoded at once, once the Generator said (0 before)."""
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -181,8 +179,7 @@ class DrawsBatch:
                 await end_phase(self._ctx, self._ids[i], outcome="ok")
                 self._ready[i].set()
                 return False
-            case DrawsDone(side_by_side=k):
-                self.side_by_side = k
+            case DrawsDone():
                 await self._end_rest(STOPPED, None)
                 return True
             case GenerateFailed(reason=reason):
