@@ -107,10 +107,14 @@ async def run(
             else:
                 outcome = await sys.run_task(task)
             wall = clock.now() - t0
-            while sys.statistics()["router"].tasks_running:  # noqa: ASYNC110 (no event for it)
+            while busy(sys.statistics()):  # noqa: ASYNC110 (a cancelled run winds down)
                 await anyio.sleep(0.01)
             stats = sys.statistics()
     return outcome, stats, events, wall
+
+
+def busy(stats: Any) -> bool:
+    return bool(stats["router"].tasks_running or stats["generator"].running)
 
 
 def draw_phases(outcome: Any) -> list[tuple[str, int, str]]:
