@@ -297,3 +297,13 @@ async def test_every_task_run_announces_the_next_task_of_its_system(tmp_path: Pa
         ("overlap", "add1", None),
     ]
     assert calls == [("overlap", "add2", None), ("lru", "add2", None)]
+
+
+def test_the_peak_rss_of_a_run_of_several_systems_is_set_against_their_budgets() -> None:
+    from swapos.bench.suite.command import _peak
+    from swapos.records.schema import RunSummary
+
+    s = RunSummary(peak_rss_bytes=2871 << 20, budget_bytes=1536 << 20, overhead_bytes=63 << 20)
+    assert "of 1536 MiB budget (1.869x; fixed overhead 63 MiB)" in _peak(s)
+    two = _peak(s, 2)
+    assert "of 3072 MiB budget (0.935x;" in two and "2 systems of 1536 MiB in this process" in two

@@ -21,10 +21,12 @@ from swapos.bench.results import read_summary, write_atomic
 from swapos.bench.stats import RatioStats
 from swapos.errors import SwapOSError
 from swapos.records.schema import RunSummary
+from swapos.records.summary import summarize
 
 
 def load_results(folder: Path) -> dict[Key, RunSummary]:
-    """Every ``<mode>-<arm>/results.json`` under ``folder``.
+    """Every ``<mode>-<arm>/results.json`` under ``folder``, its aggregates recomputed from
+    its tasks (so a file written by an older version reads with today's figures).
 
     Raises:
         SwapOSError: none found, or one is corrupt.
@@ -34,7 +36,7 @@ def load_results(folder: Path) -> dict[Key, RunSummary]:
         mode, _, arm = path.parent.name.partition("-")
         summary = read_summary(path)
         if summary is not None:
-            found[(mode, arm)] = summary
+            found[(mode, arm)] = summarize(summary.results, summary)
     if not found:
         raise SwapOSError(
             f"{folder} holds no <mode>-<arm>/results.json; run `python -m swapos.bench run "
