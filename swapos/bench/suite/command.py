@@ -95,8 +95,18 @@ def events_path(folder: Path) -> Path:
 
 
 def open_llama(profile: Profile, mode: Mode, events: Path) -> AbstractAsyncContextManager[System]:
-    """The real :data:`SystemFactory`: llama-cpp-python models, a monotonic clock."""
+    """The real :data:`SystemFactory`: llama-cpp-python models, a monotonic clock; the
+    budget is the process's (its RSS), as ``swapos run`` holds it."""
     return open_system(profile, mode=mode, event_log=events, process_budget=True)
+
+
+def open_llama_sharing(
+    profile: Profile, mode: Mode, events: Path
+) -> AbstractAsyncContextManager[System]:
+    """:func:`open_llama` for a run of several systems in one process: the budget holds the
+    system's models and KV tier only, since the process's RSS holds every system's (each
+    would read the others' models as memory of its own and shrink its KV tier for them)."""
+    return open_system(profile, mode=mode, event_log=events, process_budget=False)
 
 
 class _Session:
@@ -319,6 +329,7 @@ def main(args: argparse.Namespace, *, on_ray: RunOnRay | None = None) -> int:
                 out=out,
                 modes=modes,
                 arms=arms,
+                factory=open_llama if len(modes) * len(arms) == 1 else open_llama_sharing,
                 max_attempts=args.max_attempts,
                 resume=args.resume,
                 cold=cold,
