@@ -7,6 +7,9 @@ wrapped: they surface as the exception they are.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 
 class SwapOSError(Exception):
     """Base class of every error SwapOS raises on purpose."""
@@ -44,3 +47,17 @@ class CapsuleError(SwapOSError, ValueError):
 class TemplateError(SwapOSError, ValueError):
     """A chat template that cannot be compiled or rendered (the message says which; still a
     ``ValueError``, as it was before it joined this hierarchy)."""
+
+
+@contextlib.contextmanager
+def one_error() -> Iterator[None]:
+    """Re-raise the single exception of an exception group raised in the block (a task
+    group's body or child failed alone) as itself, not wrapped; a group of several stays a
+    group. For blocks whose other tasks only ever end by cancellation, so a caller sees
+    the error it would see without the task group."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise

@@ -39,7 +39,7 @@ from swapos.capsule.schema import Decision, PhaseEntry, encode_capsule, new_caps
 from swapos.cliargs import positive_int
 from swapos.console import LiveStatus, interrupt_on_sigterm, print_task_summary
 from swapos.data.task import Task
-from swapos.errors import SwapOSError
+from swapos.errors import SwapOSError, one_error
 from swapos.kvstore import default_kv_dir
 from swapos.logconfig import configure_logging
 from swapos.models.profile import MODES, Mode, Profile
@@ -194,7 +194,7 @@ async def _run(
     targets: list[anyio.CancelScope] = [anyio.CancelScope()]  # a signal cancels the last
     outcome: TaskOutcome | None = None
     budget = 0
-    try:
+    with one_error():  # the signal watcher never fails: the run's error
         async with anyio.create_task_group() as tg:
             await tg.start(_watch_signals, targets, interrupted)
             with targets[0], LiveStatus(console) as status:
@@ -214,10 +214,6 @@ async def _run(
                     targets.pop()
                     budget = system.budget_bytes
             tg.cancel_scope.cancel()
-    except BaseExceptionGroup as group:  # the signal watcher never fails: the run's error
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise
     if outcome is None:
         return _write_interrupted(out, task, interrupted[0] if interrupted else "?", console)
     _write_result(out, outcome.result)

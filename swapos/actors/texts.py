@@ -39,14 +39,15 @@ class ModelTexts:
         self._curves: dict[str, dict[int, float]] = {}
 
     async def read_all(self) -> None:
-        """Read every model's tokenizer, chat format and cost curve now (the Router does at
-        startup, so that no task waits for them). A model whose file cannot be read is logged
-        and left out: its phases fail with the reason, startup does not."""
+        """Read every model's tokenizer and chat format now (the Router does at startup, so
+        that no task waits for them). A model whose file cannot be read is logged and left
+        out: its phases fail with the reason, startup does not. Cost curves are read at a
+        model's first draws instead: that model is loaded by then, so the file digest the
+        curve's cache is keyed by is known, and a model that never draws costs nothing."""
         for model in self._specs:
             try:
                 await self.token_counter(model)
                 await self.chat_format(model)
-                await self.draw_curve(model)
             except SwapOSError as exc:
                 log.warning("token_counter.unavailable", model=model, reason=str(exc))
 

@@ -26,6 +26,7 @@ from swapos.errors import GenerationError, ModelFileError
 from swapos.models.resolve import refuse_offload
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatFormat
+from swapos.policies.draws import curve_from_ratios
 from swapos.policies.tokens import can_cut_back, common_prefix_len
 
 
@@ -497,8 +498,7 @@ class FakeBackend:
     def draw_curve(self, spec: ModelSpec) -> dict[int, float]:
         """The script's ``draw_step_cost`` as a curve (``{k: cost}``, ``k >= 2``); empty
         (nothing measured: draws in turn) when it scripts none."""
-        costs = self._script(spec).draw_step_cost
-        return {k: c for k, c in enumerate(costs, start=1) if k >= 2}
+        return curve_from_ratios(self._script(spec).draw_step_cost)
 
     def check_devices(self, specs: Sequence[ModelSpec]) -> None:
         """A CPU-only fake (``gpu=False``) refuses a spec with layers on a GPU.

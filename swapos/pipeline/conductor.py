@@ -10,8 +10,6 @@ back what came of it.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from typing import assert_never
 
 import anyio
@@ -19,6 +17,7 @@ import msgspec
 
 from swapos.capsule.schema import encode_capsule
 from swapos.data.task import Task
+from swapos.errors import one_error
 from swapos.pipeline import side_by_side, steps
 from swapos.pipeline.identity import candidate_identity, candidate_shape
 from swapos.pipeline.phase_runner import PhaseRunner
@@ -48,14 +47,18 @@ async def conduct(task: Task, runner: PhaseRunner, *, max_attempts: int | None =
             plan_first=plan.reason, models=plan.models, why=tuple(plan.why),
             examples=bool(plan.selfcheck),
         )  # fmt: skip
-        async with one_error(), anyio.create_task_group() as work.draws.tg:
-            while True:
-                state, step = retry.next_step(state, outcome, expects_pass=runner.expects_pass())
-                if isinstance(step, retry.Finish):
-                    break
-                await side_by_side.before(runner, work.draws, step)
-                outcome = await carry_out(runner, work, plan, step)
-            await side_by_side.leave(runner, work.draws)
+        # the draws' task group: its draws in flight only ever end by cancellation
+        with one_error():
+            async with anyio.create_task_group() as work.draws.tg:
+                while True:
+                    state, step = retry.next_step(
+                        state, outcome, expects_pass=runner.expects_pass()
+                    )
+                    if isinstance(step, retry.Finish):
+                        break
+                    await side_by_side.before(runner, work.draws, step)
+                    outcome = await carry_out(runner, work, plan, step)
+                await side_by_side.leave(runner, work.draws)
     finally:
         with anyio.CancelScope(shield=True):
             await runner.task_finished(
@@ -71,18 +74,6 @@ async def conduct(task: Task, runner: PhaseRunner, *, max_attempts: int | None =
             )
     capsule = encode_capsule(work.capsule)
     return Conducted(passed=state.passed, error=state.error, capsule_json=capsule)
-
-
-@contextlib.asynccontextmanager
-async def one_error() -> AsyncIterator[None]:
-    """Re-raise the one error of the task group below (its draws in flight only ever end in
-    cancellation), not wrapped in an exception group: a conductor raises what it raised."""
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise
 
 
 def rules(task: Task, runner: PhaseRunner, max_attempts: int | None) -> retry.Rules:

@@ -36,7 +36,7 @@ draw), so draws that often pass go in turn and draws that rarely do go side by s
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import msgspec
 
@@ -58,6 +58,12 @@ class DrawPlan(msgspec.Struct, frozen=True, kw_only=True):
     expected_cost: float
     in_turn_cost: float
     reason: str
+
+
+def curve_from_ratios(ratios: Sequence[float]) -> dict[int, float]:
+    """A cost curve ``{k: ratio}`` (``k >= 2``) from per-size ratios whose entry ``i`` is a
+    batch of ``i + 1`` (``DraftCosts.verify_ratio``'s layout, entry 0 being 1)."""
+    return {k: r for k, r in enumerate(ratios, start=1) if k >= 2}
 
 
 def batch_cost(curve: Mapping[int, float], k: int) -> float | None:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import anyio
 
 from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
-from swapos.backends.llama.draft_costs import costs_for, curve_of
+from swapos.backends.llama.draft_costs import costs_for
 from swapos.backends.llama.loading import (
     device_footprint_estimate,
     footprint_estimate,
@@ -27,6 +27,7 @@ from swapos.models.gguf import GGUFInfo
 from swapos.models.resolve import refuse_offload
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatFormat
+from swapos.policies.draws import curve_from_ratios
 from swapos.sysinfo import gpu_offload_supported
 
 _WARM_CHUNK = 8 << 20
@@ -81,7 +82,7 @@ class LlamaBackend:
         (``backends/llama/draft_costs.py``: a profile's pin or ``bench decode``'s cache; a
         profile's ``draft = "off"`` turns off both levers it measures)."""
         costs = costs_for(spec)
-        return curve_of(costs) if costs is not None else {}
+        return curve_from_ratios(costs.verify_ratio) if costs is not None else {}
 
     def check_devices(self, specs: Sequence[ModelSpec]) -> None:
         """Refuse layers on a GPU when llama-cpp-python is a CPU-only build

@@ -79,11 +79,6 @@ def unmeasured(specs: Iterable[ModelSpec]) -> list[str]:
     return [s.name for s in specs if not s.remote and s.draft != "off" and costs_for(s) is None]
 
 
-def curve_of(costs: DraftCosts) -> dict[int, float]:
-    """``costs``' verification batch costs as the cost curve ``{k: ratio}``, ``k >= 2``."""
-    return {k: r for k, r in enumerate(costs.verify_ratio, start=1) if k >= 2}
-
-
 def _read(path: Path, spec: ModelSpec, *, source: str) -> DraftCosts | None:
     try:
         raw: Any = msgspec.json.decode(path.read_bytes())
