@@ -449,23 +449,25 @@ def _check_failed(st: TaskState, check: Checked, expects_pass: bool) -> Result:
     return _no_draw_passed(st, expects_pass)
 
 
+def _draw_sampling(st: TaskState, i: int) -> tuple[float, int]:
+    """Draw ``i``'s ``(temperature, seed)`` in this attempt (rule 7)."""
+    r = st.rules
+    return (r.resample_temperature, resample_seed(f"{r.task_id}:draw", st.attempt, i))
+
+
 def _next_draw(st: TaskState, said: list[Action | Finish]) -> Result:
-    r, i = st.rules, st.draw + 1
-
-    def sampling(j: int) -> tuple[float, int]:
-        return (r.resample_temperature, resample_seed(f"{r.task_id}:draw", st.attempt, j))
-
+    i, last = st.draw + 1, st.rules.draws
     draw = Generate(
         model=st.coder, prompt="draw", attempt=st.attempt, upcoming=(st.coder, *st.upcoming),
-        sampling=sampling(i), then=tuple(sampling(j) for j in range(i + 1, r.draws + 1)),
+        sampling=_draw_sampling(st, i),
+        then=tuple(_draw_sampling(st, j) for j in range(i + 1, last + 1)),
     )  # fmt: skip
     return _replace(st, draw=i, at="drew"), [*said, draw]
 
 
 def _draw_said(st: TaskState) -> str:
-    r = st.rules
-    seed = resample_seed(f"{r.task_id}:draw", st.attempt, st.draw)
-    return f"draw {st.draw} of {r.draws} at temperature {r.resample_temperature:g} with seed {seed}"
+    temperature, seed = _draw_sampling(st, st.draw)
+    return f"draw {st.draw} of {st.rules.draws} at temperature {temperature:g} with seed {seed}"
 
 
 def _drew(st: TaskState, out: Outcome, _: bool) -> Result:
@@ -475,12 +477,11 @@ def _drew(st: TaskState, out: Outcome, _: bool) -> Result:
     if o.empty or o.key in st.failed or o.key in st.unchecked:
         text = f"{_draw_said(st)}: empty or a rejected candidate again"
         repeats, stop = st.draw_repeats + 1, st.rules.draws_stop_repeats
+        st = _replace(st, at="drawn", draw_repeats=repeats)
         if stop > 0 and repeats >= stop and st.draw < st.rules.draws:
             text += f"; {repeats} in a row: no more draws"
-            return _replace(st, at="drawn", draw=st.rules.draws, draw_repeats=repeats), [
-                Decide(phase="code", text=text)
-            ]
-        return _replace(st, at="drawn", draw_repeats=repeats), [Decide(phase="code", text=text)]
+            st = _replace(st, draw=st.rules.draws)
+        return st, [Decide(phase="code", text=text)]
     st = _replace(st, draw_key=o.key, draw_shape=o.shape, draw_repeats=0)
     if o.key == st.rules.starter:
         return _draw_verdict(st, _unchanged())
