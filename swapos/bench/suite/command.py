@@ -17,6 +17,7 @@ See ``docs/reports.md``.
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
@@ -94,19 +95,15 @@ def events_path(folder: Path) -> Path:
     return path
 
 
-def open_llama(profile: Profile, mode: Mode, events: Path) -> AbstractAsyncContextManager[System]:
-    """The real :data:`SystemFactory`: llama-cpp-python models, a monotonic clock; the
-    budget is the process's (its RSS), as ``swapos run`` holds it."""
-    return open_system(profile, mode=mode, event_log=events, process_budget=True)
-
-
-def open_llama_sharing(
-    profile: Profile, mode: Mode, events: Path
+def open_llama(
+    profile: Profile, mode: Mode, events: Path, *, process_budget: bool = True
 ) -> AbstractAsyncContextManager[System]:
-    """:func:`open_llama` for a run of several systems in one process: the budget holds the
-    system's models and KV tier only, since the process's RSS holds every system's (each
-    would read the others' models as memory of its own and shrink its KV tier for them)."""
-    return open_system(profile, mode=mode, event_log=events, process_budget=False)
+    """The real :data:`SystemFactory`: llama-cpp-python models, a monotonic clock; the
+    budget is the process's (its RSS), as ``swapos run`` holds it. A run of several systems
+    in one process passes ``process_budget=False``: each budget then holds its system's
+    models and KV tier only, since the process's RSS holds every system's (each would read
+    the others' models as memory of its own and shrink its KV tier for them)."""
+    return open_system(profile, mode=mode, event_log=events, process_budget=process_budget)
 
 
 class _Session:
@@ -300,6 +297,8 @@ def main(args: argparse.Namespace, *, on_ray: RunOnRay | None = None) -> int:
     modes = parse_choices(args.modes, MODES, "mode")
     profile = _profile(args.profile)
     arms = parse_arms(args.arms, profile)
+    # a local run holds one system per mode/arm in this process; on Ray each worker its own
+    systems = len(modes) * len(arms) if args.ray is None else 1
     tasks = load_suite(
         args.suite,
         limit=args.limit,
@@ -329,7 +328,7 @@ def main(args: argparse.Namespace, *, on_ray: RunOnRay | None = None) -> int:
                 out=out,
                 modes=modes,
                 arms=arms,
-                factory=open_llama if len(modes) * len(arms) == 1 else open_llama_sharing,
+                factory=functools.partial(open_llama, process_budget=systems == 1),
                 max_attempts=args.max_attempts,
                 resume=args.resume,
                 cold=cold,
@@ -347,7 +346,6 @@ def main(args: argparse.Namespace, *, on_ray: RunOnRay | None = None) -> int:
     _write_manifest(out, args, task_ids, cold, cluster)
     _print_cluster(cluster)
     path = write_comparison(out, summaries)
-    systems = len(summaries) if args.ray is None else 1  # locally, one process holds all
     for key, s in summaries.items():
         print(
             f"{label(key)}: {s.tasks_passed}/{s.tasks_total} passed, "
