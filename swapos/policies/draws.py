@@ -78,10 +78,18 @@ def batch_cost(curve: Mapping[int, float], k: int) -> float | None:
     return None
 
 
+def draw_cells(prompt_tokens: int, max_tokens: int, n_ctx: int) -> int:
+    """KV cells one draw of ``max_tokens`` may add after a shared prompt: every token it
+    evaluates (all but its last sampled one), never past ``n_ctx`` (a draw in turn stops
+    there too)."""
+    return min(max(max_tokens - 1, 0), max(n_ctx - prompt_tokens, 0))
+
+
 def context_room(prompt_tokens: int, max_tokens: int, n_ctx: int) -> int:
-    """Rule 6: the most draws of ``max_tokens`` whose cells, with the prompt's once, fit in
-    ``n_ctx`` (at least 1: one draw in turn is what a draw always costs)."""
-    per_draw = min(max(max_tokens - 1, 0), max(n_ctx - prompt_tokens, 0))
+    """Rule 6: the most draws of ``max_tokens`` whose cells (:func:`draw_cells`), with the
+    prompt's once, fit in ``n_ctx`` (at least 1: one draw in turn is what a draw always
+    costs)."""
+    per_draw = draw_cells(prompt_tokens, max_tokens, n_ctx)
     if per_draw <= 0:
         return 1
     return max((n_ctx - prompt_tokens) // per_draw, 1)

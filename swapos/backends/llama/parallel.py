@@ -47,6 +47,7 @@ from swapos.data.prefix import PrefixState
 from swapos.data.sampling import SamplingParams
 from swapos.errors import GenerationError
 from swapos.models.spec import ModelSpec
+from swapos.policies.draws import draw_cells
 from swapos.policies.memory import KV_TYPES
 
 
@@ -54,8 +55,7 @@ def draws_context_cells(prompt_tokens: int, max_tokens: Sequence[int], n_ctx: in
     """KV cells a call needs: the prompt once, plus per draw the tokens it may evaluate (all
     but its last sampled one, and never past the model's ``n_ctx``: a draw in turn stops
     there too)."""
-    room = max(n_ctx - prompt_tokens, 0)
-    return prompt_tokens + sum(min(max(m - 1, 0), room) for m in max_tokens)
+    return prompt_tokens + sum(draw_cells(prompt_tokens, m, n_ctx) for m in max_tokens)
 
 
 @dataclasses.dataclass
