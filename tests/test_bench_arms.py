@@ -81,6 +81,22 @@ def test_a_knob_arm_is_the_pipeline_with_those_knobs_set() -> None:
             parse_arms(bad, base)
 
 
+def test_a_model_knob_is_set_on_every_model_and_the_rest_on_the_pipeline() -> None:
+    base = profile()
+    plain = arm_profile(base, "pipeline:draft=off")
+    assert {m.draft for m in plain.models.values()} == {"off"}
+    assert plain.pipeline == base.pipeline and plain.roles == base.roles
+    both = arm_profile(base, "pipeline:draft=off+side_by_side=false")
+    assert both.pipeline.side_by_side is False and set(both.models) == set(base.models)
+    assert all(
+        msgspec.structs.replace(m, draft=None) == base.models[name]
+        for name, m in both.models.items()
+    )
+    assert parse_arms("pipeline,pipeline:draft=off", base) == ["pipeline", "pipeline:draft=off"]
+    with pytest.raises(SwapOSError, match=r"or a model knob; the knobs: .*draft"):
+        parse_arms("pipeline:drafts=off", base)
+
+
 async def bench_run(
     scripts: dict[str, FakeModelScript],
     arms: list[str],

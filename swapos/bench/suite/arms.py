@@ -16,9 +16,12 @@ from swapos.actors.handle import TaskOutcome
 from swapos.actors.system import System
 from swapos.data.task import Task
 from swapos.errors import SwapOSError
-from swapos.models.profile import Mode, PipelineConfig, Profile
+from swapos.models.profile import Mode, ModelConfig, PipelineConfig, Profile
 
 ARMS = ("pipeline", "single")
+MODEL_KNOBS = ("draft",)
+"""Knobs of a ``pipeline:<knobs>`` arm that are set on every model of the profile, not in its
+``[pipeline]``: ``draft=off`` decodes without drafting (the plain arm of issue 26)."""
 SINGLE_SKIP_REASON = 10**9
 """``skip_reason_max_difficulty`` of the single arm: the router never plans."""
 
@@ -26,7 +29,8 @@ SINGLE_SKIP_REASON = 10**9
 def arm_choices(profile: Profile) -> tuple[str, ...]:
     """The arms ``profile`` allows by name: :data:`ARMS`, and ``single:<model>`` for each of
     its models (one shot of that model instead of the ``code`` role's). Any
-    ``pipeline:<knob>=<value>[+<knob>=<value>...]`` is allowed too (:func:`pipeline_knobs`)."""
+    ``pipeline:<knob>=<value>[+<knob>=<value>...]`` is allowed too (:func:`pipeline_knobs`,
+    and :data:`MODEL_KNOBS` for every model)."""
     return (*ARMS, *(f"single:{name}" for name in profile.models))
 
 
@@ -51,25 +55,61 @@ def parse_arms(text: str, profile: Profile) -> list[str]:
     return names
 
 
+def split_knobs(knobs: str, arm: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The ``<knob>=<value>`` settings of ``knobs`` (joined by ``+``), as ``(pipeline knobs,
+    model knobs)``: a :data:`MODEL_KNOBS` name is a model knob, any other a ``[pipeline]`` one.
+
+    Raises:
+        SwapOSError: an item that is not ``knob=value``.
+    """
+    pipeline: dict[str, str] = {}
+    model: dict[str, str] = {}
+    for item in knobs.split("+"):
+        knob, eq, value = item.partition("=")
+        if not eq or not knob.strip():
+            raise SwapOSError(f"arm {arm!r}: {item!r} is not KNOB=VALUE")
+        (model if knob.strip() in MODEL_KNOBS else pipeline)[knob.strip()] = value.strip()
+    return pipeline, model
+
+
 def pipeline_knobs(pipeline: PipelineConfig, knobs: str, arm: str) -> PipelineConfig:
-    """``pipeline`` with the ``<knob>=<value>`` settings of ``knobs`` (joined by ``+``); a
-    value is read as its field's type (``true``/``false``, a number).
+    """``pipeline`` with the ``[pipeline]`` settings of ``knobs`` (``<knob>=<value>`` joined by
+    ``+``; :data:`MODEL_KNOBS` are left to :func:`model_knobs`); a value is read as its
+    field's type (``true``/``false``, a number).
 
     Raises:
         SwapOSError: not ``knob=value``, a knob the pipeline does not have, or a bad value.
     """
     fields = msgspec.structs.asdict(pipeline)
-    changes: dict[str, str] = {}
-    for item in knobs.split("+"):
-        knob, eq, value = item.partition("=")
-        if not eq or knob.strip() not in fields:
-            raise SwapOSError(
-                f"arm {arm!r}: {item!r} is not KNOB=VALUE with a [pipeline] knob; the knobs: "
-                f"{', '.join(fields)}"
-            )
-        changes[knob.strip()] = value.strip()
+    changes, _ = split_knobs(knobs, arm)
+    unknown = [k for k in changes if k not in fields]
+    if unknown:
+        raise SwapOSError(
+            f"arm {arm!r}: {unknown[0]!r} is not KNOB=VALUE with a [pipeline] knob or a model "
+            f"knob; the knobs: {', '.join((*fields, *MODEL_KNOBS))}"
+        )
     try:
         return msgspec.convert({**fields, **changes}, PipelineConfig, strict=False)
+    except msgspec.ValidationError as exc:
+        raise SwapOSError(f"arm {arm!r}: {exc}") from None
+
+
+def model_knobs(models: dict[str, ModelConfig], knobs: str, arm: str) -> dict[str, ModelConfig]:
+    """``models`` with the :data:`MODEL_KNOBS` settings of ``knobs`` set on every model.
+
+    Raises:
+        SwapOSError: not ``knob=value``, or a value the model's field cannot take.
+    """
+    _, changes = split_knobs(knobs, arm)
+    if not changes:
+        return models
+    try:
+        return {
+            name: msgspec.convert(
+                {**msgspec.structs.asdict(model), **changes}, ModelConfig, strict=False
+            )
+            for name, model in models.items()
+        }
     except msgspec.ValidationError as exc:
         raise SwapOSError(f"arm {arm!r}: {exc}") from None
 
@@ -86,7 +126,8 @@ SystemFactory = Callable[[Profile, Mode, Path], AbstractAsyncContextManager[Syst
 def arm_profile(profile: Profile, arm: str) -> Profile:
     """``profile`` for ``arm``: unchanged for ``pipeline``; for ``pipeline:<knobs>``, its
     ``[pipeline]`` with those knobs set (:func:`pipeline_knobs`: the same pipeline with one
-    lever changed, so both run interleaved in one run); for ``single``, one code attempt
+    lever changed, so both run interleaved in one run) and its models with the
+    :data:`MODEL_KNOBS` among them (:func:`model_knobs`); for ``single``, one code attempt
     and no reason phase (so: code, grade); for ``single:<model>`` the same, written by that
     model (the ``code`` and ``fix`` roles point to it).
 
@@ -97,8 +138,12 @@ def arm_profile(profile: Profile, arm: str) -> Profile:
     if arm == "pipeline":
         return profile
     if arm.startswith("pipeline:"):
-        knobs = pipeline_knobs(profile.pipeline, arm.partition(":")[2], arm)
-        return msgspec.structs.replace(profile, pipeline=knobs)
+        knobs = arm.partition(":")[2]
+        return msgspec.structs.replace(
+            profile,
+            pipeline=pipeline_knobs(profile.pipeline, knobs, arm),
+            models=model_knobs(profile.models, knobs, arm),
+        )
     pipeline = msgspec.structs.replace(
         profile.pipeline, max_attempts=1, skip_reason_max_difficulty=SINGLE_SKIP_REASON
     )
