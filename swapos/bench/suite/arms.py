@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 
@@ -25,12 +26,13 @@ MODEL_KNOBS = ("draft",)
 SINGLE_SKIP_REASON = 10**9
 """``skip_reason_max_difficulty`` of the single arm: the router never plans."""
 
+_Settings = TypeVar("_Settings", PipelineConfig, ModelConfig)
+
 
 def arm_choices(profile: Profile) -> tuple[str, ...]:
     """The arms ``profile`` allows by name: :data:`ARMS`, and ``single:<model>`` for each of
     its models (one shot of that model instead of the ``code`` role's). Any
-    ``pipeline:<knob>=<value>[+<knob>=<value>...]`` is allowed too (:func:`pipeline_knobs`,
-    and :data:`MODEL_KNOBS` for every model)."""
+    ``pipeline:<knob>=<value>[+<knob>=<value>...]`` is allowed too (:func:`split_knobs`)."""
     return (*ARMS, *(f"single:{name}" for name in profile.models))
 
 
@@ -72,44 +74,47 @@ def split_knobs(knobs: str, arm: str) -> tuple[dict[str, str], dict[str, str]]:
     return pipeline, model
 
 
-def pipeline_knobs(pipeline: PipelineConfig, knobs: str, arm: str) -> PipelineConfig:
-    """``pipeline`` with the ``[pipeline]`` settings of ``knobs`` (``<knob>=<value>`` joined by
-    ``+``; :data:`MODEL_KNOBS` are left to :func:`model_knobs`); a value is read as its
-    field's type (``true``/``false``, a number).
+def pipeline_knobs(pipeline: PipelineConfig, changes: dict[str, str], arm: str) -> PipelineConfig:
+    """``pipeline`` with the ``[pipeline]`` knobs of ``changes`` (:func:`split_knobs`) set.
 
     Raises:
-        SwapOSError: not ``knob=value``, a knob the pipeline does not have, or a bad value.
+        SwapOSError: a knob the pipeline does not have (neither is it a model knob), or a bad
+            value.
     """
-    fields = msgspec.structs.asdict(pipeline)
-    changes, _ = split_knobs(knobs, arm)
-    unknown = [k for k in changes if k not in fields]
+    names = [f.name for f in msgspec.structs.fields(pipeline)]
+    unknown = [k for k in changes if k not in names]
     if unknown:
         raise SwapOSError(
             f"arm {arm!r}: {unknown[0]!r} is not KNOB=VALUE with a [pipeline] knob or a model "
-            f"knob; the knobs: {', '.join((*fields, *MODEL_KNOBS))}"
+            f"knob; the knobs: {', '.join((*names, *MODEL_KNOBS))}"
         )
-    try:
-        return msgspec.convert({**fields, **changes}, PipelineConfig, strict=False)
-    except msgspec.ValidationError as exc:
-        raise SwapOSError(f"arm {arm!r}: {exc}") from None
+    return with_settings(pipeline, changes, arm)
 
 
-def model_knobs(models: dict[str, ModelConfig], knobs: str, arm: str) -> dict[str, ModelConfig]:
-    """``models`` with the :data:`MODEL_KNOBS` settings of ``knobs`` set on every model.
+def model_knobs(
+    models: dict[str, ModelConfig], changes: dict[str, str], arm: str
+) -> dict[str, ModelConfig]:
+    """``models`` with the model knobs of ``changes`` (:func:`split_knobs`) set on every
+    model.
 
     Raises:
-        SwapOSError: not ``knob=value``, or a value the model's field cannot take.
+        SwapOSError: a value the model's field cannot take.
     """
-    _, changes = split_knobs(knobs, arm)
     if not changes:
         return models
+    return {name: with_settings(model, changes, arm) for name, model in models.items()}
+
+
+def with_settings(settings: _Settings, changes: dict[str, str], arm: str) -> _Settings:
+    """``settings`` with the fields of ``changes`` set, each value read as its field's type
+    (``true``/``false``, a number).
+
+    Raises:
+        SwapOSError: a value its field cannot take.
+    """
+    fields = msgspec.structs.asdict(settings)
     try:
-        return {
-            name: msgspec.convert(
-                {**msgspec.structs.asdict(model), **changes}, ModelConfig, strict=False
-            )
-            for name, model in models.items()
-        }
+        return msgspec.convert({**fields, **changes}, type(settings), strict=False)
     except msgspec.ValidationError as exc:
         raise SwapOSError(f"arm {arm!r}: {exc}") from None
 
@@ -125,9 +130,9 @@ SystemFactory = Callable[[Profile, Mode, Path], AbstractAsyncContextManager[Syst
 
 def arm_profile(profile: Profile, arm: str) -> Profile:
     """``profile`` for ``arm``: unchanged for ``pipeline``; for ``pipeline:<knobs>``, its
-    ``[pipeline]`` with those knobs set (:func:`pipeline_knobs`: the same pipeline with one
-    lever changed, so both run interleaved in one run) and its models with the
-    :data:`MODEL_KNOBS` among them (:func:`model_knobs`); for ``single``, one code attempt
+    knobs split by :func:`split_knobs` and set on its ``[pipeline]`` (:func:`pipeline_knobs`:
+    the same pipeline with one lever changed, so both run interleaved in one run) and on every
+    model (:func:`model_knobs`); for ``single``, one code attempt
     and no reason phase (so: code, grade); for ``single:<model>`` the same, written by that
     model (the ``code`` and ``fix`` roles point to it).
 
@@ -138,11 +143,11 @@ def arm_profile(profile: Profile, arm: str) -> Profile:
     if arm == "pipeline":
         return profile
     if arm.startswith("pipeline:"):
-        knobs = arm.partition(":")[2]
+        pipeline_changes, model_changes = split_knobs(arm.partition(":")[2], arm)
         return msgspec.structs.replace(
             profile,
-            pipeline=pipeline_knobs(profile.pipeline, knobs, arm),
-            models=model_knobs(profile.models, knobs, arm),
+            pipeline=pipeline_knobs(profile.pipeline, pipeline_changes, arm),
+            models=model_knobs(profile.models, model_changes, arm),
         )
     pipeline = msgspec.structs.replace(
         profile.pipeline, max_attempts=1, skip_reason_max_difficulty=SINGLE_SKIP_REASON
