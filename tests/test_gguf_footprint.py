@@ -117,3 +117,12 @@ def test_estimate_is_within_tolerance_of_measured_rss(name: str) -> None:
         model.close_sync()
     assert abs(estimate - measured) <= TOLERANCE * measured, (estimate, measured)
     assert model.footprint_bytes >= estimate
+
+
+def test_the_token_table_digest_tells_one_vocabulary_from_another() -> None:
+    small = read_gguf(bundled_model_path("qwen2.5-coder-0.5b-instruct-q4_k_m"))
+    large = read_gguf(bundled_model_path("qwen2.5-coder-1.5b-instruct-q4_k_m"))
+    gemma = read_gguf(bundled_model_path("gemma3-270m-q4_k_m"))
+    assert len(small.token_table_digest) == 64
+    assert small.token_table_digest == large.token_table_digest
+    assert gemma.token_table_digest not in ("", small.token_table_digest)

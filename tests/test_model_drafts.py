@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from swapos.policies.model_drafts import choose_model_draft
+from swapos.policies.model_drafts import (
+    PRIOR_ACCEPTANCE,
+    Drafter,
+    choose_model_draft,
+    draft_length,
+    drafter_acceptance,
+    pick_drafter,
+)
 
 # bench decode on this 2-core machine (docs/benchmarks.md, "Decode"): the 1.5B's curve,
 # filled between the measured sizes 2, 4, 8, 12, and the 0.5B's step over the 1.5B's
@@ -36,3 +43,56 @@ def test_never_from_another_vocabulary_or_a_model_that_is_not_resident() -> None
     assert choose_model_draft(same_vocabulary=False, resident=True, **kw).length == 0
     assert choose_model_draft(same_vocabulary=True, resident=False, **kw).length == 0
     assert choose_model_draft(same_vocabulary=True, resident=True, **kw).length == 3
+
+
+GPU = (1.0, 1.02, 1.04, 1.06, 1.08, 1.1, 1.12, 1.14, 1.16)
+
+
+def drafter(name: str, **kw: object) -> Drafter:
+    base: dict[str, object] = {
+        "name": name, "same_vocabulary": True, "step_s": 0.003, "prefill_s_per_token": 0.0005,
+    }  # fmt: skip
+    base.update(kw)
+    return Drafter(**base)  # type: ignore[arg-type]
+
+
+def test_the_cheapest_measured_drafter_with_the_same_vocabulary_is_picked() -> None:
+    drafters = [
+        drafter("other-vocab", same_vocabulary=False, step_s=0.001),
+        drafter("unmeasured", step_s=0.0),
+        drafter("slow", step_s=0.008),
+        drafter("fast", step_s=0.002),
+    ]
+    picked = pick_drafter(
+        drafters, target_step_s=0.02, verify_ratio=GPU, tokens=400, prompt_tokens=1000
+    )
+    assert picked is not None and picked[0].name == "fast" and picked[1].length > 1
+
+
+def test_no_drafter_on_this_cpu_or_without_the_targets_walls() -> None:
+    cpu = drafter("small", step_s=0.0485, prefill_s_per_token=0.002)
+    kw = {"verify_ratio": CPU_CURVE, "tokens": 400, "prompt_tokens": 500}
+    assert pick_drafter([cpu], target_step_s=0.0582, **kw) is None  # type: ignore[arg-type]
+    assert pick_drafter([drafter("fast")], target_step_s=0.0, **kw) is None  # type: ignore[arg-type]
+
+
+def test_a_pinned_length_takes_the_first_same_vocabulary_drafter_whatever_it_costs() -> None:
+    drafters = [drafter("gemma", same_vocabulary=False), drafter("qwen", step_s=0.0)]
+    picked = pick_drafter(
+        drafters, target_step_s=0.0, verify_ratio=(), tokens=64, prompt_tokens=10, pinned=4
+    )
+    assert picked is not None and picked[0].name == "qwen" and picked[1].length == 4
+    none = pick_drafter(drafters, target_step_s=0.02, verify_ratio=GPU, tokens=64,
+                        prompt_tokens=10, pinned=0)  # fmt: skip
+    assert none is None
+
+
+def test_a_drafter_whose_drafts_are_rejected_stops_drafting() -> None:
+    kw = {"target_step_s": 0.02, "verify_ratio": GPU, "tokens": 300}
+    fresh = drafter("small")
+    assert draft_length(fresh, **kw) > 0  # type: ignore[arg-type]
+    assert drafter_acceptance(fresh) == PRIOR_ACCEPTANCE
+    rejected = drafter("small", accepted=2, tested=60)
+    assert drafter_acceptance(rejected) < 0.2
+    assert draft_length(rejected, **kw) == 0  # type: ignore[arg-type]
+    assert draft_length(rejected, pinned=3, **kw) == 3  # type: ignore[arg-type]

@@ -73,11 +73,15 @@ class DraftRequest(msgspec.Struct, frozen=True, kw_only=True):
             file being rewritten): drafts are looked up in it before the prompt.
         max_draft: pins the draft length (tokens verified per step whenever a draft is
             found; 0 never drafts); None lets the policy choose from the measured costs.
+        model_draft: pins the length of the drafts a smaller resident model with the same
+            vocabulary proposes when the lookup finds none (0 never drafts from a model);
+            None lets ``policies/model_drafts.py`` choose from both models' measured costs.
     """
 
     kind: str = ""
     prediction: str = ""
     max_draft: int | None = None
+    model_draft: int | None = None
 
 
 class DraftCosts(msgspec.Struct, frozen=True, kw_only=True):
@@ -95,6 +99,10 @@ class DraftCosts(msgspec.Struct, frozen=True, kw_only=True):
         ngram_min: shortest n-gram match a draft is looked up from.
         ngram_max: longest n-gram match tried (first).
         source: where these numbers come from (a file, "pinned"...), for the logs.
+        step_s: the wall of one plain decode step (one token), seconds; 0: not measured
+            (costs saved before it was), and the model then neither drafts for another
+            nor is drafted for by one.
+        prefill_s_per_token: prefill wall per prompt token, seconds (0: not measured).
     """
 
     verify_ratio: tuple[float, ...]
@@ -103,3 +111,5 @@ class DraftCosts(msgspec.Struct, frozen=True, kw_only=True):
     ngram_min: int = 1
     ngram_max: int = 3
     source: str = ""
+    step_s: float = 0.0
+    prefill_s_per_token: float = 0.0

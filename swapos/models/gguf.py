@@ -9,6 +9,7 @@ caught here instead of deep inside llama.cpp.
 
 from __future__ import annotations
 
+import hashlib
 import mmap
 import os
 import struct
@@ -23,6 +24,7 @@ GGUF_MAGIC = b"GGUF"
 # Value types of GGUF metadata (gguf.h: enum gguf_type).
 _UINT8, _INT8, _UINT16, _INT16, _UINT32, _INT32, _FLOAT32, _BOOL = range(8)
 _STRING, _ARRAY, _UINT64, _INT64, _FLOAT64 = 8, 9, 10, 11, 12
+_TOKEN_TABLE = "tokenizer.ggml.tokens"
 _SCALARS: dict[int, struct.Struct] = {
     _UINT8: struct.Struct("<B"), _INT8: struct.Struct("<b"),
     _UINT16: struct.Struct("<H"), _INT16: struct.Struct("<h"),
@@ -66,6 +68,9 @@ class GGUFInfo(msgspec.Struct, frozen=True, kw_only=True):
         value_length: per-head value size (``key_length`` by default).
         context_length: training context length.
         vocab_size: entries of ``tokenizer.ggml.tokens``.
+        token_table_digest: sha256 of the ``tokenizer.ggml.tokens`` array as stored (every
+            token's text in id order; "" without one): two models with the same digest
+            share their vocabulary, so one may draft for the other.
         metadata: every scalar or string metadata value (arrays are left out).
     """
 
@@ -84,6 +89,7 @@ class GGUFInfo(msgspec.Struct, frozen=True, kw_only=True):
     value_length: int
     context_length: int
     vocab_size: int
+    token_table_digest: str = ""
     metadata: dict[str, MetaValue]
 
 
@@ -209,12 +215,16 @@ def _parse(buf: mmap.mmap | bytes, path: Path, file_size: int) -> GGUFInfo:
     cur.count(tensor_count, 24, "tensor infos")  # name length, dims, type, offset
     metadata: dict[str, MetaValue] = {}
     arrays: dict[str, int] = {}
+    token_table = ""
     for _ in range(kv_count):
         key = cur.string()
         vtype = cur.u32()
+        start = cur.pos
         value = _value(cur, vtype)
         if vtype == _ARRAY:
             arrays[key] = int(value)
+            if key == _TOKEN_TABLE:
+                token_table = hashlib.sha256(buf[start : cur.pos]).hexdigest()
         else:
             metadata[key] = value
     data_end = 0
@@ -231,6 +241,7 @@ def _parse(buf: mmap.mmap | bytes, path: Path, file_size: int) -> GGUFInfo:
     return _info(
         path=path, file_size=file_size, version=version, tensor_count=tensor_count,
         data_offset=data_offset, data_size=data_end, meta=metadata, arrays=arrays,
+        token_table=token_table,
     )  # fmt: skip
 
 
@@ -244,6 +255,7 @@ def _info(
     data_size: int,
     meta: dict[str, MetaValue],
     arrays: dict[str, int],
+    token_table: str = "",
 ) -> GGUFInfo:
     arch = str(meta.get("general.architecture", ""))
 
@@ -277,7 +289,8 @@ def _info(
         key_length=key_len,
         value_length=num("attention.value_length", key_len),
         context_length=num("context_length"),
-        vocab_size=arrays.get("tokenizer.ggml.tokens", 0),
+        vocab_size=arrays.get(_TOKEN_TABLE, 0),
+        token_table_digest=token_table,
         metadata=meta,
     )
 

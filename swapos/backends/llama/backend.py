@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 
 import anyio
@@ -59,6 +60,12 @@ class LlamaBackend:
     ) -> None:
         self._load_limiter = load_limiter or anyio.CapacityLimiter(1)
         self._generate_limiter = generate_limiter
+        self._resident: weakref.WeakSet[LlamaModel] = weakref.WeakSet()
+
+    def resident(self) -> list[LlamaModel]:
+        """The models it loaded that are not closed (each may draft for another,
+        ``policies/model_drafts.py``)."""
+        return [m for m in list(self._resident) if not m.closed]
 
     def info(self, path: str) -> GGUFInfo:
         """The GGUF header of ``path`` (cached per path, size and mtime)."""
@@ -144,7 +151,10 @@ class LlamaBackend:
                 f"loading model {spec.name!r} from {spec.path}",
                 advice="check that the file is a complete GGUF model and that n_ctx fits memory",
             ):
-                box.append(load_model(spec, abort, limiter=self._generate_limiter))
+                box.append(
+                    load_model(spec, abort, limiter=self._generate_limiter, peers=self.resident)
+                )
+            self._resident.add(box[0])
             return box[0]
 
         try:

@@ -6,8 +6,10 @@ one verification batch).
 
 With drafting (``policies/drafting.py`` decides; the model's measured costs say whether it
 pays) a step evaluates the next token and a looked-up draft in one batch with logits at each
-position, samples position after position while the sampled token equals the drafted one,
-and drops the KV cells of the rejected rest. Each emitted token is sampled from the model
+position (or, where the lookup has none, a draft proposed by a smaller resident model:
+``backends/llama/model_draft.py``, chosen by ``policies/model_drafts.py``), samples position
+after position while the sampled token equals the drafted one, and drops the KV cells of
+the rejected rest. Each emitted token is sampled from the model
 with the same random draw as plain decoding would use, so the output (greedy or sampled) is
 what plain decoding gives, up to the batch's numerics.
 """
@@ -29,6 +31,7 @@ import numpy as np
 from swapos.backends.base import GenerationOutput
 from swapos.backends.llama import kv_state
 from swapos.backends.llama.batch import VerifyBatch, decode_chunks
+from swapos.backends.llama.model_draft import ModelDrafter
 from swapos.backends.llama.runtime import Aborted
 from swapos.backends.llama.sampling import sample_logits
 from swapos.backends.llama.vocab import piece, tokenize
@@ -54,6 +57,8 @@ class Handles:
     """The sliding attention window (``n_swa``), None with full attention."""
     draft_costs: DraftCosts | None = None
     """The model's measured drafting costs (None: never draft unless a request pins it)."""
+    drafter: ModelDrafter | None = None
+    """A smaller resident model that drafts where the lookup finds nothing (None: none)."""
 
 
 @dataclasses.dataclass
@@ -96,6 +101,9 @@ class Decoder:
         self.policy = DraftPolicy(None, None)
         self.sources: list[NgramIndex] = []  # prediction, then prompt + answer (the history)
         self.batch: VerifyBatch | None = None
+        self.drafter = handles.drafter if handles.window is None else None
+        self.prompt: list[int] = []
+        self.max_tokens = 0
 
     def run(
         self,
@@ -173,6 +181,8 @@ class Decoder:
         """The drafting policy and the sources it looks drafts up in (prediction first)."""
         if self.h.window is not None:  # a rolled-back step may have pushed cells out of it
             return DraftPolicy(None, None), []
+        if self.drafter is not None:
+            self.drafts.rule = f"model:{self.drafter.name}"
         policy = DraftPolicy(self.h.draft_costs, params.draft)
         sources: list[NgramIndex] = []
         if not policy.active:
@@ -183,9 +193,10 @@ class Decoder:
             tokens = tokenize(self.h.vocab, prediction)
             bos = llama_cpp.llama_vocab_bos(self.h.vocab)
             sources.append(NgramIndex(tokens[1:] if tokens[:1] == [bos] else tokens, ngram_max=n))
-            self.drafts.rule = f"{policy.rule.name}+prediction"
+            rule = f"{policy.rule.name}+prediction"
         else:
-            self.drafts.rule = policy.rule.name
+            rule = policy.rule.name
+        self.drafts.rule = f"{rule}+{self.drafts.rule}" if self.drafts.rule else rule
         sources.append(NgramIndex(prompt, ngram_max=n))
         return policy, sources
 
@@ -199,12 +210,14 @@ class Decoder:
         stream = StopStream(params.stop)
         policy, sources = self._policy(params, prompt)
         self.policy, self.sources = policy, sources
+        self.prompt, self.max_tokens = prompt, params.max_tokens
         history = sources[-1] if sources else None
         count = 0
         reason: StopReason = "length"
         token = self._sample(params, rng)
         first = time.perf_counter()
-        batch = self.batch = VerifyBatch(MAX_DRAFT + 1) if policy.active else None
+        drafting = policy.active or self.drafter is not None
+        batch = self.batch = VerifyBatch(MAX_DRAFT + 1) if drafting else None
         try:
             queue = [token]  # sampled, not yet emitted; all but the last are in the KV cache
             while True:
@@ -249,8 +262,16 @@ class Decoder:
         token (not yet). Empty when the context is full."""
         policy, sources, batch = self.policy, self.sources, self.batch
         draft = lookup(sources, sources[-1].tokens, policy.rule) if sources else []
-        room = self.h.n_ctx - self.n_past - 1
+        room = min(self.h.n_ctx - self.n_past - 1, MAX_DRAFT)
         d = min(policy.length(len(draft)), room) if draft else 0
+        drafter = self.drafter if d <= 0 and batch is not None else None
+        if drafter is not None:
+            wanted = min(drafter.length(self.max_tokens - len(self.generated)), room)
+            proposed = drafter.propose([*self.prompt, *self.generated, token], wanted)
+            if proposed:
+                draft, d = proposed, len(proposed)
+            else:
+                drafter = None
         if d <= 0 or batch is None:
             if not self._eval([token]):
                 return []
@@ -274,7 +295,7 @@ class Decoder:
             if j == d or sampled != draft[j]:
                 break
         accepted = len(out) - 1
-        policy.observe(d, accepted)
+        (drafter or policy).observe(d, accepted)
         self.drafts.drafted += d
         self.drafts.steps += 1
         self._keep(d - accepted)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import anyio
@@ -77,14 +78,19 @@ def state_bytes_estimate(spec: ModelSpec) -> int:
 
 
 def load_model(
-    spec: ModelSpec, abort: threading.Event, *, limiter: anyio.CapacityLimiter | None = None
+    spec: ModelSpec,
+    abort: threading.Event,
+    *,
+    limiter: anyio.CapacityLimiter | None = None,
+    peers: Callable[[], Iterable[LlamaModel]] | None = None,
 ) -> LlamaModel:
-    """Load ``spec`` synchronously (in a worker thread); ``abort`` cancels the load.
+    """Load ``spec`` synchronously (in a worker thread); ``abort`` cancels the load;
+    ``peers``: the other models resident beside it (drafters it may borrow).
 
     Raises:
         ModelFileError: the file is bad; ``Aborted`` when ``abort`` was set.
     """
-    gguf_info(spec.path)  # validates magic, header and tensor data size
+    info = gguf_info(spec.path)  # validates magic, header and tensor data size
     estimate = footprint_estimate(spec)
     init_llama()
     digest = threading.Thread(target=file_digest, args=(spec.path,), daemon=True)
@@ -101,7 +107,7 @@ def load_model(
     digest.join()
     loaded = LlamaModel(
         spec, model, ctx, footprint=max(delta, estimate), identity=kv_identity(spec),
-        limiter=limiter, offload=offload,
+        limiter=limiter, offload=offload, token_table=info.token_table_digest, peers=peers,
     )  # fmt: skip
     log.info(
         "model_load.done", model=spec.name, path=spec.path, rss_delta=delta, estimate=estimate,

@@ -3,30 +3,35 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
 import llama_cpp
+import msgspec
 import structlog
 
 from swapos.backends.base import DrawOutput, GenerationOutput
 from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
 from swapos.backends.llama.decode import Decoder, Handles
 from swapos.backends.llama.draft_costs import costs_for
+from swapos.backends.llama.model_draft import ModelDrafter
 from swapos.backends.llama.parallel import DrawsDecoder
 from swapos.backends.llama.runtime import Aborted
 from swapos.backends.llama.vocab import tokenize
 from swapos.backends.threads import run_in_worker
+from swapos.data.generation import DraftCosts, DraftRequest
 from swapos.data.prefix import PrefixState
 from swapos.data.residency import Offload
 from swapos.data.sampling import SamplingParams
 from swapos.errors import GenerationError
 from swapos.models.spec import ModelSpec
+from swapos.policies.model_drafts import Drafter, draft_length, pick_drafter
 from swapos.sysinfo import release_free_heap
 
 log = structlog.get_logger(__name__)
@@ -47,6 +52,9 @@ class LlamaModel:
         identity: its :attr:`kv_identity`.
         limiter: bounds concurrent generations (and tokenizations).
         offload: where its offloaded layers went (None: all on the host).
+        token_table: the digest of its GGUF token table (``GGUFInfo.token_table_digest``).
+        peers: the models resident beside it, which may draft for it
+            (``policies/model_drafts.py``); None: it never borrows one.
     """
 
     def __init__(
@@ -59,6 +67,8 @@ class LlamaModel:
         identity: str,
         limiter: anyio.CapacityLimiter | None = None,
         offload: Offload | None = None,
+        token_table: str = "",
+        peers: Callable[[], Iterable[LlamaModel]] | None = None,
     ) -> None:
         self._spec = spec
         self._offload = offload
@@ -74,6 +84,10 @@ class LlamaModel:
         n_swa = int(llama_cpp.llama_model_n_swa(model))
         self._window = n_swa if n_swa > 0 else None
         self._draft_costs = costs_for(spec)  # bench decode's measurements, or a profile's pin
+        self._token_table = token_table
+        self._peers = peers
+        self._uses = 0  # generations run on its context (a drafter's cells go stale)
+        self._drafted: dict[str, tuple[int, int]] = {}  # drafter: (accepted, tested) so far
 
     @property
     def spec(self) -> ModelSpec:
@@ -153,9 +167,16 @@ class LlamaModel:
             try:
                 if self._ctx is None:
                     raise GenerationError(f"model {self._spec.name!r} is closed; load it again")
-                decoder = Decoder(self._handles(), abort, on_token, started)
-                with self._edge("generating with"):
-                    return decoder.run(prompt, params, restore, save_at, save_final=save_final)
+                self._uses += 1
+                drafter = self._drafter_for(params, len(prompt), abort)
+                handles = dataclasses.replace(self._handles(), drafter=drafter)
+                decoder = Decoder(handles, abort, on_token, started)
+                try:
+                    with self._edge("generating with"):
+                        return decoder.run(prompt, params, restore, save_at, save_final=save_final)
+                finally:
+                    if drafter is not None:
+                        self._record(drafter)
             finally:
                 self._lock.release()
 
@@ -188,6 +209,7 @@ class LlamaModel:
             try:
                 if self._ctx is None:
                     raise GenerationError(f"model {self._spec.name!r} is closed; load it again")
+                self._uses += 1
                 decoder = DrawsDecoder(
                     self._handles(), self._spec, abort, on_draw=on_draw, stop=stop,
                     started=started,
@@ -209,7 +231,91 @@ class LlamaModel:
         with self._lock:
             if self._ctx is None:
                 raise GenerationError(f"model {self._spec.name!r} is closed; load it again")
+            self._uses += 1
             return work(self._handles())
+
+    @property
+    def name(self) -> str:
+        """Its spec's name."""
+        return self._spec.name
+
+    @property
+    def token_table(self) -> str:
+        """The digest of its GGUF token table ("" when unknown)."""
+        return self._token_table
+
+    @property
+    def draft_costs(self) -> DraftCosts | None:
+        """Its measured drafting costs (``backends/llama/draft_costs.py``), None if none."""
+        return self._draft_costs
+
+    @contextlib.contextmanager
+    def lend(self) -> Iterator[tuple[Handles, int] | None]:
+        """Its handles and use count under its lock, if the lock is free now and it is not
+        closed (``model_draft.Lender``: a draft model is borrowed, never waited for)."""
+        if not self._lock.acquire(blocking=False):
+            yield None
+            return
+        try:
+            yield None if self._ctx is None else (self._handles(), self._uses)
+        finally:
+            self._lock.release()
+
+    def _drafter_for(
+        self, params: SamplingParams, prompt_tokens: int, abort: threading.Event
+    ) -> ModelDrafter | None:
+        """A resident model to draft for this generation (rule 3 of
+        ``policies/model_drafts.py``), or None."""
+        request = params.draft or DraftRequest()
+        costs = self._draft_costs
+        if self._peers is None or self._window is not None or request.model_draft == 0:
+            return None
+        if costs is None and request.model_draft is None:
+            return None
+        lenders: dict[str, LlamaModel] = {}
+        drafters: list[Drafter] = []
+        for peer in self._peers():
+            if peer is self or peer.closed or peer.kv_window is not None:
+                continue
+            theirs = peer.draft_costs
+            accepted, tested = self._drafted.get(peer.name, (0, 0))
+            lenders[peer.name] = peer
+            drafters.append(Drafter(
+                name=peer.name,
+                same_vocabulary=bool(self._token_table) and peer.token_table == self._token_table,
+                step_s=theirs.step_s if theirs else 0.0,
+                prefill_s_per_token=theirs.prefill_s_per_token if theirs else 0.0,
+                accepted=accepted, tested=tested,
+            ))  # fmt: skip
+        step_s = costs.step_s if costs else 0.0
+        ratio = costs.verify_ratio if costs else ()
+        picked = pick_drafter(
+            drafters, target_step_s=step_s, verify_ratio=ratio, tokens=params.max_tokens,
+            prompt_tokens=prompt_tokens, pinned=request.model_draft,
+        )  # fmt: skip
+        if picked is None:
+            return None
+        chosen, first = picked
+        log.info("model_draft.chosen", model=self._spec.name, drafter=chosen.name,
+                 reason=first.reason)  # fmt: skip
+
+        def length(tokens_left: int) -> int:
+            running = msgspec.structs.replace(
+                chosen, accepted=chosen.accepted + drafter.accepted,
+                tested=chosen.tested + drafter.tested,
+            )  # fmt: skip
+            return draft_length(
+                running, target_step_s=step_s, verify_ratio=ratio, tokens=tokens_left,
+                pinned=request.model_draft,
+            )  # fmt: skip
+
+        drafter = ModelDrafter(lenders[chosen.name], length, abort)
+        return drafter
+
+    def _record(self, drafter: ModelDrafter) -> None:
+        """Keep what ``drafter``'s drafts were accepted, for this target's next choice."""
+        accepted, tested = self._drafted.get(drafter.name, (0, 0))
+        self._drafted[drafter.name] = (accepted + drafter.accepted, tested + drafter.tested)
 
     def _edge(self, doing: str) -> contextlib.AbstractContextManager[None]:
         """Maps llama.cpp's exceptions to :class:`GenerationError` naming this model."""

@@ -154,11 +154,23 @@ def replay_rules(
     return out
 
 
-def choose_costs(ratio: tuple[float, ...], stats: list[RuleStats], source: str) -> DraftCosts:
-    """The costs the policy reads: the curve, and the acceptance per kind of the n-gram rule
-    with the best predicted speed-up over all kinds (at its longest ``k``)."""
+def choose_costs(
+    ratio: tuple[float, ...],
+    stats: list[RuleStats],
+    source: str,
+    *,
+    step_s: float = 0.0,
+    prefill_s_per_token: float = 0.0,
+) -> DraftCosts:
+    """The costs the policy reads: the curve, the model's step and prefill walls (what a
+    draft model's costs are weighed with, ``policies/model_drafts.py``), and the acceptance
+    per kind of the n-gram rule with the best predicted speed-up over all kinds (at its
+    longest ``k``)."""
     if not stats:
-        return DraftCosts(verify_ratio=ratio, source=source)
+        return DraftCosts(
+            verify_ratio=ratio, source=source, step_s=step_s,
+            prefill_s_per_token=prefill_s_per_token,
+        )  # fmt: skip
     by_min: dict[int, float] = {}
     for s in stats:
         by_min[s.ngram_min] = by_min.get(s.ngram_min, 0.0) + s.tokens / max(s.cost, 1e-9)
@@ -168,8 +180,9 @@ def choose_costs(ratio: tuple[float, ...], stats: list[RuleStats], source: str) 
     if "fix" in acceptance:  # a predicted output is a file to rewrite, as a fix rewrites one
         acceptance.setdefault("prediction", acceptance["fix"])
     return DraftCosts(
-        verify_ratio=ratio, acceptance=acceptance, ngram_min=best, ngram_max=3, source=source
-    )
+        verify_ratio=ratio, acceptance=acceptance, ngram_min=best, ngram_max=3, source=source,
+        step_s=step_s, prefill_s_per_token=prefill_s_per_token,
+    )  # fmt: skip
 
 
 class SpeedCase(msgspec.Struct, frozen=True, kw_only=True):
