@@ -196,3 +196,28 @@ def test_without_recorded_phases_the_curve_alone_is_measured_and_saved(
     assert any("the cost curve only" in s for s in said)
     spec = model_specs(builtin_profile("tiny"))["coder"]
     assert set(LlamaBackend().draw_curve(spec)) == {2, 3, 4}  # what the draws policy reads
+
+
+@pytest.mark.real_model
+def test_the_smaller_qwen_drafting_for_the_larger_is_measured_with_the_rules_verdict(
+    tmp_path: Path,
+) -> None:
+    """The default profile's two Qwen models share a token table: ``bench decode`` decodes
+    a recorded prompt on the 1.5B plain and drafted by the 0.5B, and says what it measured,
+    what the rule predicts and the length the rule would choose."""
+    from swapos.bench.decode.command import run_bench
+
+    _capsule_file(tmp_path / "run")
+    args = cli.build_parser().parse_args(
+        ["decode", "--sizes", "2,4", "--repeats", "1", "--context", "16", "--ks", "4",
+         "--speed-cases", "0", "--speed-tokens", "24", "--pair-lengths", "3", "--no-save",
+         "--results", str(tmp_path / "run")]
+    )  # fmt: skip
+    report = run_bench(args, say=lambda *a: None)
+    assert all(r.costs.step_s > 0 and r.costs.prefill_s_per_token > 0
+               for r in report.models.values())  # fmt: skip
+    assert report.pairs, "no pair measured"
+    for case in report.pairs:
+        assert (case.target, case.drafter, case.length) == ("large", "small", 3)
+        assert case.same_text and case.drafted > 0 and case.plain_s > 0 < case.drafted_s
+        assert 0.0 <= case.acceptance <= 1.0 and case.predicted > 0

@@ -2,7 +2,7 @@
 
 ``python -m swapos.bench decode [--profile default] [--models large,small]
 [--sizes 2,4,8,12] [--repeats 5] [--results DIR] [--ngrams 1,2,3] [--ks 4,8,12]
-[--speed-cases 1] [--speed-tokens 96] [--no-save]
+[--speed-cases 1] [--speed-tokens 96] [--pair-cases 1] [--pair-lengths 2,4] [--no-save]
 [--out decode-bench.json]``
 
 Per model of the profile:
@@ -18,6 +18,11 @@ Per model of the profile:
 3. **Drafting vs plain**, measured: ``--speed-cases`` recorded prompts per kind decoded
    greedily both ways (order alternating), the speed-up measured and predicted, and
    whether the texts are the same.
+4. **A smaller model drafting for a larger one** (:mod:`~swapos.bench.decode.pairs`), for
+   each pair of the models with the same token table: ``--pair-cases`` recorded fix and
+   code prompts decoded by the larger plain and drafted by the smaller at each of
+   ``--pair-lengths``; the acceptance, the speed-up measured and the one rule 2 of
+   ``policies/model_drafts.py`` predicts, and the length it would choose.
 5. **The costs the policy reads** (:class:`~swapos.data.generation.DraftCosts`): saved in
    the user cache for this model file and thread count (``--no-save`` skips it), so later
    runs draft where it pays; also in the JSON report (``--out``), which a profile may pin.
@@ -43,7 +48,7 @@ from rich.table import Table
 
 from swapos.backends.llama.decode import Handles
 from swapos.backends.llama.draft_costs import save_cached
-from swapos.backends.llama.loading import load_model
+from swapos.backends.llama.loading import gguf_info, load_model
 from swapos.backends.llama.vocab import tokenize
 from swapos.bench.decode.measure import (
     Curve,
@@ -54,6 +59,7 @@ from swapos.bench.decode.measure import (
     replay_rules,
     speed_case,
 )
+from swapos.bench.decode.pairs import PairCase, pair_cases
 from swapos.bench.decode.replay import KINDS, Recorded, find_capsules, recorded_phases
 from swapos.data.generation import DraftCosts
 from swapos.models.bundled import resolve_profile
@@ -94,6 +100,7 @@ class DecodeReport(msgspec.Struct, frozen=True, kw_only=True):
     recorded_cases: int
     models: dict[str, ModelReport]
     targets: list[Target]
+    pairs: list[PairCase] = []
 
 
 def _ints(text: str) -> list[int]:
@@ -122,6 +129,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--speed-cases", type=int, default=1,
         help="recorded prompts per phase kind decoded plain and drafted (default: 1)")  # fmt: skip
     add("--speed-tokens", type=int, default=96, help="max tokens of each (default: 96)")
+    add("--pair-cases", type=int, default=1,
+        help="recorded fix and code prompts per kind decoded by the larger of two models of "
+        "one vocabulary, plain and drafted by the smaller (default: 1; 0 skips)")  # fmt: skip
+    add("--pair-lengths", type=_ints, default=[2, 4],
+        help="draft lengths the smaller model proposes (default: 2,4)")  # fmt: skip
     add("--no-save", action="store_true", help="do not cache the costs for later runs")
     add("--out", type=Path, default=Path("decode-bench.json"), help="JSON report")
 
@@ -157,12 +169,58 @@ def run_bench(args: argparse.Namespace, *, say: Say = print) -> DecodeReport:
     models: dict[str, ModelReport] = {}
     for spec in specs:
         models[spec.name] = _bench_model(spec, args, cases, rules, say)
+    pairs: list[PairCase] = []
+    if cases and args.pair_cases > 0:
+        for target, drafter in draft_pairs(specs):
+            pairs.extend(
+                _bench_pair(target, drafter, models=models, cases=cases, args=args, say=say)
+            )
     fix_model = profile.roles.get("fix")
     return DecodeReport(
         kind="decode", run_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), host=host_info(),
         load_average=os.getloadavg()[0], profile=profile.name, recorded_cases=len(cases),
-        models=models, targets=targets(models, fix_model),
+        models=models, targets=targets(models, fix_model), pairs=pairs,
     )  # fmt: skip
+
+
+def draft_pairs(specs: Sequence[ModelSpec]) -> list[tuple[ModelSpec, ModelSpec]]:
+    """(target, drafter) for each two models with the same GGUF token table, the drafter
+    the one with fewer tensor bytes (what decides whether it pays is the rule, on the
+    measured steps; a noisy step must not turn a pair round)."""
+    out: list[tuple[ModelSpec, ModelSpec]] = []
+    for i, a in enumerate(specs):
+        for b in specs[i + 1 :]:
+            same = gguf_info(a.path).token_table_digest == gguf_info(b.path).token_table_digest
+            if not same or not gguf_info(a.path).token_table_digest:
+                continue
+            size = {s.name: gguf_info(s.path).data_size for s in (a, b)}
+            out.append((a, b) if size[a.name] > size[b.name] else (b, a))
+    return out
+
+
+def _bench_pair(
+    target: ModelSpec, drafter: ModelSpec, *, models: dict[str, ModelReport],
+    cases: list[Recorded], args: argparse.Namespace, say: Say,
+) -> list[PairCase]:  # fmt: skip
+    say(f"[{drafter.name} drafting for {target.name}] loading both")
+    big = load_model(target, threading.Event())
+    try:
+        small = load_model(drafter, threading.Event())
+        try:
+            got = pair_cases(
+                big, small, (models[target.name].costs, models[drafter.name].costs), cases,
+                lengths=args.pair_lengths, per_kind=args.pair_cases, max_tokens=args.speed_tokens,
+            )  # fmt: skip
+        finally:
+            small.close_sync()
+    finally:
+        big.close_sync()
+    for c in got:
+        say(f"  {c.kind} {c.task_id} d={c.length}: plain {c.plain_s:.2f}s, drafted "
+            f"{c.drafted_s:.2f}s (x{c.measured:.2f}, predicted x{c.predicted:.2f}), acceptance "
+            f"{c.acceptance:.2f}, rule's length {c.rule_length}, "
+            f"{'same' if c.same_text else 'DIFFERENT'} text")  # fmt: skip
+    return got
 
 
 def _bench_model(
@@ -182,7 +240,11 @@ def _bench_model(
             capped = (msgspec.structs.replace(r, k=min(r.k, len(ratio) - 1)) for r in rules)
             fitting = list(dict.fromkeys(capped))  # caps past the curve are one rule
             stats = replay_rules(h, cases, fitting, ratio) if cases else []
-            costs = choose_costs(ratio, stats, source=f"bench decode {time.strftime('%F')}")
+            costs = choose_costs(
+                ratio, stats, source=f"bench decode {time.strftime('%F')}",
+                step_s=curve.ms_per_token / 1000,
+                prefill_s_per_token=1 / curve.prefill_tok_s if curve.prefill_tok_s else 0.0,
+            )  # fmt: skip
             speed = _speed(h, costs, cases, args, say)
             return ModelReport(curve=curve, rules=stats, costs=costs, speed=speed, saved=None)
 
@@ -300,6 +362,17 @@ def print_report(report: DecodeReport, console: Console) -> None:
           "same" if c.same_text else "DIFFERENT")
          for name, r in items for c in r.speed],
     ))  # fmt: skip
+    if report.pairs:
+        console.print(_table(
+            "A smaller model drafting for a larger one (greedy, measured; lookup off)",
+            ("target", "drafter", "kind", "task", "d", "tokens", "plain s", "drafted s",
+             "measured", "predicted", "acceptance", "rule's d", "text"),
+            [(c.target, c.drafter, c.kind, c.task_id, str(c.length), str(c.tokens),
+              f"{c.plain_s:.2f}", f"{c.drafted_s:.2f}", f"x{c.measured:.2f}",
+              f"x{c.predicted:.2f}", f"{c.acceptance:.2f}", str(c.rule_length),
+              "same" if c.same_text else "DIFFERENT")
+             for c in report.pairs],
+        ))  # fmt: skip
     console.print(_table(
         "Targets",
         ("verdict", "model", "target", "value", "limit", "detail"),
