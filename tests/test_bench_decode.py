@@ -63,6 +63,16 @@ def test_each_attempt_and_critic_note_is_a_recorded_phase_with_what_came_before(
     assert fix.output == "def is_even(n): 2\n"
 
 
+def test_a_phase_two_arms_recorded_alike_is_one_case(tmp_path: Path) -> None:
+    written = _capsule_file(tmp_path)
+    twin = tmp_path / "overlap-pipeline:knob=1" / "capsules" / written.name
+    twin.parent.mkdir(parents=True)
+    twin.write_bytes(written.read_bytes())
+    assert len(find_capsules([tmp_path])) == 2
+    once = recorded_phases([written])
+    assert recorded_phases(find_capsules([tmp_path])) == once
+
+
 def test_the_curve_fills_every_batch_size_between_measured_ones() -> None:
     curve = Curve(
         context_tokens=256, repeats=3, ms_per_token=50.0, decode_tok_s=20.0, prefill_tok_s=90.0,

@@ -49,15 +49,17 @@ def find_capsules(folders: list[Path]) -> list[Path]:
 
 
 def recorded_phases(paths: list[Path]) -> list[Recorded]:
-    """The :class:`Recorded` cases of every capsule in ``paths`` (unreadable ones skipped)."""
-    out: list[Recorded] = []
+    """The :class:`Recorded` cases of every capsule in ``paths`` (unreadable ones skipped),
+    each once: two arms of one run that wrote the same text for the same task (an arm whose
+    lever never acted) record one case, not two."""
+    out: dict[Recorded, None] = {}
     for path in paths:
         try:
             capsule = decode_capsule(path.read_bytes())
         except (OSError, ValueError):
             continue
-        out.extend(_cases(capsule))
-    return out
+        out.update(dict.fromkeys(_cases(capsule)))
+    return list(out)
 
 
 def _cases(capsule: Capsule) -> list[Recorded]:
