@@ -209,6 +209,37 @@ def test_without_recorded_phases_the_curve_alone_is_measured_and_saved(
 
 
 @pytest.mark.real_model
+def test_each_speed_case_is_timed_the_rounds_asked_each_way_and_the_medians_compared(
+    tmp_path: Path,
+) -> None:
+    """One short timing each way is noisier than the never-slower bound: with
+    ``--speed-rounds`` each recorded prompt is decoded that many times plain and drafted,
+    and the case holds the medians (and says how many rounds they are of)."""
+    from swapos.bench.decode.command import run_bench
+
+    _capsule_file(tmp_path / "run")
+    args = cli.build_parser().parse_args(
+        ["decode", "--profile", "tiny", "--models", "coder", "--sizes", "2", "--repeats", "1",
+         "--context", "16", "--ks", "4", "--speed-rounds", "3", "--speed-tokens", "12",
+         "--pair-cases", "0", "--no-save", "--results", str(tmp_path / "run")]
+    )  # fmt: skip
+    said: list[str] = []
+    report = run_bench(args, say=lambda *a: said.append(" ".join(map(str, a))))
+    speed = report.models["coder"].speed
+    assert speed, "no speed case measured"
+    for case in speed:
+        assert case.rounds == 3 and case.plain_s > 0 < case.draft_s
+        assert case.measured == pytest.approx(case.plain_s / case.draft_s)
+    assert sum("(medians of 3)" in s for s in said) == len(speed)
+
+
+def test_speed_rounds_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["decode", "--speed-rounds", "0"])
+    assert "expected a positive integer" in capsys.readouterr().err
+
+
+@pytest.mark.real_model
 def test_the_smaller_qwen_drafting_for_the_larger_is_measured_with_the_rules_verdict(
     tmp_path: Path,
 ) -> None:

@@ -2,8 +2,8 @@
 
 ``python -m swapos.bench decode [--profile default] [--models large,small]
 [--sizes 2,4,8,12] [--repeats 5] [--results DIR] [--ngrams 1,2,3] [--ks 4,8,12]
-[--speed-cases 1] [--speed-tokens 96] [--pair-cases 1] [--pair-lengths 2,4] [--no-save]
-[--out decode-bench.json]``
+[--speed-cases 1] [--speed-rounds 1] [--speed-tokens 96] [--pair-cases 1] [--pair-lengths 2,4]
+[--no-save] [--out decode-bench.json]``
 
 Per model of the profile:
 
@@ -16,8 +16,8 @@ Per model of the profile:
    ``--results`` (:mod:`~swapos.bench.decode.replay`), per phase kind: tokens per target
    pass, per-token acceptance, and the speed-up the curve predicts.
 3. **Drafting vs plain**, measured: ``--speed-cases`` recorded prompts per kind decoded
-   greedily both ways (order alternating), the speed-up measured and predicted, and
-   whether the texts are the same.
+   greedily both ways ``--speed-rounds`` times (order alternating; the medians), the
+   speed-up measured and predicted, and whether the texts are the same.
 4. **A smaller model drafting for a larger one** (:mod:`~swapos.bench.decode.pairs`), for
    each pair of the models with the same token table: ``--pair-cases`` recorded fix and
    code prompts decoded by the larger plain and drafted by the smaller at each of
@@ -113,6 +113,16 @@ def _ints(text: str) -> list[int]:
     return values
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer (got {text!r})")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--profile", default="default", help="profile TOML or builtin name (default: default)")
@@ -128,6 +138,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--ks", type=_ints, default=[4, 8, 12], help="draft caps K (default: 4,8,12)")
     add("--speed-cases", type=int, default=1,
         help="recorded prompts per phase kind decoded plain and drafted (default: 1)")  # fmt: skip
+    add("--speed-rounds", type=_positive, default=1,
+        help="timings of each such prompt each way, order alternating; the medians are "
+        "compared (default: 1; about 5 to tell a 3%% difference from noise)")  # fmt: skip
     add("--speed-tokens", type=int, default=96, help="max tokens of each (default: 96)")
     add("--pair-cases", type=int, default=1,
         help="recorded fix and code prompts per kind decoded by the larger of two models of "
@@ -268,13 +281,16 @@ def _speed(
             if taken >= args.speed_cases:
                 break
             res = speed_case(
-                h, costs, case, max_tokens=args.speed_tokens, draft_first=len(out) % 2 == 1
-            )
+                h, costs, case, max_tokens=args.speed_tokens,
+                draft_first=len(out) % 2 == 1, rounds=args.speed_rounds,
+            )  # fmt: skip
             if res is None:
                 continue
             taken += 1
             out.append(res)
-            say(f"  {kind} {case.task_id}: plain {res.plain_s:.2f}s, drafted {res.draft_s:.2f}s "
+            medians = f" (medians of {res.rounds})" if res.rounds > 1 else ""
+            say(f"  {kind} {case.task_id}: plain {res.plain_s:.2f}s, drafted {res.draft_s:.2f}s"
+                f"{medians} "
                 f"(x{res.measured:.2f}, predicted x{res.predicted:.2f}), "
                 f"{'same' if res.same_text else 'DIFFERENT'} text")  # fmt: skip
     return out

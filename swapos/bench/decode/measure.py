@@ -193,15 +193,20 @@ class SpeedCase(msgspec.Struct, frozen=True, kw_only=True):
     prompt_tokens: int
     tokens: int
     plain_s: float
+    """Decode time plain, after the first token (the median of ``rounds`` timings)."""
     draft_s: float
+    """The same with the policy on."""
     measured: float
-    """``plain_s / draft_s``: decode time only, after the first token."""
+    """``plain_s / draft_s``."""
     predicted: float
     """What the curve predicts for the plain output, replayed through the policy."""
     same_text: bool
     drafted: int
     accepted: int
     verify_steps: int
+    rounds: int = 1
+    """Timings each way: one plain and one drafted decode per round, which goes first
+    alternating from round to round."""
 
 
 _ASK = {
@@ -222,10 +227,14 @@ def case_prompt(case: Recorded) -> str:
 
 
 def speed_case(
-    h: Handles, costs: DraftCosts, case: Recorded, *, max_tokens: int, draft_first: bool
-) -> SpeedCase | None:
-    """Decode ``case``'s prompt plain and with drafting, in the order given; None when the
-    prompt leaves no room for ``max_tokens`` in the context."""
+    h: Handles, costs: DraftCosts, case: Recorded, *, max_tokens: int, draft_first: bool,
+    rounds: int = 1,
+) -> SpeedCase | None:  # fmt: skip
+    """Decode ``case``'s prompt plain and with drafting, ``rounds`` times each, the first
+    round in the order given and each next round in the other; the walls are the medians
+    (one 96-token timing on a 2-core machine varies by several per cent, more than the
+    never-slower bound). None when the prompt leaves no room for ``max_tokens`` in the
+    context."""
     prompt = tokenize(h.vocab, case_prompt(case), special=True)
     if len(prompt) + max_tokens + 8 > h.n_ctx:
         return None
@@ -240,16 +249,26 @@ def speed_case(
         s = out.stats
         return dec, s.gen_s, out.text, s.drafted_tokens, s.accepted_tokens, s.verify_steps
 
-    first, second = run(draft_first), run(not draft_first)
-    plain, draft = (second, first) if draft_first else (first, second)
+    plains: list[tuple[Decoder, float, str, int, int, int]] = []
+    drafts: list[tuple[Decoder, float, str, int, int, int]] = []
+    for i in range(max(rounds, 1)):  # at least one round
+        first = draft_first != (i % 2 == 1)
+        a, b = run(first), run(not first)
+        plain, draft = (b, a) if first else (a, b)
+        plains.append(plain)
+        drafts.append(draft)
+    plain_s = statistics.median(p[1] for p in plains)
+    draft_s = statistics.median(d[1] for d in drafts)
+    plain, draft = plains[0], drafts[0]
     answer = plain[0].generated
     policy = DraftPolicy(costs, DraftRequest(kind=case.kind))
     rep = replay(prompt, answer, policy.rule, policy)
     predicted = rep.tokens / rep.cost(costs.verify_ratio) if answer else 1.0
+    same = all(p[2] == plain[2] for p in plains) and all(d[2] == plain[2] for d in drafts)
     return SpeedCase(
         task_id=case.task_id, kind=case.kind, prompt_tokens=len(prompt), tokens=len(answer),
-        plain_s=plain[1], draft_s=draft[1],
-        measured=plain[1] / draft[1] if draft[1] > 0 else 0.0, predicted=predicted,
-        same_text=plain[2] == draft[2], drafted=draft[3], accepted=draft[4],
-        verify_steps=draft[5],
+        plain_s=plain_s, draft_s=draft_s,
+        measured=plain_s / draft_s if draft_s > 0 else 0.0, predicted=predicted,
+        same_text=same, drafted=draft[3], accepted=draft[4], verify_steps=draft[5],
+        rounds=len(plains),
     )  # fmt: skip
