@@ -12,7 +12,7 @@ from swapos.backends.llama.draft_costs import cache_path, costs_for, save_cached
 from swapos.bench import cli
 from swapos.bench.decode.command import ModelReport, targets
 from swapos.bench.decode.measure import Curve, CurvePoint, RuleStats, SpeedCase, choose_costs
-from swapos.bench.decode.replay import find_capsules, recorded_phases
+from swapos.bench.decode.replay import Recorded, find_capsules, recorded_phases, speed_pool
 from swapos.capsule.schema import (
     Artifact,
     Feedback,
@@ -71,6 +71,16 @@ def test_a_phase_two_arms_recorded_alike_is_one_case(tmp_path: Path) -> None:
     assert len(find_capsules([tmp_path])) == 2
     once = recorded_phases([written])
     assert recorded_phases(find_capsules([tmp_path])) == once
+
+
+def test_speed_cases_take_the_longest_answer_of_each_task_before_a_second_of_any() -> None:
+    def case(task: str, n: int, kind: str = "fix") -> Recorded:
+        return Recorded(task_id=task, kind=kind, attempt=n, context="c", output="x" * n)
+
+    cases = [case("a", 90), case("a", 80), case("a", 70), case("b", 60), case("c", 50),
+             case("b", 40), case("d", 99, kind="code")]  # fmt: skip
+    got = [(c.task_id, len(c.output)) for c in speed_pool(cases, "fix")]
+    assert got == [("a", 90), ("b", 60), ("c", 50), ("a", 80), ("a", 70), ("b", 40)]
 
 
 def test_the_curve_fills_every_batch_size_between_measured_ones() -> None:

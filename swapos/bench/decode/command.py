@@ -60,7 +60,13 @@ from swapos.bench.decode.measure import (
     speed_case,
 )
 from swapos.bench.decode.pairs import PairCase, pair_cases
-from swapos.bench.decode.replay import KINDS, Recorded, find_capsules, recorded_phases
+from swapos.bench.decode.replay import (
+    KINDS,
+    Recorded,
+    find_capsules,
+    recorded_phases,
+    speed_pool,
+)
 from swapos.data.generation import DraftCosts
 from swapos.models.bundled import resolve_profile
 from swapos.models.resolve import model_specs
@@ -274,10 +280,8 @@ def _speed(
 ) -> list[SpeedCase]:
     out: list[SpeedCase] = []
     for kind in KINDS:
-        # the longest recorded answers of the kind: where drafting matters most
-        pool = sorted((c for c in cases if c.kind == kind), key=lambda c: -len(c.output))
         taken = 0
-        for case in pool:
+        for case in speed_pool(cases, kind):
             if taken >= args.speed_cases:
                 break
             res = speed_case(

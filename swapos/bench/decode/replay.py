@@ -38,6 +38,20 @@ class Recorded(msgspec.Struct, frozen=True, kw_only=True):
     output: str
 
 
+def speed_pool(cases: list[Recorded], kind: str) -> list[Recorded]:
+    """The cases of ``kind`` in the order ``bench decode`` times them: the longest recorded
+    answers first (where drafting matters most), one per task before any task's second, so
+    ``--speed-cases 3`` spreads over three tasks when there are three."""
+    longest = sorted((c for c in cases if c.kind == kind), key=lambda c: -len(c.output))
+    seen: set[str] = set()
+    first: list[Recorded] = []
+    rest: list[Recorded] = []
+    for case in longest:
+        (rest if case.task_id in seen else first).append(case)
+        seen.add(case.task_id)
+    return first + rest
+
+
 def find_capsules(folders: list[Path]) -> list[Path]:
     """Every capsule under ``folders`` (any depth), sorted."""
     found: set[Path] = set()
