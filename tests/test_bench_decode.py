@@ -246,7 +246,7 @@ def test_each_speed_case_is_timed_the_rounds_asked_each_way_and_the_medians_comp
 def test_speed_rounds_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["decode", "--speed-rounds", "0"])
-    assert "expected a positive integer" in capsys.readouterr().err
+    assert "must be at least 1, got 0" in capsys.readouterr().err
 
 
 @pytest.mark.real_model

@@ -67,6 +67,7 @@ from swapos.bench.decode.replay import (
     recorded_phases,
     speed_pool,
 )
+from swapos.cliargs import positive_int
 from swapos.data.generation import DraftCosts
 from swapos.models.bundled import resolve_profile
 from swapos.models.resolve import model_specs
@@ -119,16 +120,6 @@ def _ints(text: str) -> list[int]:
     return values
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer (got {text!r})")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--profile", default="default", help="profile TOML or builtin name (default: default)")
@@ -144,7 +135,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--ks", type=_ints, default=[4, 8, 12], help="draft caps K (default: 4,8,12)")
     add("--speed-cases", type=int, default=1,
         help="recorded prompts per phase kind decoded plain and drafted (default: 1)")  # fmt: skip
-    add("--speed-rounds", type=_positive, default=1,
+    add("--speed-rounds", type=positive_int, default=1,
         help="timings of each such prompt each way, order alternating; the medians are "
         "compared (default: 1; about 5 to tell a 3%% difference from noise)")  # fmt: skip
     add("--speed-tokens", type=int, default=96, help="max tokens of each (default: 96)")

@@ -240,7 +240,9 @@ def speed_case(
         return None
     abort = threading.Event()
 
-    def run(drafting: bool) -> tuple[Decoder, float, str, int, int, int]:
+    Timed = tuple[Decoder, float, str, int, int, int]  # decoder, gen_s, text, drafts
+
+    def run(drafting: bool) -> Timed:
         handles = dataclasses.replace(h, draft_costs=costs if drafting else None)
         request = DraftRequest(kind=case.kind, max_draft=None if drafting else 0)
         params = SamplingParams(max_tokens=max_tokens, stop=("\n```",), draft=request)
@@ -249,14 +251,13 @@ def speed_case(
         s = out.stats
         return dec, s.gen_s, out.text, s.drafted_tokens, s.accepted_tokens, s.verify_steps
 
-    plains: list[tuple[Decoder, float, str, int, int, int]] = []
-    drafts: list[tuple[Decoder, float, str, int, int, int]] = []
+    plains: list[Timed] = []
+    drafts: list[Timed] = []
     for i in range(max(rounds, 1)):  # at least one round
-        first = draft_first != (i % 2 == 1)
-        a, b = run(first), run(not first)
-        plain, draft = (b, a) if first else (a, b)
-        plains.append(plain)
-        drafts.append(draft)
+        drafted_first = draft_first != (i % 2 == 1)
+        a, b = run(drafted_first), run(not drafted_first)
+        drafts.append(a if drafted_first else b)
+        plains.append(b if drafted_first else a)
     plain_s = statistics.median(p[1] for p in plains)
     draft_s = statistics.median(d[1] for d in drafts)
     plain, draft = plains[0], drafts[0]
