@@ -2,9 +2,10 @@
 scripts measure a cost curve, the real sandboxed self-check and grader.
 
 What the draws policy chooses is tested in ``test_draws_policy.py``; here: a task whose draws
-decode side by side ends as the same draws in turn end it, each draw is a phase of its own,
-the draws after a passing one are dropped (``stopped``), a task that leaves its draws drops
-them, and a cancelled task leaves no draw, phase or lease behind.
+decode side by side ends as the same draws in turn end it when they finish in order, each
+draw is a phase of its own, a draw that finishes first is taken first, the draws after a
+passing one are dropped (``stopped``), a task that leaves its draws drops them, and a
+cancelled task leaves no draw, phase or lease behind.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from swapos.capsule.schema import decode_capsule
 from swapos.data.task import Task, TaskMeta
 from swapos.messages.events import AnyEvent, GenerationStarted
 from swapos.models.profile import ModelConfig, PipelineConfig, Profile
+from swapos.policies.retry import resample_seed
 from swapos.testing import FakeClock
 from tests.fakes import DOCTEST_TASK, fake_system
 
@@ -158,6 +160,33 @@ async def test_the_draws_after_a_passing_one_are_dropped() -> None:
     codes = [o for phase, _, o in draw_phases(side) if phase == "code"]
     assert codes == ["stop", "stop", "stopped", "stopped"]
     assert side.result.phases[-1].started_t < 50  # graded long before the 100 s draws end
+    assert not any(stats["loader"].leases.values())
+
+
+async def test_a_draw_that_finishes_first_is_taken_first() -> None:
+    # draw 1 is long (200 tokens) and draw 2 short: in turn draw 1 is taken first, after its
+    # 100 s; side by side draw 2 ends first, is taken (nothing to check) and graded while
+    # draw 1 goes on, and draws 1 and 3 are dropped
+    replies = (UNCHANGED, LONG, RIGHT, LONG)
+    kw: dict[str, Any] = {"task": ADD_TASK, "max_attempts": 3, "draws": 3}
+    kw["skip_reason_max_difficulty"] = 1
+    turn, _, _, _ = await run(replies, **kw)
+    side, stats, _, _ = await run(replies, curve=FLAT, **kw)
+
+    def first_taken(o: Any) -> str:
+        capsule = decode_capsule(o.capsule_json)
+        return next(d.text for d in capsule.decisions if d.text.startswith("draw 1 of 3"))
+
+    assert f"seed {resample_seed('add:draw', 1, 1)}:" in first_taken(turn)
+    assert turn.result.phases[2].started_t > 100  # draw 1's grade, after its 100 s
+    assert first_taken(side) == (
+        f"draw 1 of 3 at temperature 0.8 with seed {resample_seed('add:draw', 1, 2)}: "
+        "nothing to check; graded in place of attempt 1's candidate"
+    )
+    assert side.result.passed and (side.result.passed_attempt, side.result.grades) == (1, 1)
+    assert side.result.phases[-1].started_t < 50  # graded long before draw 1 would end
+    codes = [o for phase, _, o in draw_phases(side) if phase == "code"]
+    assert codes == ["stop", "stopped", "stop", "stopped"]
     assert not any(stats["loader"].leases.values())
 
 

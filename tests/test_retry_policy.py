@@ -284,6 +284,19 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
         draw_said(1, 3, 4, "empty or a rejected candidate again"),
         code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 4)),
     ]),
+    ("a draw that finished before the one asked for is taken: its own seed is said, and "
+     "the next draw is the first of those left",
+     {"examples": True, "draws": 3}, [A, BAD, Generated(key="B", drew=drawn(1, 2)), BAD2], [
+        said(f"draw 1 of 3 at temperature 0.8 with seed {drawn(1, 2)[1]}: 0/1 examples pass"),
+        code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 1),
+             then=(drawn(1, 3),)),
+    ]),
+    ("draws taken out of order: the last is the one left",
+     {"examples": True, "draws": 3},
+     [A, BAD, Generated(key="B", drew=drawn(1, 3)), BAD2, Generated(key="C"), BAD], [
+        said(f"draw 2 of 3 at temperature 0.8 with seed {drawn(1, 1)[1]}: 0/1 examples pass"),
+        code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 2)),
+    ]),
     # rule 8: sent back
     ("draws exhausted: the candidate goes back to the coder with its own check",
      {"examples": True, "draws": 1}, [A, BAD, B, BAD2], [
@@ -445,6 +458,16 @@ def test_an_outcome_that_does_not_answer_the_step_is_a_bug() -> None:
     assert isinstance(step, Generate)
     with pytest.raises(TypeError, match="waits for Generated"):
         next_step(state, PASS, expects_pass=False)
+
+
+def test_a_draw_answered_with_a_draw_already_taken_is_a_bug() -> None:
+    steps, state = play([A, BAD], examples=True, draws=3)
+    assert isinstance(steps[-1], Generate)
+    state, _ = next_step(state, Generated(key="B", drew=drawn(1, 2)), expects_pass=False)
+    state, _ = next_step(state, BAD2, expects_pass=False)
+    state, _ = next_step(state, Done(), expects_pass=False)  # its verdict, recorded
+    with pytest.raises(ValueError, match="not one of the draws left"):
+        next_step(state, Generated(key="C", drew=drawn(1, 2)), expects_pass=False)
 
 
 def test_the_state_is_frozen() -> None:

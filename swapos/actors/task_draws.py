@@ -1,13 +1,15 @@
-"""A task's draws side by side: one ``GenerateDraws``, one phase per draw, taken in order.
+"""A task's draws side by side: one ``GenerateDraws``, one phase per draw, taken as they end.
 
 The retry policy asks for a task's sampled draws one by one (rule 7 of
 :mod:`swapos.policies.retry`) and checks each before the next. When the draws policy
 (:mod:`swapos.policies.draws`) says side by side pays, the conductor opens a
 :class:`DrawsBatch` at the first draw: every draw of the prompt decodes at once, and each
-step of the policy takes the next one as soon as it has finished, while the others go on.
+step of the policy takes the first of those left to finish, while the others go on.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import anyio
 import msgspec
@@ -59,13 +61,13 @@ class DrawsBatch:
 
     :meth:`run` (started in the conductor's task group) records every draw's
     ``PhaseStarted`` at once, leases the model once, sends one ``GenerateDraws`` and ends
-    each draw's phase (outcome ``ok``) as its ``DrawFinished`` comes. :meth:`take` waits for
-    one draw. :meth:`close` drops the draws still running (``StopDraws``; each one's phase
-    ends ``stopped``), waits for the Generator's ``DrawsDone`` and the lease's release. A
-    failure (no lease, ``GenerateFailed``) ends every unfinished draw's phase ``error``, and
-    :meth:`take` returns it as the output's ``error``. Cancelled from outside, it cancels
-    the request, ends the unfinished phases ``cancelled``, releases the lease (shielded) and
-    re-raises.
+    each draw's phase (outcome ``ok``) as its ``DrawFinished`` comes. :meth:`take_first`
+    waits for the first of some draws to end. :meth:`close` drops the draws still running
+    (``StopDraws``; each one's phase ends ``stopped``), waits for the Generator's
+    ``DrawsDone`` and the lease's release. A failure (no lease, ``GenerateFailed``) ends every
+    unfinished draw's phase ``error``, and :meth:`take_first` returns it as the output's
+    ``error``. Cancelled from outside, it cancels the request, ends the unfinished phases
+    ``cancelled``, releases the lease (shielded) and re-raises.
     """
 
     def __init__(self, ctx: RunContext, run_id: str, spec: DrawsSpec) -> None:
@@ -76,7 +78,8 @@ class DrawsBatch:
             for _ in range(n)
         ]
         self._outputs: list[PhaseOutput | None] = [None] * n
-        self._ready = [anyio.Event() for _ in range(n)]
+        self._ended_order: list[int] = []  # the draws that ended, in the order they did
+        self._one_ended = anyio.Event()  # set (and replaced) each time a draw ends
         self._request_id = new_id("draws")
         self._scope = anyio.CancelScope()
         self._sent = False
@@ -110,17 +113,21 @@ class DrawsBatch:
             raise
         finally:
             self._ended.set()
-            for i, ready in enumerate(self._ready):
-                if self._outputs[i] is None:
-                    self._outputs[i] = PhaseOutput(error=STOPPED)
-                ready.set()
+            for i, out in enumerate(self._outputs):
+                if out is None:
+                    self._settle(i, PhaseOutput(error=STOPPED))
 
-    async def take(self, index: int) -> PhaseOutput:
-        """Draw ``index``'s output once it has finished (an ``error`` if it never will)."""
-        await self._ready[index].wait()
-        out = self._outputs[index]
-        assert out is not None
-        return out
+    async def take_first(self, indices: Sequence[int]) -> tuple[int, PhaseOutput]:
+        """The first of draws ``indices`` to finish, and its output (an ``error`` if none
+        ever will: then the lowest of them, as the rest end at once)."""
+        wanted = set(indices)
+        while True:
+            for i in self._ended_order:
+                if i in wanted:
+                    out = self._outputs[i]
+                    assert out is not None
+                    return i, out
+            await self._one_ended.wait()
 
     async def close(self) -> None:
         """Drop the draws still running and wait until the batch has ended (every phase
@@ -174,10 +181,8 @@ class DrawsBatch:
         """One reply of the Generator; True once it is the last."""
         match reply:
             case DrawFinished(index=i, text=text, stats=stats):
-                out = PhaseOutput(text=text, tokens=stats.tokens, hit_cap=stats.hit_cap)
-                self._outputs[i] = out
                 await end_phase(self._ctx, self._ids[i], outcome="ok")
-                self._ready[i].set()
+                self._settle(i, PhaseOutput(text=text, tokens=stats.tokens, hit_cap=stats.hit_cap))
                 return False
             case DrawsDone():
                 await self._end_rest(STOPPED, None)
@@ -191,6 +196,12 @@ class DrawsBatch:
         """End the phase of every draw not finished, with ``outcome``."""
         for i, ids in enumerate(self._ids):
             if self._outputs[i] is None:
-                self._outputs[i] = PhaseOutput(error=error or outcome)
                 await end_phase(self._ctx, ids, outcome=outcome, error=error)
-                self._ready[i].set()
+                self._settle(i, PhaseOutput(error=error or outcome))
+
+    def _settle(self, i: int, out: PhaseOutput) -> None:
+        """Draw ``i`` ended with ``out``: a :meth:`take_first` waiting for it may go on."""
+        self._outputs[i] = out
+        self._ended_order.append(i)
+        one_ended, self._one_ended = self._one_ended, anyio.Event()
+        one_ended.set()

@@ -18,19 +18,22 @@ from swapos.policies.draws import DrawPlan
 
 
 class PhaseOutput(msgspec.Struct, frozen=True, kw_only=True):
-    """What a generate phase gave back."""
+    """What a generate phase gave back; for a draw taken from side by side, ``drew`` its
+    ``(temperature, seed)`` when it is another draw than the step named."""
 
     text: str = ""
     tokens: int = 0
     hit_cap: bool = False
     error: str | None = None
+    drew: tuple[float, int] | None = None
 
 
 class Draws(Protocol):
     """Draws of one prompt decoding side by side (:meth:`PhaseRunner.open_draws`)."""
 
-    async def take(self, index: int) -> PhaseOutput:
-        """Draw ``index``'s output once it has finished (an ``error`` if it never will)."""
+    async def take_first(self, indices: Sequence[int]) -> tuple[int, PhaseOutput]:
+        """The first of draws ``indices`` to finish, and its output (an ``error`` if none
+        ever will: then the lowest of them)."""
         ...
 
     async def close(self) -> None:

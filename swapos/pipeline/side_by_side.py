@@ -4,8 +4,9 @@ The retry policy asks for draws one at a time and checks each before asking for 
 each draw's step names the draws that may follow it (``Generate.then``). At the first draw of
 an attempt the conductor asks the draws policy (:mod:`swapos.policies.draws`, through
 :meth:`PhaseRunner.draw_plan`) whether decoding them side by side pays; if it does, every
-draw starts at once (:meth:`PhaseRunner.open_draws`) and each later draw step takes its draw
-from them, in order, as soon as it has finished. The draws still running are dropped when
+draw starts at once (:meth:`PhaseRunner.open_draws`) and each draw step takes the first of
+the draws left to finish (its output's ``drew`` says which, when it is not the step's own),
+so a short draw is checked while the long ones go on. The draws still running are dropped when
 the policy moves on: a draw passed (its ``Replace`` and ``Grade``), or none did (any step
 that is not a draw's, its check or its verdict). Otherwise the draws go in turn, one
 phase each, as before.
@@ -96,7 +97,7 @@ async def generate(
     state.unjudged = True
     in_flight = state.in_flight
     if in_flight is not None and _covers(in_flight, step):
-        return await in_flight.draws.take(in_flight.samplings.index(step.sampling))
+        return await _take(in_flight, step)
     samplings = (step.sampling, *step.then) if step.sampling is not None else ()
     if state.tg is not None and len(samplings) > 1 and runner.profile.pipeline.side_by_side:
         count = await runner.token_counter(step.model)
@@ -114,5 +115,16 @@ async def generate(
                 side_by_side=plan.side_by_side,
             )  # fmt: skip
             state.in_flight = InFlight(attempt=step.attempt, samplings=samplings, draws=draws)
-            return await draws.take(0)
+            return await _take(state.in_flight, step)
     return await in_turn()
+
+
+async def _take(in_flight: InFlight, step: retry.Generate) -> PhaseOutput:
+    """The first to finish of the draws ``step`` may take (its own and its ``then``); its
+    output says which when it is not the step's own."""
+    left = {step.sampling, *step.then}
+    index, out = await in_flight.draws.take_first(
+        [i for i, s in enumerate(in_flight.samplings) if s in left]
+    )
+    drew = in_flight.samplings[index]
+    return out if drew == step.sampling else msgspec.structs.replace(out, drew=drew)

@@ -70,6 +70,7 @@ class Answer(msgspec.Struct, frozen=True, kw_only=True):
     raw: str
     chat: bool
     prompt: Prompt
+    drew: tuple[float, int] | None = None  # a draw's sampling, when not the step's own
 
     def artifact(self, attempt: int, code: str) -> Artifact:
         """The capsule's record of ``code``, extracted from this answer (a chat model's own
@@ -119,7 +120,8 @@ async def generate(runner: PhaseRunner, work: Work, step: Generate) -> Generated
     work.answer, work.code = out, extract_code(out.text, task=work.task)
     work.model = step.model
     key, shape = candidate_identity(work.code.code), candidate_shape(work.code.code)
-    return Generated(chat=out.chat, key=key, shape=shape, empty=work.code.how == "empty")
+    empty = work.code.how == "empty"
+    return Generated(chat=out.chat, key=key, shape=shape, empty=empty, drew=out.drew)
 
 
 async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | str:
@@ -181,7 +183,7 @@ async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | s
     if out.error is not None:
         return f"{phase} phase failed: {out.error}"
     text, raw = prompt.answer_prefix + out.text, prompt.opening + out.text
-    return Answer(text=text, raw=raw, chat=prompt.chat, prompt=prompt)
+    return Answer(text=text, raw=raw, chat=prompt.chat, prompt=prompt, drew=out.drew)
 
 
 def keep(work: Work, step: Keep) -> None:

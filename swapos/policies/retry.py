@@ -64,7 +64,10 @@ The rules (``PipelineConfig`` fields in ``code``; the models are the profile's r
    verdict is a decision. A draw's step names the draws that may follow it
    (:attr:`Generate.then`), so the runner may decode them side by side
    (:mod:`swapos.policies.draws` says when); they are still taken and checked one by one,
-   in order, and the rest are dropped once one passes. With ``draws_stop_repeats`` ``n > 0``
+   in turn in order, side by side as they finish (the runner answers a draw's step with
+   whichever of its draws finished first, :attr:`Generated.drew`: a short draw is checked
+   while the long ones go on), and the rest are dropped once one passes. Draw ``i``'s
+   decision names the ``i``-th taken, with its own seed. With ``draws_stop_repeats`` ``n > 0``
    the draws of an attempt stop once ``n`` in a row were empty or a rejected candidate again
    (the model's samples keep landing on what failed; a decision says so).
 8. **Sent back.** When no draw passes (or none is drawn), a candidate whose check used the
@@ -438,7 +441,7 @@ def _checked(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
 
 def _check_failed(st: TaskState, check: Checked, expects_pass: bool) -> Result:
     unchecked = {st.key: st.attempt, **st.unchecked}
-    st = _replace(st, check=check, unchecked=unchecked, draw=0, draw_repeats=0)
+    st = _replace(st, check=check, unchecked=unchecked, draw=0, drawn=(), draw_repeats=0)
     said: list[Action | Finish] = (
         [Decide(phase="selfcheck", text=UNCHANGED)] if check.text == UNCHANGED else []
     )
@@ -455,18 +458,23 @@ def _draw_sampling(st: TaskState, i: int) -> tuple[float, int]:
     return (r.resample_temperature, resample_seed(f"{r.task_id}:draw", st.attempt, i))
 
 
+def _untaken(st: TaskState) -> list[tuple[float, int]]:
+    """The samplings of the attempt's draws not taken yet, in order (rule 7)."""
+    every = (_draw_sampling(st, j) for j in range(1, st.rules.draws + 1))
+    return [s for s in every if s not in st.drawn]
+
+
 def _next_draw(st: TaskState, said: list[Action | Finish]) -> Result:
-    i, last = st.draw + 1, st.rules.draws
+    first, *rest = _untaken(st)
     draw = Generate(
         model=st.coder, prompt="draw", attempt=st.attempt, upcoming=(st.coder, *st.upcoming),
-        sampling=_draw_sampling(st, i),
-        then=tuple(_draw_sampling(st, j) for j in range(i + 1, last + 1)),
+        sampling=first, then=tuple(rest),
     )  # fmt: skip
-    return _replace(st, draw=i, at="drew"), [*said, draw]
+    return _replace(st, draw=st.draw + 1, at="drew"), [*said, draw]
 
 
 def _draw_said(st: TaskState) -> str:
-    temperature, seed = _draw_sampling(st, st.draw)
+    temperature, seed = st.drawn[-1]
     return f"draw {st.draw} of {st.rules.draws} at temperature {temperature:g} with seed {seed}"
 
 
@@ -474,6 +482,10 @@ def _drew(st: TaskState, out: Outcome, _: bool) -> Result:
     if isinstance(out, Failed):
         return _fail(st, out)
     o = _expect(out, Generated, st)
+    untaken = _untaken(st)
+    if o.drew is not None and o.drew not in untaken:
+        raise ValueError(f"a draw answered with {o.drew}, not one of the draws left: {untaken}")
+    st = _replace(st, drawn=(*st.drawn, o.drew or untaken[0]))
     if o.empty or o.key in st.failed or o.key in st.unchecked:
         text = f"{_draw_said(st)}: empty or a rejected candidate again"
         repeats, stop = st.draw_repeats + 1, st.rules.draws_stop_repeats

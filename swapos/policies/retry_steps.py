@@ -80,7 +80,8 @@ class Generate(Step, frozen=True, kw_only=True):
     the model uses after it (for the Prefetcher); ``base`` the attempt whose candidate the
     fixer starts from when it is not the newest graded one (rule 10; 0: the newest);
     ``then``, for a draw, the sampling of the draws that may follow it, in order (rule 7):
-    a runner may decode them side by side with it, each still taken as its own step."""
+    a runner may decode them side by side with it, each still taken as its own step, and
+    answer the step with whichever of them finished first (:attr:`Generated.drew`)."""
 
     model: str
     prompt: PromptKind
@@ -195,12 +196,15 @@ class Done(Outcome, frozen=True, kw_only=True):
 
 class Generated(Outcome, frozen=True, kw_only=True):
     """A phase answered: whether its prompt was a chat; for a code phase, its candidate's
-    identity, its shape (rule 11) and whether it is empty (no code)."""
+    identity, its shape (rule 11) and whether it is empty (no code). For a draw, ``drew`` is
+    the sampling it was decoded with when that is another of the step's draws (one of its
+    ``then``: decoded side by side, it finished first); None: the step's own ``sampling``."""
 
     chat: bool = False
     key: str = ""
     empty: bool = False
     shape: str = ""
+    drew: tuple[float, int] | None = None
 
 
 class Failed(Outcome, frozen=True, kw_only=True):
@@ -267,7 +271,8 @@ class TaskState(msgspec.Struct, frozen=True, kw_only=True):
     base: int = 0  # the attempt the current fixer starts from (rule 10; 0: the newest)
     budget: bool = False  # its check used the self-check budget (rule 8)
     check: Checked | None = None  # its failed check (rule 8)
-    draw: int = 0  # the draw out (rule 7), and its candidate
+    draw: int = 0  # how many draws of the attempt were taken (rule 7), and the newest's candidate
+    drawn: tuple[tuple[float, int], ...] = ()  # the samplings of those draws, in the order taken
     draw_repeats: int = 0  # draws in a row that were empty or a rejected candidate again
     draw_key: str = ""
     draw_shape: str = ""
