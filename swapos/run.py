@@ -1,7 +1,7 @@
 """``python -m swapos.run [TASK]``: one coding task, end to end, on the real models.
 
 With no arguments it runs the default builtin task on the embedded default profile
-(Qwen2.5-Coder 0.5B and 1.5B Instruct: the 0.5B codes, the 1.5B plans, reviews and fixes;
+(Qwen2.5-Coder 0.5B and 1.5B Instruct: the 0.5B codes, the 1.5B plans and fixes;
 ``--profile tiny`` is the small Gemma 3 270M set for quick runs), shows what happens as it
 happens, prints the per-phase table and writes ``result.json``,
 ``events.jsonl`` and ``capsule.json`` into the output folder.
