@@ -146,14 +146,21 @@ async def test_draws_side_by_side_end_the_task_as_the_same_draws_in_turn() -> No
     assert not any(stats["loader"].leases.values())
 
 
-async def test_the_draws_after_a_passing_one_are_dropped() -> None:
-    # the first candidate leaves the starter unchanged; draw 1 has nothing to check, so it
-    # takes the candidate's place at once, while draws 2 and 3 (200 tokens) still decode
-    replies = (UNCHANGED, RIGHT, LONG, LONG)
+async def add_task_three_draws(replies: tuple[str, ...]) -> tuple[Any, Any, Any]:
+    """ADD_TASK (no plan) with three draws, in turn and side by side on a flat curve: both
+    outcomes and the side-by-side system's statistics."""
     kw: dict[str, Any] = {"task": ADD_TASK, "max_attempts": 3, "draws": 3}
     kw["skip_reason_max_difficulty"] = 1
     turn, _, _, _ = await run(replies, **kw)
     side, stats, _, _ = await run(replies, curve=FLAT, **kw)
+    return turn, side, stats
+
+
+async def test_the_draws_after_a_passing_one_are_dropped() -> None:
+    # the first candidate leaves the starter unchanged; draw 1 has nothing to check, so it
+    # takes the candidate's place at once, while draws 2 and 3 (200 tokens) still decode
+    replies = (UNCHANGED, RIGHT, LONG, LONG)
+    turn, side, stats = await add_task_three_draws(replies)
     for o in (turn, side):
         assert o.result.passed and (o.result.passed_attempt, o.result.grades) == (1, 1)
     assert [o for phase, _, o in draw_phases(turn) if phase == "code"] == ["stop", "stop"]
@@ -168,10 +175,7 @@ async def test_a_draw_that_finishes_first_is_taken_first() -> None:
     # 100 s; side by side draw 2 ends first, is taken (nothing to check) and graded while
     # draw 1 goes on, and draws 1 and 3 are dropped
     replies = (UNCHANGED, LONG, RIGHT, LONG)
-    kw: dict[str, Any] = {"task": ADD_TASK, "max_attempts": 3, "draws": 3}
-    kw["skip_reason_max_difficulty"] = 1
-    turn, _, _, _ = await run(replies, **kw)
-    side, stats, _, _ = await run(replies, curve=FLAT, **kw)
+    turn, side, stats = await add_task_three_draws(replies)
 
     def first_taken(o: Any) -> str:
         capsule = decode_capsule(o.capsule_json)
