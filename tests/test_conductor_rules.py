@@ -151,3 +151,47 @@ async def test_a_review_the_test_output_bears_out_reaches_the_fixer_as_it_is() -
     assert "Unverified" not in coder_prompts(fb)[-1]
     assert "multiplies instead of adding" in coder_prompts(fb)[-1]
     assert not any("unverified" in d for d in decided)
+
+
+TWO = Task(
+    meta=TaskMeta(task_id="two", category="bugfix", difficulty=2, description="fix sub"),
+    root="",
+    problem="`sub(a, b)` should return a minus b; `add` is right.",
+    starter=(
+        "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a + b\n\n\n"
+        "def twice(a):\n    return add(a, a)\n"
+    ),
+    tests={
+        "test_two.py": (
+            "from solution import add, sub, twice\n\n\n"
+            "def test_all():\n    assert (add(2, 3), sub(5, 3), twice(4)) == (5, 2, 8)\n"
+        )
+    },
+)
+SUB_WRONG = "def sub(a, b):\n    return a * b\n```"
+SUB_RIGHT = "def sub(a, b):\n    return a - b\n```"
+
+
+async def test_an_edit_answer_is_spliced_into_the_file_and_graded_whole() -> None:
+    outcome, fb, _ = await run(
+        (SUB_WRONG, SUB_RIGHT), task=TWO, chat_template=CHATML, edit=True, critic=False
+    )
+    result = outcome.result
+    assert result.passed and result.passed_attempt == 2
+    first, fix = coder_prompts(fb)
+    assert "Reply with just the functions or classes of solution.py" in first
+    assert "Reply with just the corrected functions or classes of solution.py" in fix
+    assert "return a * b" in fix  # the fixer's turn shows what it wrote
+    capsule = decode_capsule(outcome.capsule_json)
+    final = capsule.artifacts[-1].code
+    assert "def add(a, b):\n    return a + b" in final and "def twice(a)" in final
+    assert "def sub(a, b):\n    return a - b" in final
+    assert capsule.artifacts[0].code == TWO.starter.replace(
+        "a + b\n\n\ndef twice", "a * b\n\n\ndef twice"
+    )
+
+
+async def test_without_edit_the_same_answer_is_the_whole_file() -> None:
+    outcome, fb, _ = await run((SUB_RIGHT, SUB_RIGHT), task=TWO, chat_template=CHATML, critic=False)
+    assert not outcome.result.passed  # add and twice are gone: the tests cannot import them
+    assert "Reply with the complete solution.py" in coder_prompts(fb)[0]

@@ -111,6 +111,9 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         side_by_side: a failed check's draws decode side by side when the draws policy says
             it pays (:mod:`swapos.policies.draws`, on the model's measured cost curve); off:
             always in turn.
+        edit: a chat coder of a bugfix or feature task is asked for only the functions and
+            classes it changes or adds, spliced into the file it was shown
+            (:mod:`swapos.pipeline.edits`); off: for the whole file.
     """
 
     max_attempts: int = 3
@@ -127,6 +130,7 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     check_reviews: bool = False
     draws_stop_repeats: int = 0
     side_by_side: bool = True
+    edit: bool = False
 
 
 class Profile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -24,6 +24,12 @@ candidate, and a request for the smallest change that makes that one example pas
 that starts from an earlier, better candidate than the newest (rule 10) reads, after the
 newest outcome, that it passes fewer tests and the better candidate's code to fix.
 
+With ``pipeline.edit`` (a ``bugfix`` or ``feature`` task with a starter), every code request
+asks for only the functions and classes that change or are added, each whole, and the prompt
+names the code the answer is spliced into (:attr:`Prompt.edit_base`: the starter; a fix's
+newest candidate, or the best one it starts from; a focus prompt's candidate):
+:mod:`swapos.pipeline.edits` splices it, so every later step sees a whole file.
+
 Conversations are *append-only* across attempts, as the completion prompts are: the coder's
 conversation of attempt N is its conversation of attempt N-1, its own answer (as it wrote it),
 then a user turn with the test output, the review and the request to fix; the critic's is its
@@ -51,6 +57,7 @@ from swapos.capsule.compress import AttemptView, CapsuleView, CountTokens
 from swapos.capsule.schema import Artifact, Capsule, Feedback
 from swapos.data.task import Task
 from swapos.models.templates import ChatFormat, ChatMessage, render_chat
+from swapos.pipeline.edits import edits_apply
 from swapos.pipeline.fix_context import Base, Focus, base_of, focus_of
 from swapos.pipeline.identity import candidate_identity
 from swapos.pipeline.prompts import PLAN_CUE, Assembler, Phase, Prompt, compose
@@ -90,10 +97,12 @@ def build_chat_prompt(  # noqa: PLR0917  (build_prompt's arguments, and the form
     recap: bool = False,
     focus: bool = False,
     base: int = 0,
+    edit: bool = False,
 ) -> Prompt:
     """Build the chat prompt of ``phase`` within ``budget_tokens`` (see ``build_prompt``);
-    with ``recap`` or ``focus``, the code request as a recap or a focus prompt, and with
-    ``base`` starting from that attempt's candidate (see the module's docstring).
+    with ``recap`` or ``focus``, the code request as a recap or a focus prompt, with
+    ``base`` starting from that attempt's candidate, and with ``edit`` asking a repository
+    task's coder for only the definitions it changes (see the module's docstring).
 
     Raises:
         ValueError: ``phase`` is not one of the three.
@@ -101,23 +110,26 @@ def build_chat_prompt(  # noqa: PLR0917  (build_prompt's arguments, and the form
         TemplateError: the model's chat template fails on the conversation.
     """
     start = base_of(capsule, base)
+    edit = edit and edits_apply(task)
     code: ChatAssembler
     if focus:
-        code = _focuser(focus_of(capsule, task.starter, base))
+        code = _focuser(focus_of(capsule, task.starter, base), edit)
     elif recap:
-        code = _with_base(_recap, start)
+        code = _with_base(_recap, start, edit)
     else:
-        code = _with_base(_code, start)
+        code = _with_base(_code, start, edit)
     layouts = {**_ASSEMBLERS, "code": code}
     assemblers = {p: _in_format(assemble, fmt) for p, assemble in layouts.items()}
     return compose(phase, task, capsule, count_tokens, budget_tokens, assemblers)
 
 
 def _with_base(
-    assemble: Callable[[Task, CapsuleView, ChatFormat, Base | None], Prompt], base: Base | None
+    assemble: Callable[[Task, CapsuleView, ChatFormat, Base | None, bool], Prompt],
+    base: Base | None,
+    edit: bool,
 ) -> ChatAssembler:
     def laid_out(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
-        return assemble(task, view, fmt, base)
+        return assemble(task, view, fmt, base, edit)
 
     return laid_out
 
@@ -160,8 +172,14 @@ def stable_text(task: Task, view: CapsuleView, *, with_plan: bool = True) -> str
     return "\n\n".join(parts)
 
 
-def _request(task: Task, *, retry: bool) -> str:
+def _request(task: Task, *, retry: bool, edit: bool = False) -> str:
     fixed = "corrected " if retry else ""
+    if edit:
+        return (
+            f"Do not rewrite the whole file. Reply with just the {fixed}functions or classes "
+            "of solution.py that you change or add, each one complete, in one ```python code "
+            "block, with any imports they need."
+        )
     if task.category == "completion":
         what = f"the {fixed}complete function, with the imports it needs,"
         terse = " Leave out its docstring." if retry else ""
@@ -235,26 +253,40 @@ def _reason(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
     )
 
 
-def _code(task: Task, view: CapsuleView, fmt: ChatFormat, base: Base | None = None) -> Prompt:
+def _code(
+    task: Task,
+    view: CapsuleView,
+    fmt: ChatFormat,
+    base: Base | None = None,
+    edit: bool = False,
+) -> Prompt:
     stable = stable_text(task, view)
-    messages = [_user(f"{stable}\n\n{_request(task, retry=False)}")]
+    messages = [_user(f"{stable}\n\n{_request(task, retry=False, edit=edit)}")]
     attempts = _attempts(view)
     for i, attempt in enumerate(attempts):
         turn = _answer(attempt.artifact) if fmt.opens_answer else _own_answer(attempt.artifact)
         messages.append(ChatMessage(role="assistant", content=turn))
         outcome = _outcome(attempt.status, attempt.feedback, with_review=True)
         based = _based(base) if i == len(attempts) - 1 else ""
-        messages.append(_user(f"{outcome}\n\n{based}{_request(task, retry=True)}"))
+        messages.append(_user(f"{outcome}\n\n{based}{_request(task, retry=True, edit=edit)}"))
     opening = code_opening(task) if len(messages) == 1 and fmt.opens_answer else ""
     prefix = CODE_CUE if fmt.opens_answer and not opening else ""
     head, rest = _render(fmt, "code", messages, stable, CODE_CUE + opening)
+    shown = base.code if base is not None else attempts[-1].artifact.code if attempts else ""
     return Prompt(
         stable=head, variable=rest, stop=CODE_STOP if fmt.opens_answer else (),
         answer_prefix=prefix, dropped=view.dropped, chat=True, opening=opening,
+        edit_base=(shown or task.starter) if edit else None,
     )  # fmt: skip
 
 
-def _recap(task: Task, view: CapsuleView, fmt: ChatFormat, base: Base | None = None) -> Prompt:
+def _recap(
+    task: Task,
+    view: CapsuleView,
+    fmt: ChatFormat,
+    base: Base | None = None,
+    edit: bool = False,
+) -> Prompt:
     stable = stable_text(task, view)
     tried: list[str] = []
     shown: dict[str, int] = {}  # a candidate's identity -> the attempt that shows its code
@@ -267,23 +299,25 @@ def _recap(task: Task, view: CapsuleView, fmt: ChatFormat, base: Base | None = N
         outcome = _outcome(attempt.status, attempt.feedback, with_review=True)
         tried.append(f"Attempt {n}:{same}\n{code}{outcome}".strip())
     ask = "None of these passed. " + _based(base)
-    ask += "Write a different answer that passes the tests. " + _request(task, retry=True)
+    ask += "Write a different answer that passes the tests. "
+    ask += _request(task, retry=True, edit=edit)
     content = "\n\n".join([stable, "These answers were tried:", *tried, ask])
     head, rest = _render(fmt, "code", [_user(content)], stable, CODE_CUE)
     return Prompt(
         stable=head, variable=rest, stop=CODE_STOP if fmt.opens_answer else (),
         answer_prefix=CODE_CUE if fmt.opens_answer else "", dropped=view.dropped, chat=True,
+        edit_base=(base.code if base is not None else task.starter) if edit else None,
     )  # fmt: skip
 
 
-def _focuser(focus: Focus) -> ChatAssembler:
+def _focuser(focus: Focus, edit: bool) -> ChatAssembler:
     def laid_out(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
-        return _focus(task, view, fmt, focus)
+        return _focus(task, view, fmt, focus, edit)
 
     return laid_out
 
 
-def _focus(task: Task, view: CapsuleView, fmt: ChatFormat, focus: Focus) -> Prompt:
+def _focus(task: Task, view: CapsuleView, fmt: ChatFormat, focus: Focus, edit: bool) -> Prompt:
     """Rule 11: one turn, the failing example as its first line."""
     parts = [focus.headline] if focus.headline else []
     if focus.lines:
@@ -307,11 +341,12 @@ def _focus(task: Task, view: CapsuleView, fmt: ChatFormat, focus: Focus) -> Prom
         )
     else:
         ask = f"Make the smallest change to {what} that makes the task's tests pass."
-    parts.append(f"{ask} {_request(task, retry=True)}")
+    parts.append(f"{ask} {_request(task, retry=True, edit=edit)}")
     head, rest = _render(fmt, "code", [_user("\n\n".join(parts))], "", CODE_CUE)
     return Prompt(
         stable=head, variable=rest, stop=CODE_STOP if fmt.opens_answer else (),
         answer_prefix=CODE_CUE if fmt.opens_answer else "", dropped=view.dropped, chat=True,
+        edit_base=focus.code if edit else None,
     )  # fmt: skip
 
 

@@ -82,6 +82,9 @@ class Prompt(msgspec.Struct, frozen=True, kw_only=True):
         opening: what the prompt already wrote of the answer, beyond ``answer_prefix``
             (a chat coder's turn opened with the function it completes): the answer as the
             model's turn reads is ``opening + output``.
+        edit_base: the code an *edit* answer is spliced into (the prompt asked for only the
+            definitions that change: :mod:`swapos.pipeline.edits`); None: the answer is the
+            whole file.
     """
 
     stable: str
@@ -91,6 +94,7 @@ class Prompt(msgspec.Struct, frozen=True, kw_only=True):
     dropped: tuple[str, ...] = ()
     chat: bool = False
     opening: str = ""
+    edit_base: str | None = None
 
     @property
     def text(self) -> str:

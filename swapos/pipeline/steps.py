@@ -33,6 +33,7 @@ from swapos.errors import SwapOSError
 from swapos.models.templates import TemplateError
 from swapos.pipeline import side_by_side
 from swapos.pipeline.chat_prompts import build_chat_prompt, replace_answer
+from swapos.pipeline.edits import merge_edit
 from swapos.pipeline.extract import ExtractResult, extract_code, extract_feedback, extract_plan
 from swapos.pipeline.grader import GradeResult, count_tests, grade
 from swapos.pipeline.identity import candidate_identity, candidate_shape
@@ -117,11 +118,20 @@ async def generate(runner: PhaseRunner, work: Work, step: Generate) -> Generated
         review = Feedback(attempt=step.attempt, source="critic", text=text)
         work.capsule = with_feedback(work.capsule, review)
         return Generated(chat=out.chat)
-    work.answer, work.code = out, extract_code(out.text, task=work.task)
+    work.answer, work.code = out, _spliced(extract_code(out.text, task=work.task), out.prompt)
     work.model = step.model
     key, shape = candidate_identity(work.code.code), candidate_shape(work.code.code)
     empty = work.code.how == "empty"
     return Generated(chat=out.chat, key=key, shape=shape, empty=empty, drew=out.drew)
+
+
+def _spliced(code: ExtractResult, prompt: Prompt) -> ExtractResult:
+    """``code`` put into the file an edit prompt showed (:mod:`swapos.pipeline.edits`); as
+    it is when the prompt asked for the whole file, or when either does not parse."""
+    if prompt.edit_base is None or code.how == "empty":
+        return code
+    merged = merge_edit(prompt.edit_base, code.code)
+    return code if merged is None else msgspec.structs.replace(code, code=merged)
 
 
 async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | str:
@@ -144,8 +154,9 @@ async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | s
         task = work.task
         if fmt is not None:
             return build_chat_prompt(
-                phase, task, shown, counter, budget, fmt, recap=recap, focus=focus, base=base
-            )
+                phase, task, shown, counter, budget, fmt, recap=recap, focus=focus, base=base,
+                edit=runner.profile.pipeline.edit,
+            )  # fmt: skip
         return build_prompt(phase, task, shown, counter, budget, focus=focus, base=base)
 
     try:
