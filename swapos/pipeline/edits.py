@@ -32,10 +32,10 @@ from collections.abc import Sequence
 from typing import Final
 
 from swapos.data.task import Task
+from swapos.pipeline.extract import PARSE_ERRORS
 
 _DEFS: Final = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _IMPORTS: Final = (ast.Import, ast.ImportFrom)
-_PARSE_ERRORS: Final = (SyntaxError, ValueError, RecursionError, MemoryError)
 EDIT_CATEGORIES: Final = frozenset({"bugfix", "feature"})
 """The task categories whose coders are asked for edits when ``pipeline.edit`` is on."""
 
@@ -51,7 +51,7 @@ def merge_edit(base: str, answer: str) -> str | None:
     does not parse."""
     try:
         base_tree, answer_tree = ast.parse(base), ast.parse(answer)
-    except _PARSE_ERRORS:
+    except PARSE_ERRORS:
         return None
     defined = {n.name for n in base_tree.body if isinstance(n, _DEFS)}
     written = {n.name for n in answer_tree.body if isinstance(n, _DEFS)}

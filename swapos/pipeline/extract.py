@@ -39,7 +39,7 @@ _DEF_NAME: Final = re.compile(r"^(?:async\s+def|def|class)\s+(\w+)", re.MULTILIN
 _PLAN_MARKER: Final = re.compile(
     r"^\s*(?:(?:step\s*)?\d+\s*[.):](?=\s|$)|[-*•](?=\s)|step\s*\d*\s*:)\s*", re.I
 )
-_PARSE_ERRORS: Final = (SyntaxError, ValueError, RecursionError, MemoryError)
+PARSE_ERRORS: Final = (SyntaxError, ValueError, RecursionError, MemoryError)
 """What parsing untrusted model output may raise (deep nesting: RecursionError)."""
 MAX_PLAN_STEPS: Final = 10
 MAX_STEP_CHARS: Final = 200
@@ -85,7 +85,7 @@ def expected_names(task: Task) -> tuple[str, ...]:
             for node in tree.body
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
         ]
-    except _PARSE_ERRORS:
+    except PARSE_ERRORS:
         names = _DEF_NAME.findall(task.starter)
     if task.entry_point and task.entry_point not in names:
         names.append(task.entry_point)
@@ -177,7 +177,7 @@ def _drop_trailing_usage(code: str, starter: str) -> str:
     try:
         body = ast.parse(code).body
         starter_body = ast.parse(starter).body
-    except _PARSE_ERRORS:
+    except PARSE_ERRORS:
         return code
     if any(_is_usage(node) for node in starter_body):
         return code
@@ -208,7 +208,7 @@ def _defines(code: str, names: tuple[str, ...]) -> int:
 def _parses(code: str) -> bool:
     try:
         ast.parse(code)
-    except _PARSE_ERRORS:
+    except PARSE_ERRORS:
         return False
     return True
 
@@ -219,7 +219,7 @@ def _looks_like_code(text: str) -> bool:
         return False
     try:
         tree = ast.parse(text)
-    except _PARSE_ERRORS:
+    except PARSE_ERRORS:
         return False
     return any(
         not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Name | ast.Constant))
