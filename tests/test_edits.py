@@ -136,6 +136,12 @@ def test_an_assignment_replaces_the_same_names_and_new_names_go_last() -> None:
     assert merged.rstrip().endswith("EXTRA = 1")
 
 
+def test_an_augmented_assignment_never_replaces_the_assignment_it_needs() -> None:
+    merged = merge_edit(FILE, "STEP += 0\n")
+    assert merged is not None
+    assert "STEP = 1024" in merged and merged.rstrip().endswith("STEP += 0")
+
+
 def test_a_new_import_follows_the_last_import_and_a_known_one_is_not_repeated() -> None:
     answer = (
         "import math\nimport re\n\ndef size(n: float) -> str:\n    return re.sub('a', 'b', '')\n"

@@ -182,7 +182,7 @@ def _key(node: ast.stmt) -> tuple[str, ...] | None:
     targets: list[ast.expr] = []
     if isinstance(node, ast.Assign):
         targets = list(node.targets)
-    elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+    elif isinstance(node, ast.AnnAssign):  # not ``X += 1``: it needs the ``X =`` it follows
         targets = [node.target]
     names = tuple(sorted(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)))
     return ("=", *names) if names else None
