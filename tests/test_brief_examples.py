@@ -19,12 +19,16 @@ class Form:
         names: tuple[str, ...],
         want: list[tuple[str, str]],
         category: str = "feature",
+        *,
+        preamble: str = "",
     ) -> None:
         self.source, self.text, self.names = source, text, names
-        self.want, self.category = want, category
+        self.want, self.category, self.preamble = want, category, preamble
 
     def starter(self) -> str:
-        return "".join(f"def {n}(*args, **kwargs):\n    pass\n\n\n" for n in self.names)
+        """The module's imports and value classes (``preamble``), then its functions."""
+        defs = "".join(f"def {n}(*args, **kwargs):\n    pass\n\n\n" for n in self.names)
+        return self.preamble + defs
 
 
 REAL_FORMS = [
@@ -215,6 +219,59 @@ REAL_FORMS = [
         "| call | returns |\n|---|---|\n| `document.fonts.check('13px Poppins')` | **true** |\n",
         (),
         [],  # a method of an object, not a function of the module
+    ),
+    # --- values that are no literals: arithmetic, constructions of value types ---------
+    Form(
+        "humanize's naturalsize docstring (public repository, exact-string search for "
+        "'>>> naturalsize(10**')",
+        "    Examples:\n        >>> naturalsize(3000000)\n        '3.0 MB'\n"
+        "        >>> naturalsize(3000, False, True)\n        '2.9K'\n"
+        "        >>> naturalsize(10**28)\n        '10.0 RB'\n"
+        "        >>> naturalsize(10**34 * 3)\n        '30000.0 QB'\n",
+        ("naturalsize",),
+        [
+            ("naturalsize(3000000)", "'3.0 MB'"),
+            ("naturalsize(3000, False, True)", "'2.9K'"),
+            ("naturalsize(10**28)", "'10.0 RB'"),
+            ("naturalsize(10**34 * 3)", "'30000.0 QB'"),
+        ],
+    ),
+    Form(
+        "a date_range docstring (public repository, exact-string search for "
+        "'>>> date_range(date(')",
+        "    Example::\n\n        >>> from datetime import date\n"
+        "        >>> date_range(date(2024, 1, 1), date(2024, 1, 3))\n"
+        "        [datetime.date(2024, 1, 1), datetime.date(2024, 1, 2), "
+        "datetime.date(2024, 1, 3)]\n",
+        ("date_range",),
+        [
+            (
+                "date_range(date(2024, 1, 1), date(2024, 1, 3))",
+                "[datetime.date(2024, 1, 1), datetime.date(2024, 1, 2), datetime.date(2024, 1, 3)]",
+            )
+        ],
+        preamble="from datetime import date, timedelta\n\n\n",
+    ),
+    Form(
+        "a business-calendar docstring (public repository, exact-string search for "
+        "'>>> date_range(date(')",
+        "    >>> date_range(Date(2014, 4, 3), None, 3)\n    (Date(2014, 4, 3), Date(2014, 4, 8))\n",
+        ("date_range",),
+        [],  # its Date compares by identity: no value of it equals another
+        preamble="class Date:\n    def __init__(self, y, m, d):\n        self.ymd = y, m, d\n\n\n",
+    ),
+    Form(
+        "Rosetta Code, Averages/Arithmetic mean, Python (public repository, exact-string "
+        "search for '>>> mean([Decimal(')",
+        ">>> from statistics import mean\n>>> mean([1e20,-1e-20,3,1,4,1,5,9,-1e20,1e-20])\n2.3\n"
+        ">>> mean([10**10000, -10**10000, 3, 1, 4, 1, 5, 9, 0, 0])\n2.3\n"
+        ">>> big = 10**10000\n"
+        ">>> mean([Decimal(big), Decimal(-big), 3, 1, 4, 1, 5, 9, 1/Decimal(big), "
+        "-1/Decimal(big)])\nDecimal('2.3')\n",
+        ("mean",),
+        # 10**10000: an exponent past MAX_EXPONENT; Decimal(big): a variable, no value
+        [("mean([1e20,-1e-20,3,1,4,1,5,9,-1e20,1e-20])", "2.3")],
+        preamble="from decimal import Decimal\nfrom fractions import Fraction\n\n\n",
     ),
     # --- comment-annotated calls: not read ----------------------------------------------
     Form(

@@ -14,16 +14,18 @@ came from are the fixtures of ``tests/test_brief_examples.py``):
 - a markdown table with a column of calls and a column headed ``output``, ``result``,
   ``returns``, ``expected`` (or ``expected output``/``result``/``value``).
 
-An example counts only when its call is a plain function name applied to literal arguments
-and its value is a literal (:func:`~swapos.pipeline.example_values.make_example`); the name
+An example counts only when its call is a plain function name applied to values and its
+value is a value: literals, arithmetic on numbers, and constructions of the value types the
+starter makes available (``[Interval(1, 6)]``, ``date(2024, 3, 1)``;
+:mod:`~swapos.pipeline.example_values` says which); the name
 must be one the starter defines, or, outside a bugfix, one that is not a Python builtin (the
 function the brief asks for). A call given two different values is dropped (the brief is
 unclear, so no example), and so is one stated in a sentence that places it in the present
 (``instead of``, ``rather than``, ``currently``, ``today``, ``right now``, ``wrong``,
 ``bug``...: "``add_tag("b")`` returns ``["a", "b"]`` instead of ``["b"]``" quotes the bug).
 Nothing is made up: a wrong example would send correct candidates back. Not read: calls
-qualified by a module (``humanize.naturalsize(1)``), arguments that are expressions
-(``1024 * 1024``), and values given in comments (``f(1)  # => 2``).
+qualified by a module (``humanize.naturalsize(1)``), arguments that name variables
+(``get_path(config, "a")``), and values given in comments (``f(1)  # => 2``).
 
 Where an example sits matters, because briefs quote wrong behaviour too. Each line belongs
 to the section of the last *label* above it: a markdown heading, a line that is only bold
@@ -49,7 +51,7 @@ import re
 from collections.abc import Iterator
 from typing import Final, Literal
 
-from swapos.pipeline.example_values import Example, make_example
+from swapos.pipeline.example_values import Example, make_example, value_makers
 
 Section = Literal["wanted", "actual", "neutral"]
 
@@ -115,6 +117,7 @@ def brief_examples(problem: str, starter: str, category: str) -> list[Example]:
         At most :data:`MAX_EXAMPLES` examples, in order, without repeats.
     """
     known = _defined_names(starter)
+    makers = value_makers(starter)
     bugfix = category == "bugfix"
 
     def callee(name: str) -> bool:
@@ -124,7 +127,7 @@ def brief_examples(problem: str, starter: str, category: str) -> list[Example]:
     for section, explicit, call, want in _candidates(problem.splitlines()):
         if section == "actual" or (bugfix and section != "wanted" and not explicit):
             continue
-        example = make_example(call, want, callee)
+        example = make_example(call, want, callee, makers)
         if example is not None and example not in found:
             found.append(example)
     return _unambiguous(found)[:MAX_EXAMPLES]

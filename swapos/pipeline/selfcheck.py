@@ -28,8 +28,8 @@ import msgspec
 
 from swapos.data.task import Task, TaskMeta
 from swapos.pipeline import brief_examples as briefs
+from swapos.pipeline.example_values import STDLIB_VALUE_TYPES, make_example, value_makers
 from swapos.pipeline.example_values import Example as Example  # noqa: PLC0414 (re-exported)
-from swapos.pipeline.example_values import make_example
 from swapos.pipeline.grader import GradeResult
 
 MAX_EXAMPLES: Final = 12
@@ -67,15 +67,18 @@ def docstring_examples(task: Task) -> list[Example]:
     arrow examples (``call ➞ value``, ``call == value``, ``call = value``, ``call -> value``,
     after a ``*`` bullet or a ``for``/``assert``), ``For x = 1, y = 2 the output should be
     value`` and ``Input: x = 1, y = 2`` (or a value, or ``name : value`` lines) then
-    ``Output: value`` count when the call is the entry point applied to literal arguments
-    (named arguments are passed in their order) and the value is a literal (a number,
-    string, list..., ``True``/``False``/``None``; ``true``/``false`` read as such). At most
+    ``Output: value`` count when the call is the entry point applied to values (named
+    arguments are passed in their order) and the value is one (a literal: a number, string,
+    list..., ``True``/``False``/``None``, ``true``/``false`` read as such; arithmetic on
+    numbers; a construction of a value type the prompt defines or imports:
+    :mod:`~swapos.pipeline.example_values`). At most
     :data:`MAX_EXAMPLES`, in order, without repeats.
     """
     entry = task.entry_point
     if not entry:
         return []
     lines = task.starter.splitlines()
+    makers = value_makers(task.starter)
     found: list[Example] = []
     given: list[str] | None = None  # the lines of an ``Input:`` awaiting its ``Output:``
     for i, raw in enumerate(lines):
@@ -84,20 +87,20 @@ def docstring_examples(task: Task) -> list[Example]:
         if line.startswith(">>>"):
             call = line[3:].strip()
             want = lines[i + 1].strip() if i + 1 < len(lines) else ""
-            example = make_example(call, want, entry)
+            example = make_example(call, want, entry, makers)
             if example is None and (m := _ARROW.match(call)) is not None:
-                example = make_example(m.group("call"), m.group("want"), entry)
+                example = make_example(m.group("call"), m.group("want"), entry, makers)
         elif (m := _INPUT.match(line)) is not None:
             given = [m.group("args")] if m.group("args") else []
         elif (m := _OUTPUT.match(line)) is not None and given:
-            example = make_example(_call(entry, given), m.group("want"), entry)
+            example = make_example(_call(entry, given), m.group("want"), entry, makers)
             given = None
         elif given is not None:
             given = [*given, line] if line else None  # a blank line ends an unanswered Input
         elif (m := _FOR.match(line)) is not None:
-            example = make_example(_call(entry, [m.group("args")]), m.group("want"), entry)
+            example = make_example(_call(entry, [m.group("args")]), m.group("want"), entry, makers)
         elif (m := _ARROW.match(line)) is not None:
-            example = make_example(m.group("call"), m.group("want"), entry)
+            example = make_example(m.group("call"), m.group("want"), entry, makers)
         if example is not None and example not in found:
             found.append(example)
     return found[:MAX_EXAMPLES]
@@ -219,9 +222,10 @@ def _returned(output: str, example: Example) -> str | None:
     return None
 
 
-_TEST_HEADER: Final = '''"""Docstring examples as tests (the self-check, not the task's tests)."""
+_TEST_HEADER: Final = f'''"""Docstring examples as tests (the self-check, not the task's tests)."""
 
 import math
+import {", ".join(sorted(STDLIB_VALUE_TYPES))}  # what an example's ``datetime.date(...)`` names
 
 from solution import *  # noqa: F403
 
