@@ -177,6 +177,9 @@ def test_a_candidates_identity_ignores_docstrings_layout_and_a_redefined_stub() 
     assert same(continuation) == same(rewrite)
     assert same(continuation) != same("def f(x):\n    return x + x\n")
     assert same("def f(:\n") == same("def  f(:")  # unparsable: by its words
+    module = '"""Half-open intervals."""\n\nimport math\n\n\ndef f(x):\n    return x\n'
+    assert same(module) == same(module.split("\n", 2)[2])  # nor does the module's docstring
+    assert same(module) != same('"""Half-open intervals."""\n\ndef f(x):\n    return x\n')
 
 
 async def test_a_candidate_only_its_selfcheck_rejected_is_graded_when_it_comes_back() -> None:

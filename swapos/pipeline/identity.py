@@ -7,14 +7,17 @@ import ast
 
 def candidate_identity(code: str) -> str:
     """A candidate's identity: its syntax tree, where a redefined function or class counts
-    once, as defined last (comments, layout and docstrings do not count). So a chat model's
-    rewrite after the prompt's stub equals the same function written as a continuation."""
+    once, as defined last (comments, layout and docstrings do not count: the module's, its
+    functions' and classes'). So a chat model's rewrite after the prompt's stub equals the
+    same function written as a continuation, and a starter written back without its module
+    docstring is still the starter."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return " ".join(code.split())
     body: dict[object, ast.stmt] = {}
-    for i, node in enumerate(tree.body):
+    statements = tree.body[1:] if tree.body and _is_docstring(tree.body[0]) else tree.body
+    for i, node in enumerate(statements):
         key: object = i
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             if node.body and _is_docstring(node.body[0]):
