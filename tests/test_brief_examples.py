@@ -273,6 +273,30 @@ REAL_FORMS = [
         [("mean([1e20,-1e-20,3,1,4,1,5,9,-1e20,1e-20])", "2.3")],
         preamble="from decimal import Decimal\nfrom fractions import Fraction\n\n\n",
     ),
+    # --- calls on names the brief's code gives a value -----------------------------------
+    Form(
+        "glom's docstring, as rendered in a public repository's API notes (exact-string "
+        "search for '`glom(target, ')",
+        "> Accessing nested data, aka deep-get:\n> \n> >>> target = {'a': {'b': 'c'}}\n"
+        "> >>> glom(target, 'a.b')\n> 'c'\n",
+        ("glom",),
+        [],  # quoted (``> ``): not a doctest line
+    ),
+    Form(
+        "glom's docstring (public repository, exact-string search for '`glom(target, ')",
+        "    Accessing nested data, aka deep-get:\n\n    >>> target = {'a': {'b': 'c'}}\n"
+        "    >>> glom(target, 'a.b')\n    'c'\n",
+        ("glom",),
+        [("glom({'a': {'b': 'c'}}, 'a.b')", "'c'")],
+    ),
+    Form(
+        "glom's docstring, Call (public repository, exact-string search for '`glom(target, ')",
+        "    >>> class ExampleClass(object):\n    ...    def __init__(self, attr):\n"
+        "    ...        self.attr = attr\n    ...\n    >>> target = {'attr': 3.14}\n"
+        "    >>> glom(target, Call(ExampleClass, kwargs=T)).attr\n    3.14\n",
+        ("glom",),
+        [],  # an attribute of the call's result, and specs that are no values
+    ),
     # --- comment-annotated calls: not read ----------------------------------------------
     Form(
         "github:zhoujin7/casestyle README.rst",
@@ -397,3 +421,49 @@ def test_a_title_that_names_the_bug_opens_no_actual_section() -> None:
     assert [(e.call, e.want) for e in brief_examples(brief, starter, "bugfix")] == [("f(1)", "2")]
     section = "### Bug\n\n`f(1)` should return `2`.\n"  # a section heading, not a title
     assert brief_examples(section, starter, "bugfix") == []
+
+
+CONFIG_BRIEF = """get_path returns the default for 0
+
+```python
+config = {"retries": 0, "servers": [{"host": "a"}, {"host": "b"}]}
+```
+
+Expected:
+
+* `get_path(config, "retries", default=3)` should be `0`
+* `get_path(config, "servers.1.host")` should be `"b"`
+"""
+
+
+def test_a_block_of_values_gives_its_names_to_the_examples_that_use_them() -> None:
+    starter = "def get_path(data, path, default=None):\n    return default\n"
+    found = brief_examples(CONFIG_BRIEF, starter, "bugfix")
+    data = "{'retries': 0, 'servers': [{'host': 'a'}, {'host': 'b'}]}"
+    assert [(e.call, e.want) for e in found] == [
+        (f"get_path({data}, 'retries', default=3)", "0"),
+        (f"get_path({data}, 'servers.1.host')", '"b"'),
+    ]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        # the block does more than give values: the call may change config
+        '```python\nconfig = {"retries": 0}\nload(config)\n```\n',
+        # two values for one name: which one the examples mean is not said
+        '```python\nconfig = {"retries": 0}\n```\n\n```python\nconfig = {"retries": 1}\n```\n',
+        # a doctest line with no value after it names config: it may change it
+        '>>> config = {"retries": 0}\n>>> config.clear()\n',
+    ],
+)
+def test_no_given_where_other_code_may_change_it_or_gives_it_another_value(code: str) -> None:
+    brief = code + "\nExpected:\n\n* `get_path(config, 'retries')` should be `0`\n"
+    assert brief_examples(brief, "def get_path(d, p):\n    return d\n", "bugfix") == []
+
+
+def test_a_doctest_given_is_read_in_place_of_its_name() -> None:
+    doctest = ">>> cache = {'a': 1}\n>>> get(cache, 'a')\n1\n>>> put(cache, 'b', 2)\n"
+    assert brief_examples(doctest, "", "feature") == []  # put() may change it
+    found = brief_examples(doctest.rsplit(">>> put", 1)[0], "", "feature")
+    assert [(e.call, e.want) for e in found] == [("get({'a': 1}, 'a')", "1")]

@@ -12,7 +12,15 @@ came from are the fixtures of ``tests/test_brief_examples.py``):
 - doctest lines, in a fenced block or not: ``>>> f(2)`` and the value on the next line, or
   ``>>> f(2) == 4``; ``assert f(2) == 4`` lines in a fenced block;
 - a markdown table with a column of calls and a column headed ``output``, ``result``,
-  ``returns``, ``expected`` (or ``expected output``/``result``/``value``).
+  ``returns``, ``expected`` (or ``expected output``/``result``/``value``);
+- calls on names the brief's code gives a value (*givens*): a fenced block of nothing but
+  ``name = value`` lines (``config = {"retries": 0}``, then ```` `get_path(config,
+  "retries")` should be `0` ````), or a doctest's ``>>> target = {'a': 1}`` before
+  ``>>> glom(target, 'a')``. The example reads the value in the name's place. A name is no
+  given when it is given two values, or when other code names it where it may change: a
+  fenced block that does more than assign values (``delays = []`` then
+  ``run(sleep=delays.append)``), a doctest line with no value after it (``>>> put(cache,
+  'a', 1)``).
 
 An example counts only when its call is a plain function name applied to values and its
 value is a value: literals, arithmetic on numbers, and constructions of the value types the
@@ -24,8 +32,8 @@ unclear, so no example), and so is one stated in a sentence that places it in th
 (``instead of``, ``rather than``, ``currently``, ``today``, ``right now``, ``wrong``,
 ``bug``...: "``add_tag("b")`` returns ``["a", "b"]`` instead of ``["b"]``" quotes the bug).
 Nothing is made up: a wrong example would send correct candidates back. Not read: calls
-qualified by a module (``humanize.naturalsize(1)``), arguments that name variables
-(``get_path(config, "a")``), and values given in comments (``f(1)  # => 2``).
+qualified by a module (``humanize.naturalsize(1)``), arguments that name variables no code
+gives a value, and values given in comments (``f(1)  # => 2``).
 
 Where an example sits matters, because briefs quote wrong behaviour too. Each line belongs
 to the section of the last *label* above it: a markdown heading, a line that is only bold
@@ -48,10 +56,11 @@ from __future__ import annotations
 import ast
 import builtins
 import re
+import textwrap
 from collections.abc import Iterator
 from typing import Final, Literal
 
-from swapos.pipeline.example_values import Example, make_example, value_makers
+from swapos.pipeline.example_values import Example, is_value, make_example, value_makers
 
 Section = Literal["wanted", "actual", "neutral"]
 
@@ -119,15 +128,17 @@ def brief_examples(problem: str, starter: str, category: str) -> list[Example]:
     known = _defined_names(starter)
     makers = value_makers(starter)
     bugfix = category == "bugfix"
+    lines = problem.splitlines()
+    givens = _givens(lines, makers)
 
     def callee(name: str) -> bool:
         return name in known or (not bugfix and name not in _BUILTINS)
 
     found: list[Example] = []
-    for section, explicit, call, want in _candidates(problem.splitlines()):
+    for section, explicit, call, want in _candidates(lines):
         if section == "actual" or (bugfix and section != "wanted" and not explicit):
             continue
-        example = make_example(call, want, callee, makers)
+        example = make_example(call, want, callee, makers, givens)
         if example is not None and example not in found:
             found.append(example)
     return _unambiguous(found)[:MAX_EXAMPLES]
@@ -174,6 +185,68 @@ def _candidates(lines: list[str]) -> Iterator[tuple[Section, bool, str, str]]:
         started = started or bool(line.strip())
     if para:
         yield from _inline(section, " ".join(para))
+
+
+def _givens(lines: list[str], makers: frozenset[str]) -> dict[str, str]:
+    """The names the brief's code gives a value, and that value's source (see the module's
+    docstring: a fenced block of nothing but ``name = value`` lines, a doctest's ``>>> name
+    = value``); none that another statement may change or that is given two values."""
+    assigned: dict[str, set[str]] = {}
+    tainted: set[str] = set()
+    for statements, block in _code_of(lines):
+        pure = not block or all(_assigned_value(st, makers) is not None for st, _ in statements)
+        for stmt, silent in statements:
+            value = _assigned_value(stmt, makers)
+            if value is not None and pure:
+                assigned.setdefault(value[0], set()).add(value[1])
+            elif value is not None or silent:
+                tainted.update(n.id for n in ast.walk(stmt) if isinstance(n, ast.Name))
+    return {
+        name: next(iter(values))
+        for name, values in assigned.items()
+        if len(values) == 1 and name not in tainted
+    }
+
+
+def _code_of(lines: list[str]) -> Iterator[tuple[list[tuple[ast.stmt, bool]], bool]]:
+    """The brief's code, a piece at a time: ``(statements, block)``, each statement with
+    whether it is *silent* (a statement, or a doctest line with no value after it: it may
+    change what it names). A fenced block without doctest lines is one piece (``block``);
+    each doctest line is a piece of its own."""
+    fence: list[str] | None = None
+    for i, line in enumerate(lines):
+        if _FENCE.match(line):
+            if fence is not None and not any(_DOCTEST.match(f) for f in fence):
+                statements = _parsed("\n".join(fence))
+                yield [(st, True) for st in statements], True
+            fence = [] if fence is None else None
+            continue
+        if fence is not None:
+            fence.append(line)
+        if (m := _DOCTEST.match(line)) is None:
+            continue
+        after = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        silent = not after or after.startswith((">>>", "...", "```", "~~~"))
+        yield [(st, silent) for st in _parsed(m.group("src"))], False
+
+
+def _parsed(source: str) -> list[ast.stmt]:
+    try:
+        return ast.parse(textwrap.dedent(source)).body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return []
+
+
+def _assigned_value(stmt: ast.stmt, makers: frozenset[str]) -> tuple[str, str] | None:
+    """``(name, value source)`` when ``stmt`` is ``name = value``."""
+    if (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+        and is_value(stmt.value, makers)
+    ):
+        return stmt.targets[0].id, ast.unparse(stmt.value)
+    return None
 
 
 def _label(line: str) -> tuple[str, bool] | None:

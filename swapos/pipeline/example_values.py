@@ -23,7 +23,7 @@ A *value* is what an example's arguments and wanted result may be:
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Final
 
 import msgspec
@@ -63,14 +63,17 @@ def make_example(
     want: str,
     callee: str | Callable[[str], bool],
     makers: frozenset[str] = frozenset(),
+    givens: Mapping[str, str] | None = None,
 ) -> Example | None:
     """``call`` and ``want`` as an :class:`Example`, or None when they are not one.
 
     ``call`` must be a plain name applied to values (``f(1, "a")``, ``f(x=[1])``,
     ``f([Interval(1, 3)])``), the name ``callee`` itself or one that ``callee`` accepts;
     ``want`` must be a value (:func:`value_text`). ``makers`` are the value types a
-    construction may name (:func:`value_makers`). A trailing ``,`` or ``;`` is dropped from
-    both.
+    construction may name (:func:`value_makers`); ``givens`` the names the text gave a value
+    (``config = {...}`` in a brief: name -> the value's source), which the example's call
+    reads in their place (``get_path(config, "a")`` is checked as ``get_path({...}, 'a')``).
+    A trailing ``,`` or ``;`` is dropped from both.
     """
     call, want = call.strip().rstrip(",;"), value_text(want.strip().rstrip(",;"), makers)
     if not want or want.startswith(">>>"):
@@ -84,9 +87,31 @@ def make_example(
     name = node.func.id
     if not (name == callee if isinstance(callee, str) else callee(name)):
         return None
+    if givens and (given := _with_givens(node, givens)) is not None:
+        call, node = ast.unparse(given), given
     if not all(is_value(arg, makers) for arg in [*node.args, *(k.value for k in node.keywords)]):
         return None  # e.g. ``is_happy(abc)``: the text meant a string it did not quote
     return Example(call=call, want=want)
+
+
+def _with_givens(call: ast.Call, givens: Mapping[str, str]) -> ast.Call | None:
+    """``call`` with each given name in its arguments replaced by its value; None when its
+    arguments name none."""
+    replaced = False
+
+    class Given(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.expr:
+            nonlocal replaced
+            if node.id not in givens:
+                return node
+            replaced = True
+            return ast.parse(givens[node.id], mode="eval").body
+
+    args = [Given().visit(a) for a in call.args]
+    keywords = [ast.keyword(arg=k.arg, value=Given().visit(k.value)) for k in call.keywords]
+    if not replaced:
+        return None
+    return ast.Call(func=call.func, args=args, keywords=keywords)
 
 
 def value_text(want: str, makers: frozenset[str] = frozenset()) -> str:
