@@ -297,6 +297,50 @@ REAL_FORMS = [
         ("glom",),
         [],  # an attribute of the call's result, and specs that are no values
     ),
+    # --- doctests of print(): the text it shows -----------------------------------------
+    Form(
+        "a table helper's docstring, after tabulate (public repository, exact-string search "
+        "for '>>> print(tabulate(table, headers')",
+        "    Example formatting:\n    ```repl\n"
+        "    >>> table = [['foo', 456], ['baaaar', 6724], ['tar.gz', 32]]\n"
+        "    >>> headers = ['name', 'num']\n"
+        '    >>> print(tabulate(table, headers, tablefmt="github")) \n'
+        "    | name   | num  |\n    |--------|------|\n    | foo    |  456 |\n"
+        "    | baaaar | 6724 |\n    | tar.gz |   32 |\n    ```\n",
+        ("tabulate",),
+        [
+            (
+                "tabulate([['foo', 456], ['baaaar', 6724], ['tar.gz', 32]], ['name', 'num'], "
+                "tablefmt='github')",
+                repr(
+                    "| name   | num  |\n|--------|------|\n| foo    |  456 |\n"
+                    "| baaaar | 6724 |\n| tar.gz |   32 |"
+                ),
+            )
+        ],
+    ),
+    Form(
+        "a README on tabulate (public repository, exact-string search for "
+        "'>>> print(tabulate(table, headers')",
+        "```python\n>>> from tabulate import tabulate\n\n"
+        '>>> table = [["Sun",696000,1989100000],["Earth",6371,5973.6],\n'
+        '...          ["Moon",1737,73.5],["Mars",3390,641.85]]\n'
+        ">>> print(tabulate(table))\n-----  ------  -------------\n"
+        "Sun    696000     1.9891e+09\nEarth    6371  5973.6\nMoon     1737    73.5\n"
+        "Mars     3390   641.85\n-----  ------  -------------\n```\n",
+        ("tabulate",),
+        [
+            (
+                "tabulate([['Sun', 696000, 1989100000], ['Earth', 6371, 5973.6], "
+                "['Moon', 1737, 73.5], ['Mars', 3390, 641.85]])",
+                repr(
+                    "-----  ------  -------------\nSun    696000     1.9891e+09\n"
+                    "Earth    6371  5973.6\nMoon     1737    73.5\nMars     3390   641.85\n"
+                    "-----  ------  -------------"
+                ),
+            )
+        ],
+    ),
     # --- comment-annotated calls: not read ----------------------------------------------
     Form(
         "github:zhoujin7/casestyle README.rst",
@@ -467,3 +511,9 @@ def test_a_doctest_given_is_read_in_place_of_its_name() -> None:
     assert brief_examples(doctest, "", "feature") == []  # put() may change it
     found = brief_examples(doctest.rsplit(">>> put", 1)[0], "", "feature")
     assert [(e.call, e.want) for e in found] == [("get({'a': 1}, 'a')", "1")]
+
+
+def test_a_printed_doctest_is_checked_as_the_text_print_shows() -> None:
+    brief = "```python\n>>> print(box('hi'))\n+--+\n|hi|   \n+--+\n```\n"
+    (found,) = brief_examples(brief, "", "feature")
+    assert found.printed and found.call == "box('hi')" and found.want == repr("+--+\n|hi|\n+--+")

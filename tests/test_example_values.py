@@ -111,6 +111,12 @@ Examples:
 - `span(date(2024, 2, 28), date(2024, 3, 1))` ->
   `[date(2024, 2, 28), datetime.date(2024, 2, 29), date(2024, 3, 1)]`
 - `size(1.5 * 1024 ** 2)` -> `"1.5 MiB"`
+
+```python
+>>> print(grid(2))
+..
+..
+```
 """
 
 RIGHT = """
@@ -130,9 +136,15 @@ def span(a, b):
 
 def size(n):
     return f"{n / 1024 ** 2:.1f} MiB"
+
+
+def grid(n):
+    return "\\n".join("." * n + " " for _ in range(n))  # trailing spaces: print shows them
 """
 
-WRONG = RIGHT.replace("range((b - a).days + 1)", "range((b - a).days)")
+WRONG = RIGHT.replace("range((b - a).days + 1)", "range((b - a).days)").replace(
+    '"." * n', '"." * (n + 1)'
+)
 
 
 def test_constructed_examples_pass_a_right_answer_and_send_a_wrong_one_back() -> None:
@@ -150,9 +162,11 @@ def test_constructed_examples_pass_a_right_answer_and_send_a_wrong_one_back() ->
         "merge([Interval(4, 4)])",
         "span(date(2024, 2, 28), date(2024, 3, 1))",
         "size(1.5 * 1024 ** 2)",
+        "grid(2)",
     ]
     checked = selfcheck_task(task, examples)
     assert grade(checked, starter + RIGHT, timeout_s=20).passed
     wrong = grade(checked, starter + WRONG, timeout_s=20)
-    assert (wrong.tests_passed, wrong.tests_total) == (3, 4)
+    assert (wrong.tests_passed, wrong.tests_total) == (3, 5)
     assert "span(date(2024, 2, 28), date(2024, 3, 1)) returned" in wrong.output_tail
+    assert "test_example_5 - AssertionError: grid(2) r" in wrong.output_tail

@@ -10,7 +10,9 @@ came from are the fixtures of ``tests/test_brief_examples.py``):
   over two lines counts;
 - one code span holding both: ```` `f(2) == 4` ````, ```` `f(2) -> 4` ````, ``→``;
 - doctest lines, in a fenced block or not: ``>>> f(2)`` and the value on the next line, or
-  ``>>> f(2) == 4``; ``assert f(2) == 4`` lines in a fenced block;
+  ``>>> f(2) == 4``, or ``>>> print(f(2))`` and the lines it prints (checked as the text
+  ``print`` shows, each line's trailing spaces aside); a statement may go on over ``...``
+  lines; ``assert f(2) == 4`` lines in a fenced block;
 - a markdown table with a column of calls and a column headed ``output``, ``result``,
   ``returns``, ``expected`` (or ``expected output``/``result``/``value``);
 - calls on names the brief's code gives a value (*givens*): a fenced block of nothing but
@@ -55,10 +57,13 @@ from __future__ import annotations
 
 import ast
 import builtins
+import itertools
 import re
 import textwrap
 from collections.abc import Iterator
 from typing import Final, Literal
+
+import msgspec
 
 from swapos.pipeline.example_values import Example, is_value, make_example, value_makers
 
@@ -97,6 +102,8 @@ _STATES_WANTED: Final = re.compile(rf"^(?:{_WANTED_VERBS})$", re.IGNORECASE)
 _ONE_SPAN: Final = re.compile(r"^(?:assert\s+)?(?P<call>.+?\))\s*(?:==|->|→|=>)\s*(?P<want>.+)$")
 _EQUALS: Final = re.compile(r"^(?P<call>.+?\))\s*==\s*(?P<want>.+)$")
 _DOCTEST: Final = re.compile(r"^\s*(?:[*-]\s+)?>>>\s?(?P<src>.*)$")
+_CONTINUED: Final = re.compile(r"^\s*\.\.\.(?:\s(?P<src>.*))?$")
+_PRINTED: Final = re.compile(r"^print\((?P<call>\w+\(.*\))\)$")
 _ASSERT: Final = re.compile(r"^\s*assert\s+(?P<call>.+?\))\s*==\s*(?P<want>.+)$")
 _PRESENT: Final = re.compile(
     r"\b(?:instead\s+of|rather\s+than|currently|today|right\s+now|at\s+the\s+moment|"
@@ -138,10 +145,19 @@ def brief_examples(problem: str, starter: str, category: str) -> list[Example]:
     for section, explicit, call, want in _candidates(lines):
         if section == "actual" or (bugfix and section != "wanted" and not explicit):
             continue
-        example = make_example(call, want, callee, makers, givens)
+        inner = _printed_call(call)
+        example = make_example(inner or call, want, callee, makers, givens)
+        if example is not None and inner is not None:
+            example = msgspec.structs.replace(example, printed=True)
         if example is not None and example not in found:
             found.append(example)
     return _unambiguous(found)[:MAX_EXAMPLES]
+
+
+def _printed_call(call: str) -> str | None:
+    """``f(2)`` of ``print(f(2))``; None for any other text."""
+    m = _PRINTED.match(call.strip())
+    return m.group("call") if m is not None else None
 
 
 def _candidates(lines: list[str]) -> Iterator[tuple[Section, bool, str, str]]:
@@ -173,7 +189,8 @@ def _candidates(lines: list[str]) -> Iterator[tuple[Section, bool, str, str]]:
             if strong or kind != "neutral":
                 section = kind  # a heading always opens a section; a "...:" line if it says which
         elif (m := _DOCTEST.match(line)) is not None:
-            yield from _doctest(section, m.group("src"), lines[i + 1 : i + 2])
+            src, after = _doctest_statement(m.group("src"), lines[i + 1 :])
+            yield from _doctest(section, src, after, _indent(line))
         elif fenced:
             if (m := _ASSERT.match(line)) is not None:
                 yield section, False, m.group("call"), m.group("want")
@@ -225,9 +242,10 @@ def _code_of(lines: list[str]) -> Iterator[tuple[list[tuple[ast.stmt, bool]], bo
             fence.append(line)
         if (m := _DOCTEST.match(line)) is None:
             continue
-        after = lines[i + 1].strip() if i + 1 < len(lines) else ""
-        silent = not after or after.startswith((">>>", "...", "```", "~~~"))
-        yield [(st, silent) for st in _parsed(m.group("src"))], False
+        src, rest = _doctest_statement(m.group("src"), lines[i + 1 :])
+        after = rest[0].strip() if rest else ""
+        silent = not after or after.startswith((">>>", "```", "~~~"))
+        yield [(st, silent) for st in _parsed(src)], False
 
 
 def _parsed(source: str) -> list[ast.stmt]:
@@ -266,14 +284,48 @@ def _classify(label: str) -> Section:
 
 
 def _doctest(
-    section: Section, src: str, after: list[str]
+    section: Section, src: str, after: list[str], indent: int
 ) -> Iterator[tuple[Section, bool, str, str]]:
+    """The example of one doctest line ``src``: ``>>> f(2) == 4``, ``>>> f(2)`` with the value
+    on the next line, or ``>>> print(f(2))`` with the lines it prints (up to a blank line,
+    the next ``>>>`` or the fence; indented as deep as the ``>>>``), as a string."""
     if (m := _EQUALS.match(src.strip())) is not None:
         yield section, False, m.group("call"), m.group("want")
+        return
+    printed = _PRINTED.match(src.strip())
+    if printed is not None:
+        shown = list(itertools.takewhile(_printed_line, after))
+        if shown:
+            text = "\n".join(_dedented(line, indent).rstrip() for line in shown)
+            yield section, False, src.strip(), repr(text)
         return
     value = after[0].strip() if after else ""
     if value and not value.startswith((">>>", "...", "```")):
         yield section, False, src, value
+
+
+def _doctest_statement(src: str, after: list[str]) -> tuple[str, list[str]]:
+    """A doctest statement that starts with ``src`` and goes on over the ``...`` lines of
+    ``after``, and the lines after it."""
+    parts = [src]
+    for n, line in enumerate(after):
+        if (m := _CONTINUED.match(line)) is None:
+            return "\n".join(parts), after[n:]
+        parts.append(m.group("src") or "")
+    return "\n".join(parts), []
+
+
+def _printed_line(line: str) -> bool:
+    text = line.strip()
+    return bool(text) and not text.startswith((">>>", "```", "~~~"))
+
+
+def _dedented(line: str, indent: int) -> str:
+    return line[indent:] if not line[:indent].strip() else line.strip()
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
 
 
 def _inline(section: Section, text: str) -> Iterator[tuple[Section, bool, str, str]]:

@@ -52,10 +52,13 @@ _ARITHMETIC: Final = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod
 
 
 class Example(msgspec.Struct, frozen=True, kw_only=True):
-    """One example: an expression and the value it should have (both Python source)."""
+    """One example: an expression and the value it should have (both Python source); when
+    ``printed``, ``want`` is the text ``print(call)`` shows (a doctest of a ``print``), each
+    line's trailing spaces aside."""
 
     call: str
     want: str
+    printed: bool = False
 
 
 def make_example(
@@ -89,6 +92,8 @@ def make_example(
         return None
     if givens and (given := _with_givens(node, givens)) is not None:
         call, node = ast.unparse(given), given
+    elif "\n" in call:  # a doctest statement over ``...`` lines: one line
+        call = ast.unparse(node)
     if not all(is_value(arg, makers) for arg in [*node.args, *(k.value for k in node.keywords)]):
         return None  # e.g. ``is_happy(abc)``: the text meant a string it did not quote
     return Example(call=call, want=want)

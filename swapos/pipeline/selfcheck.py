@@ -230,6 +230,10 @@ import {", ".join(sorted(STDLIB_VALUE_TYPES))}  # what an example's ``datetime.d
 from solution import *  # noqa: F403
 
 
+def _printed(value):
+    return "\\n".join(line.rstrip() for line in str(value).splitlines())
+
+
 def _same(got, want):
     if isinstance(want, float) or isinstance(got, float):
         try:
@@ -250,7 +254,7 @@ def selfcheck_task(task: Task, examples: list[Example]) -> Task:
     for i, ex in enumerate(examples, 1):
         tests.append(
             f"\n\ndef test_example_{i}():\n"
-            f"    got = {ex.call}\n"
+            f"    got = {f'_printed({ex.call})' if ex.printed else ex.call}\n"
             f"    want = {ex.want}\n"
             f"    assert _same(got, want), f'{_escape(ex.call)} returned {{got!r}}; "
             f"the {source} says {_escape(ex.want)}'\n"
