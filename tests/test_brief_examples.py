@@ -341,6 +341,52 @@ REAL_FORMS = [
             )
         ],
     ),
+    # --- a table of one function's inputs -------------------------------------------------
+    Form(
+        "a module spec with a table per function (public repository, exact-string search "
+        "for '| Input | Output |'; cut to one function)",
+        "### `local(stamp: str | None) -> str | None`\n\nThe only producer of a displayed "
+        "timestamp in the system.\n\n| Input | Output |\n|---|---|\n"
+        '| `"2026-08-30T01:31:07Z"`, host in `America/New_York` '
+        '| `"2026-08-29 21:31:07 -04:00"` |\n'
+        "| `None` | `None` |\n",
+        ("local",),
+        [],  # its signature shows a return type too: which function a table serves is not said
+    ),
+    Form(
+        "a search channel's test plan (public repository, exact-string search for "
+        "'| Input | Expected |')",
+        "| Condition | Implementation |\n|-----------|---------------|\n"
+        "| Empty query string | `preprocess_query` returns `None`; `search` returns `[]` |\n\n"
+        "### Unit Tests: Qualified Name Detection\n\n| Test Case | Input | Expected |\n"
+        '|-----------|-------|----------|\n| Has dot | `"Nat.add"` | `True` |\n'
+        '| No dot, has underscore | `"add_comm"` | `False` |\n',
+        ("preprocess_query", "search"),
+        [],  # the brief names no function with its parameter
+    ),
+    Form(
+        "a slugify walkthrough (public repository, exact-string search for '| Input | Output |'), "
+        "with the signature line a brief would add (`` `batch_slug(name)` ``) and another call",
+        '`batch_slug(name)` lowers the name; `name.strip("-")` removes hyphens; '
+        "see `make_id(batch)`.\n\n| Input | Output |\n|---|---|\n"
+        '| `"Riyadh Municipality"` | `"riyadh-municipality"` |\n',
+        ("batch_slug",),
+        [],  # make_id is named too: whose inputs the table holds is not said
+    ),
+    Form(
+        "the same walkthrough, its function the only one named (written for this test in the "
+        "form of the one above)",
+        "`batch_slug(name)` lowers the name and joins its words with hyphens.\n\n"
+        "Real results:\n\n| Input | Output |\n|---|---|\n"
+        '| `"Riyadh Municipality"` | `"riyadh-municipality"` |\n'
+        '| `"  Wikipedia AR!! "` | `"wikipedia-ar"` |\n'
+        "| exact duplicate rows | removed, and counted |\n",
+        ("batch_slug",),
+        [
+            ('batch_slug("Riyadh Municipality")', '"riyadh-municipality"'),
+            ('batch_slug("  Wikipedia AR!! ")', '"wikipedia-ar"'),
+        ],
+    ),
     # --- comment-annotated calls: not read ----------------------------------------------
     Form(
         "github:zhoujin7/casestyle README.rst",

@@ -137,7 +137,7 @@ HumanEval_130, whose definitions read as examples)."""
 EXAMPLE_COUNTS = {
     "humaneval": (152, 433),
     "builtin": (12, 22),
-    "issues": (11, 32),
+    "issues": (12, 36),
 }
 """Per suite: tasks with examples and examples in all, as the readers find them now. Before
 the brief reader (commit 492109c): HumanEval 152 / 433 (unchanged), builtin 8 / 16, issues
@@ -147,7 +147,8 @@ are no literals (arithmetic, constructions of value types), issues 8 / 22: the s
 merge-intervals' ``Interval(...)`` lists (3), date-range-inclusive's ``date(...)`` (2) and
 humanize-bytes' ``1023.96 * 1024 ** 3`` (1); then deep-get-falsy's three on the ``config``
 its brief's code block gives (givens), and format-table's ``>>> print(...)`` doctest (the
-text it prints); HumanEval and builtin unchanged."""
+text it prints), and normalize-path's table of ``normalize(path)``'s inputs (4); HumanEval and
+builtin unchanged."""
 
 
 @pytest.mark.slow

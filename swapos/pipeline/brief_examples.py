@@ -14,7 +14,10 @@ came from are the fixtures of ``tests/test_brief_examples.py``):
   ``print`` shows, each line's trailing spaces aside); a statement may go on over ``...``
   lines; ``assert f(2) == 4`` lines in a fenced block;
 - a markdown table with a column of calls and a column headed ``output``, ``result``,
-  ``returns``, ``expected`` (or ``expected output``/``result``/``value``);
+  ``returns``, ``expected`` (or ``expected output``/``result``/``value``); or, when the
+  brief names just one function with one parameter (`` `normalize(path)` ``), a table
+  with a column of its arguments headed ``input`` (``argument``, ``arg``, ``given``) and
+  such an output column;
 - calls on names the brief's code gives a value (*givens*): a fenced block of nothing but
   ``name = value`` lines (``config = {"retries": 0}``, then ```` `get_path(config,
   "retries")` should be `0` ````), or a doctest's ``>>> target = {'a': 1}`` before
@@ -118,6 +121,11 @@ _TABLE_RULE: Final = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|
 _OUTPUT_HEADER: Final = re.compile(
     r"^(?:output|result|returns?|expected(?:\s+(?:output|result|value))?)$", re.IGNORECASE
 )
+_INPUT_HEADER: Final = re.compile(r"^(?:input|argument|arg|given)$", re.IGNORECASE)
+_SIGNATURE: Final = re.compile(r"`(\w+)\(\s*\w+\s*(?::\s*[\w.\[\], |]+)?\)`")
+"""A function named with its one parameter, in a code span: `` `normalize(path)` ``,
+`` `slug(text: str)` ``."""
+_NAMED_CALL: Final = re.compile(r"`(\w+)\(")
 _BUILTINS: Final = frozenset(dir(builtins))
 
 
@@ -165,6 +173,7 @@ def _candidates(lines: list[str]) -> Iterator[tuple[Section, bool, str, str]]:
     ``states_wanted`` when the piece's own words say it is the wanted result. Prose is read
     a paragraph (or a list item) at a time, so an example wrapped over two lines counts."""
     section: Section = "neutral"
+    unary = _unary_function(lines)
     fenced = False
     para: list[str] = []  # the prose lines of the paragraph or list item being read
     started = False  # a line with text was seen (the first one may be the brief's title)
@@ -196,7 +205,7 @@ def _candidates(lines: list[str]) -> Iterator[tuple[Section, bool, str, str]]:
                 yield section, False, m.group("call"), m.group("want")
         elif _TABLE_ROW.match(line):
             if i + 1 < len(lines) and _TABLE_RULE.match(lines[i + 1]):
-                yield from _table(section, lines, i)
+                yield from _table(section, lines, i, unary)
         elif line.strip():
             para.append(line.strip())
         started = started or bool(line.strip())
@@ -361,14 +370,17 @@ def _sentence(masked: str, start: int, end: int) -> str:
 
 
 def _table(
-    section: Section, lines: list[str], start: int
+    section: Section, lines: list[str], start: int, unary: str | None
 ) -> Iterator[tuple[Section, bool, str, str]]:
-    """The rows of the table whose header is ``lines[start]``: a call column, an output one."""
+    """The rows of the table whose header is ``lines[start]``: a call column (or, when the
+    brief names one function of one parameter, ``unary``, an ``input`` column of its
+    arguments) and an output one."""
     header = [_plain(c) for c in _cells(lines[start])]
     outputs = [j for j, h in enumerate(header) if _OUTPUT_HEADER.match(h)]
     if not outputs:
         return
     out = outputs[-1]
+    inputs = [j for j, h in enumerate(header) if j != out and _INPUT_HEADER.match(h)]
     explicit = header[out].lower().startswith("expected")
     for row in lines[start + 2 :]:
         if not _TABLE_ROW.match(row):
@@ -379,6 +391,29 @@ def _table(
         calls = [c for j, c in enumerate(cells) if j != out and c.endswith(")") and "(" in c]
         if len(calls) == 1:
             yield section, explicit, calls[0], cells[out]
+        elif not calls and unary and inputs and _one_value(cells[inputs[0]]):
+            yield section, explicit, f"{unary}({cells[inputs[0]]})", cells[out]
+
+
+def _one_value(text: str) -> bool:
+    """Whether ``text`` parses as one expression that is no bare tuple (``"a", 1`` is two
+    arguments, not one)."""
+    try:
+        node = ast.parse(text, mode="eval").body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    return not isinstance(node, ast.Tuple) or text.lstrip().startswith("(")
+
+
+def _unary_function(lines: list[str]) -> str | None:
+    """The function whose inputs an ``input`` column of a table lists: the one the brief
+    names with one parameter (`` `normalize(path)` ``), when every function it names in a
+    code span (`` `f(...)` ``) is that one; else None (a brief about several functions does
+    not say whose inputs a table holds)."""
+    text = "\n".join(lines)
+    named = {m.group(1) for m in _NAMED_CALL.finditer(text)}
+    unary = {m.group(1) for m in _SIGNATURE.finditer(text)}
+    return next(iter(unary)) if len(unary) == 1 and named == unary else None
 
 
 def _cells(row: str) -> list[str]:
