@@ -12,6 +12,7 @@ import pytest
 from swapos.capsule.schema import decode_capsule
 from swapos.data.task import Task, TaskMeta
 from swapos.messages.events import RouterDecided
+from swapos.policies.retry import REDRAWN
 from swapos.testing import FakeClock
 from tests.fakes import fake_system
 from tests.test_conductor import CHATML, GOOD, TASK, UNCHANGED, profile, scripts
@@ -195,3 +196,34 @@ async def test_without_edit_the_same_answer_is_the_whole_file() -> None:
     outcome, fb, _ = await run((SUB_RIGHT, SUB_RIGHT), task=TWO, chat_template=CHATML, critic=False)
     assert not outcome.result.passed  # add and twice are gone: the tests cannot import them
     assert "Reply with the complete solution.py" in coder_prompts(fb)[0]
+
+
+async def test_draws_after_an_unchanged_file_are_told_so_and_asked_for_an_edit() -> None:
+    unchanged = TWO.starter + "```"
+    outcome, fb, decided = await run(
+        (unchanged, SUB_RIGHT, SUB_RIGHT), task=TWO, chat_template=CHATML, critic=False,
+        draws=2, redraw_unchanged=True,
+    )  # fmt: skip
+    result = outcome.result
+    assert result.passed and result.passed_attempt == 1 and result.grades == 1
+    first, draw = coder_prompts(fb)[:2]
+    assert draw.startswith(first[: -len("```python\n")])  # the first prompt's conversation
+    told = draw[len(first) :]
+    assert "the answer is solution.py unchanged, and the task asks for a change" in told
+    assert "Reply with just the corrected functions or classes of solution.py" in told
+    assert "Reply with just" not in first  # the first prompt asked for the whole file
+    assert REDRAWN in decided
+    final = decode_capsule(outcome.capsule_json).artifacts[-1].code
+    assert "def sub(a, b):\n    return a - b" in final and "def twice(a)" in final
+
+
+async def test_without_redraw_unchanged_the_draws_come_from_the_same_prompt() -> None:
+    unchanged = TWO.starter + "```"
+    outcome, fb, decided = await run(
+        (unchanged, SUB_RIGHT, SUB_RIGHT), task=TWO, chat_template=CHATML, critic=False,
+        draws=2, max_attempts=2,
+    )  # fmt: skip
+    assert not outcome.result.passed  # the whole file is sub() alone: add cannot be imported
+    first, draw = coder_prompts(fb)[:2]
+    assert first == draw
+    assert REDRAWN not in decided

@@ -16,6 +16,7 @@ import pytest
 
 from swapos.policies.retry import (
     NO_CODE,
+    REDRAWN,
     UNCHANGED,
     Action,
     Adopt,
@@ -283,6 +284,26 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
      {"examples": True, "draws": 4, "draws_stop_repeats": 2}, [A, BAD, A, B, BAD2, A], [
         draw_said(1, 3, 4, "empty or a rejected candidate again"),
         code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 4)),
+    ]),
+    ("with redraw_unchanged, the draws after solution.py unchanged are asked in its "
+     "conversation, told so",
+     {"draws": 2, "redraw_unchanged": True}, [STARTER], [
+        Keep(attempt=1),
+        Decide(phase="selfcheck", text=UNCHANGED),
+        Decide(phase="code", text=REDRAWN),
+        code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 1),
+             then=(drawn(1, 2),), unchanged=True),
+    ]),
+    ("... and each draw after it too",
+     {"draws": 2, "redraw_unchanged": True}, [STARTER, STARTER], [
+        draw_said(1, 1, 2, "empty or a rejected candidate again"),
+        code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 2),
+             unchanged=True),
+    ]),
+    ("... but a candidate its examples reject draws from its own prompt",
+     {"examples": True, "draws": 2, "redraw_unchanged": True}, [A, BAD], [
+        code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 1),
+             then=(drawn(1, 2),)),
     ]),
     ("a draw that finished before the one asked for is taken: its own seed is said, and "
      "the next draw is the first of those left",

@@ -114,6 +114,9 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         edit: a chat coder of a bugfix or feature task is asked for only the functions and
             classes it changes or adds, spliced into the file it was shown
             (:mod:`swapos.pipeline.edits`); off: for the whole file.
+        redraw_unchanged: the draws after a candidate that is solution.py unchanged are
+            asked in its conversation continued by a turn saying so, for an edit (rule 7);
+            off: from the very prompt it answered.
     """
 
     max_attempts: int = 3
@@ -131,6 +134,7 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     draws_stop_repeats: int = 0
     side_by_side: bool = True
     edit: bool = False
+    redraw_unchanged: bool = False
 
 
 class Profile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -28,7 +28,10 @@ With ``pipeline.edit`` (a ``bugfix`` or ``feature`` task with a starter), every 
 asks for only the functions and classes that change or are added, each whole, and the prompt
 names the code the answer is spliced into (:attr:`Prompt.edit_base`: the starter; a fix's
 newest candidate, or the best one it starts from; a focus prompt's candidate):
-:mod:`swapos.pipeline.edits` splices it, so every later step sees a whole file.
+:mod:`swapos.pipeline.edits` splices it, so every later step sees a whole file. With
+``edit="last"`` only the conversation's last request asks for an edit: the draws after an
+unchanged candidate (rule 7, ``redraw_unchanged``) read its conversation as it was asked,
+then the turn that says it is unchanged.
 
 Conversations are *append-only* across attempts, as the completion prompts are: the coder's
 conversation of attempt N is its conversation of attempt N-1, its own answer (as it wrote it),
@@ -49,7 +52,7 @@ fence (it opens its own fence; the extractor finds the block).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Literal
 
 import msgspec
 
@@ -86,6 +89,10 @@ _FEEDBACK_TITLE: Final = {
 }
 
 
+Edit = bool | Literal["last"]
+"""Whether a code prompt's requests ask for an edit: all of them, none, or the last only."""
+
+
 def build_chat_prompt(  # noqa: PLR0917  (build_prompt's arguments, and the format)
     phase: Phase,
     task: Task,
@@ -97,12 +104,13 @@ def build_chat_prompt(  # noqa: PLR0917  (build_prompt's arguments, and the form
     recap: bool = False,
     focus: bool = False,
     base: int = 0,
-    edit: bool = False,
+    edit: Edit = False,
 ) -> Prompt:
     """Build the chat prompt of ``phase`` within ``budget_tokens`` (see ``build_prompt``);
     with ``recap`` or ``focus``, the code request as a recap or a focus prompt, with
     ``base`` starting from that attempt's candidate, and with ``edit`` asking a repository
-    task's coder for only the definitions it changes (see the module's docstring).
+    task's coder for only the definitions it changes (``"last"``: in the last request only;
+    see the module's docstring).
 
     Raises:
         ValueError: ``phase`` is not one of the three.
@@ -110,10 +118,10 @@ def build_chat_prompt(  # noqa: PLR0917  (build_prompt's arguments, and the form
         TemplateError: the model's chat template fails on the conversation.
     """
     start = base_of(capsule, base)
-    edit = edit and edits_apply(task)
+    edit = edit if edits_apply(task) else False
     code: ChatAssembler
     if focus:
-        code = _focuser(focus_of(capsule, task.starter, base), edit)
+        code = _focuser(focus_of(capsule, task.starter, base), bool(edit))
     elif recap:
         code = _with_base(_recap, start, edit)
     else:
@@ -124,9 +132,9 @@ def build_chat_prompt(  # noqa: PLR0917  (build_prompt's arguments, and the form
 
 
 def _with_base(
-    assemble: Callable[[Task, CapsuleView, ChatFormat, Base | None, bool], Prompt],
+    assemble: Callable[[Task, CapsuleView, ChatFormat, Base | None, Edit], Prompt],
     base: Base | None,
-    edit: bool,
+    edit: Edit,
 ) -> ChatAssembler:
     def laid_out(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
         return assemble(task, view, fmt, base, edit)
@@ -258,17 +266,20 @@ def _code(
     view: CapsuleView,
     fmt: ChatFormat,
     base: Base | None = None,
-    edit: bool = False,
+    edit: Edit = False,
 ) -> Prompt:
     stable = stable_text(task, view)
-    messages = [_user(f"{stable}\n\n{_request(task, retry=False, edit=edit)}")]
     attempts = _attempts(view)
+    first = edit is True or (edit == "last" and not attempts)
+    messages = [_user(f"{stable}\n\n{_request(task, retry=False, edit=first)}")]
     for i, attempt in enumerate(attempts):
         turn = _answer(attempt.artifact) if fmt.opens_answer else _own_answer(attempt.artifact)
         messages.append(ChatMessage(role="assistant", content=turn))
         outcome = _outcome(attempt.status, attempt.feedback, with_review=True)
-        based = _based(base) if i == len(attempts) - 1 else ""
-        messages.append(_user(f"{outcome}\n\n{based}{_request(task, retry=True, edit=edit)}"))
+        last = i == len(attempts) - 1
+        based = _based(base) if last else ""
+        ask = _request(task, retry=True, edit=edit is True or (edit == "last" and last))
+        messages.append(_user(f"{outcome}\n\n{based}{ask}"))
     opening = code_opening(task) if len(messages) == 1 and fmt.opens_answer else ""
     prefix = CODE_CUE if fmt.opens_answer and not opening else ""
     head, rest = _render(fmt, "code", messages, stable, CODE_CUE + opening)
@@ -285,7 +296,7 @@ def _recap(
     view: CapsuleView,
     fmt: ChatFormat,
     base: Base | None = None,
-    edit: bool = False,
+    edit: Edit = False,
 ) -> Prompt:
     stable = stable_text(task, view)
     tried: list[str] = []
@@ -300,7 +311,7 @@ def _recap(
         tried.append(f"Attempt {n}:{same}\n{code}{outcome}".strip())
     ask = "None of these passed. " + _based(base)
     ask += "Write a different answer that passes the tests. "
-    ask += _request(task, retry=True, edit=edit)
+    ask += _request(task, retry=True, edit=bool(edit))  # one request: the last
     content = "\n\n".join([stable, "These answers were tried:", *tried, ask])
     head, rest = _render(fmt, "code", [_user(content)], stable, CODE_CUE)
     return Prompt(

@@ -86,7 +86,7 @@ def rules(task: Task, runner: PhaseRunner, max_attempts: int | None) -> retry.Ru
         resamples=cfg.resamples, resample_temperature=cfg.resample_temperature,
         draws=cfg.draws, second_opinion=cfg.second_opinion, critic=cfg.critic,
         focus_fix=cfg.focus_fix, check_reviews=cfg.check_reviews,
-        draws_stop_repeats=cfg.draws_stop_repeats,
+        draws_stop_repeats=cfg.draws_stop_repeats, redraw_unchanged=cfg.redraw_unchanged,
         starter=candidate_identity(task.starter) if repository else None,
         starter_shape=candidate_shape(task.starter) if repository else None,
     )  # fmt: skip

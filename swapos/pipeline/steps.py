@@ -32,7 +32,7 @@ from swapos.data.task import Task
 from swapos.errors import SwapOSError
 from swapos.models.templates import TemplateError
 from swapos.pipeline import side_by_side
-from swapos.pipeline.chat_prompts import build_chat_prompt, replace_answer
+from swapos.pipeline.chat_prompts import Edit, build_chat_prompt, replace_answer
 from swapos.pipeline.edits import merge_edit
 from swapos.pipeline.extract import ExtractResult, extract_code, extract_feedback, extract_plan
 from swapos.pipeline.grader import GradeResult, count_tests, grade
@@ -42,6 +42,7 @@ from swapos.pipeline.prompts import Phase, Prompt, build_prompt, capsule_for_tas
 from swapos.pipeline.selfcheck import CandidateCheck
 from swapos.policies.retry import (
     NO_CODE,
+    UNCHANGED,
     Adopt,
     CheckReview,
     Distrust,
@@ -93,6 +94,7 @@ class Work:
         self.code = ExtractResult(code="", how="empty")
         self.candidate = self.code  # the attempt's candidate (kept, or a draw in its place)
         self.prompt: Prompt | None = None  # the prompt the candidate answered (draws reuse it)
+        self.redrawn: dict[int, Prompt] = {}  # attempt -> its draws' prompt after "unchanged"
         self.model = ""  # the model that wrote the newest answer
         self.checks: dict[str, CandidateCheck] = {}  # self-checks by candidate identity
         self.draws = side_by_side.DrawState()  # draws decoding side by side
@@ -146,6 +148,9 @@ async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | s
     if step.prompt == "first" and work.first is None:
         work.first = work.capsule  # what a first attempt reads: the brief and the plan
     shown = work.first if step.prompt == "opinion" and work.first is not None else work.capsule
+    edit: Edit = runner.profile.pipeline.edit
+    if step.unchanged:  # rule 7: its conversation continued, told it is unchanged
+        shown, edit = told_unchanged(work), edit or "last"
     n_ctx = runner.profile.models[step.model].n_ctx
     budget = min(cfg.prompt_budget_tokens, n_ctx - cfg.max_tokens - 8)
     recap, focus, base = step.prompt == "recap", step.prompt == "focus", step.base
@@ -155,15 +160,17 @@ async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | s
         if fmt is not None:
             return build_chat_prompt(
                 phase, task, shown, counter, budget, fmt, recap=recap, focus=focus, base=base,
-                edit=runner.profile.pipeline.edit,
+                edit=edit,
             )  # fmt: skip
         return build_prompt(phase, task, shown, counter, budget, focus=focus, base=base)
 
     try:
-        given = work.prompt if step.prompt == "draw" else None
+        given = _draws_prompt(work, step)
         prompt = given if given is not None else await anyio.to_thread.run_sync(build)
     except (CapsuleError, TemplateError) as exc:
         return f"{phase} prompt: {exc}"
+    if step.unchanged:
+        work.redrawn[step.attempt] = prompt
     temperature, seed = step.sampling or (cfg.temperature, cfg.seed)
     params = SamplingParams(
         max_tokens=cfg.max_tokens, stop=prompt.stop + tuple(cfg.stop), temperature=temperature,
@@ -195,6 +202,25 @@ async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | s
         return f"{phase} phase failed: {out.error}"
     text, raw = prompt.answer_prefix + out.text, prompt.opening + out.text
     return Answer(text=text, raw=raw, chat=prompt.chat, prompt=prompt, drew=out.drew)
+
+
+def _draws_prompt(work: Work, step: Generate) -> Prompt | None:
+    """The prompt a draw reuses: the one its candidate answered, or after an unchanged
+    candidate the one its first draw was asked in (None: there is none yet)."""
+    if step.prompt != "draw":
+        return None
+    return work.redrawn.get(step.attempt) if step.unchanged else work.prompt
+
+
+def told_unchanged(work: Work) -> Capsule:
+    """What the draws after an unchanged candidate read (retry rule 7, ``redraw_unchanged``):
+    the first prompt's capsule, the candidate as the coder's answer, and the verdict that it
+    is solution.py unchanged."""
+    candidate = work.capsule.artifacts[-1]  # the attempt's candidate, just kept
+    told = with_artifact(work.first or capsule_for_task(work.task), candidate)
+    told = with_verdict(told, attempt=candidate.attempt, passed=False)
+    said = Feedback(attempt=candidate.attempt, source="selfcheck", text=UNCHANGED)
+    return with_feedback(told, said)
 
 
 def keep(work: Work, step: Keep) -> None:

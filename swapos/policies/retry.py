@@ -69,7 +69,12 @@ The rules (``PipelineConfig`` fields in ``code``; the models are the profile's r
    while the long ones go on), and the rest are dropped once one passes. Draw ``i``'s
    decision names the ``i``-th taken, with its own seed. With ``draws_stop_repeats`` ``n > 0``
    the draws of an attempt stop once ``n`` in a row were empty or a rejected candidate again
-   (the model's samples keep landing on what failed; a decision says so).
+   (the model's samples keep landing on what failed; a decision says so). With
+   ``redraw_unchanged``, the draws after a candidate that is solution.py unchanged
+   (:data:`UNCHANGED`) are not asked in the very prompt it answered (which mostly gives the
+   starter back again) but in that conversation continued: its answer, then a turn that
+   says it is unchanged and asks for just the functions and classes that change or are
+   added (an *edit*, spliced into solution.py); a decision says so.
 8. **Sent back.** When no draw passes (or none is drawn), a candidate whose check used the
    budget goes back to the coder: its check's failure is its verdict, the budget shrinks by
    one and the next attempt begins, without a grade spent. A second opinion checked beyond
@@ -150,6 +155,7 @@ from swapos.policies.retry_steps import (
 
 __all__ = [
     "NO_CODE",
+    "REDRAWN",
     "RULES",
     "UNCHANGED",
     "Action",
@@ -446,10 +452,24 @@ def _check_failed(st: TaskState, check: Checked, expects_pass: bool) -> Result:
         [Decide(phase="selfcheck", text=UNCHANGED)] if check.text == UNCHANGED else []
     )
     if _draws(st):
+        if _redraws(st):
+            said.append(Decide(phase="code", text=REDRAWN))
         return _next_draw(st, said)
     if said:
         return _replace(st, at="drawn"), said  # no draw: rule 8 once it is recorded
     return _no_draw_passed(st, expects_pass)
+
+
+REDRAWN: Final = (
+    "the draws after solution.py unchanged are asked in its conversation continued: it is "
+    "unchanged, write just the functions and classes that change"
+)
+"""The decision of rule 7's ``redraw_unchanged``."""
+
+
+def _redraws(st: TaskState) -> bool:
+    """Whether this attempt's draws follow an unchanged candidate, in a turn that says so."""
+    return st.rules.redraw_unchanged and st.check is not None and st.check.text == UNCHANGED
 
 
 def _draw_sampling(st: TaskState, i: int) -> tuple[float, int]:
@@ -468,7 +488,7 @@ def _next_draw(st: TaskState, said: list[Action | Finish]) -> Result:
     first, *rest = _untaken(st)
     draw = Generate(
         model=st.coder, prompt="draw", attempt=st.attempt, upcoming=(st.coder, *st.upcoming),
-        sampling=first, then=tuple(rest),
+        sampling=first, then=tuple(rest), unchanged=_redraws(st),
     )  # fmt: skip
     return _replace(st, draw=st.draw + 1, at="drew"), [*said, draw]
 

@@ -54,6 +54,7 @@ class Rules(msgspec.Struct, frozen=True, kw_only=True):
     focus_fix: bool = False
     check_reviews: bool = False
     draws_stop_repeats: int = 0
+    redraw_unchanged: bool = False
     starter: str | None = None
     """A repository task's starter code, as a candidate identity (None: any other task)."""
     starter_shape: str | None = None
@@ -81,7 +82,10 @@ class Generate(Step, frozen=True, kw_only=True):
     fixer starts from when it is not the newest graded one (rule 10; 0: the newest);
     ``then``, for a draw, the sampling of the draws that may follow it, in order (rule 7):
     a runner may decode them side by side with it, each still taken as its own step, and
-    answer the step with whichever of them finished first (:attr:`Generated.drew`)."""
+    answer the step with whichever of them finished first (:attr:`Generated.drew`);
+    ``unchanged``, for a draw, that it follows a candidate that is solution.py unchanged and
+    is asked in that candidate's conversation continued by a turn saying so, for just the
+    definitions that change (rule 7, ``redraw_unchanged``)."""
 
     model: str
     prompt: PromptKind
@@ -90,6 +94,7 @@ class Generate(Step, frozen=True, kw_only=True):
     sampling: tuple[float, int] | None = None
     base: int = 0
     then: tuple[tuple[float, int], ...] = ()
+    unchanged: bool = False
 
     @property
     def phase(self) -> GeneratePhase:
