@@ -227,3 +227,28 @@ async def test_without_redraw_unchanged_the_draws_come_from_the_same_prompt() ->
     first, draw = coder_prompts(fb)[:2]
     assert first == draw
     assert REDRAWN not in decided
+
+
+EXAMPLES_TASK = msgspec.structs.replace(
+    FOUR,
+    problem=(
+        "`add(a, b)` is wrong.\n\nExpected:\n\n- `add(2, 3)` should return `5`\n"
+        "- `add(-1, -1)` should return `-2`\n"
+    ),
+)
+
+
+async def test_the_draw_that_passes_the_most_examples_goes_back_in_the_candidates_place() -> None:
+    # attempt 1 passes 0/2 examples; draw 1 passes 1/2 (BEST), draw 2 0/2; then a right fix
+    right = "def add(a, b):\n    return a + b\n```"
+    outcome, fb, decided = await run(
+        (WORSE, BEST, WORSE2, right), task=EXAMPLES_TASK, chat_template=CHATML, critic=False,
+        draws=2, max_attempts=2,
+    )  # fmt: skip
+    result = outcome.result
+    assert result.passed and result.passed_attempt == 2
+    assert any("passed 1/2 examples, more than attempt 1's candidate (0/2)" in d for d in decided)
+    fix = coder_prompts(fb)[-1]
+    assert "return a + b if a >= 0 else 0" in fix and "return a * b" not in fix
+    first = decode_capsule(outcome.capsule_json).artifacts[0]
+    assert first.attempt == 1 and "a >= 0" in first.code

@@ -60,6 +60,10 @@ PASS = Graded(passed=True, tests_passed=1, tests_total=1)
 BAD = Checked(passed=False, tests_passed=0, tests_total=1, text="f(2) returned 3")
 BAD2 = Checked(passed=False, tests_passed=0, tests_total=1, text="f(3) returned 1")
 GOOD = Checked(passed=True, tests_passed=1, tests_total=1)
+C = Generated(key="C")
+NONE_OF_2 = Checked(passed=False, tests_passed=0, tests_total=2, text="g(1) returned 0; g(2)")
+ONE_OF_2 = Checked(passed=False, tests_passed=1, tests_total=2, text="g(1) returned 0")
+ONE_OF_2B = Checked(passed=False, tests_passed=1, tests_total=2, text="g(2) returned 9")
 SEVEN = Graded(passed=False, tests_passed=7, tests_total=8)  # a candidate failing 1 of 8
 THREE = Graded(passed=False, tests_passed=3, tests_total=8)  # ... failing 5 of 8
 A_SHAPED = Generated(key="A", shape="a")  # a candidate and its shape (rule 11)
@@ -324,6 +328,31 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
         draw_said(1, 1, 1, "0/1 examples pass"),
         SendBack(attempt=1, tests_passed=0, tests_total=1, text="f(2) returned 3"),
         code("coder", "fix", 2, "critic", "coder"),
+    ]),
+    ("the draw that passes the most examples, more than the candidate, goes back in its place",
+     {"examples": True, "draws": 2}, [A, NONE_OF_2, B, ONE_OF_2, C, ONE_OF_2B], [
+        draw_said(1, 2, 2, "1/2 examples pass"),
+        said(f"draw 1 of 2 at temperature 0.8 with seed {drawn(1, 1)[1]} passed 1/2 examples, "
+             "more than attempt 1's candidate (0/2): it takes its place"),
+        Replace(attempt=1, key="B"),  # the first of the two that pass one
+        SendBack(attempt=1, tests_passed=1, tests_total=2, text="g(1) returned 0"),
+        code("coder", "fix", 2, "critic", "coder"),
+    ]),
+    ("a draw that passes no more examples than the candidate leaves it in place",
+     {"examples": True, "draws": 1}, [A, ONE_OF_2, B, ONE_OF_2B], [
+        draw_said(1, 1, 1, "1/2 examples pass"),
+        SendBack(attempt=1, tests_passed=1, tests_total=2, text="g(1) returned 0"),
+        code("coder", "fix", 2, "critic", "coder"),
+    ]),
+    ("a second opinion beyond the budget is graded with its best draw",
+     {"models": TWO, "second_opinion": True, "draws": 1, "examples": True},
+     [A, BAD, B, BAD2, C, NONE_OF_2, Generated(key="D"), ONE_OF_2], [
+        draw_said(2, 1, 1, "1/2 examples pass"),
+        said(f"draw 1 of 1 at temperature 0.8 with seed {drawn(2, 1)[1]} passed 1/2 examples, "
+             "more than attempt 2's candidate (0/2): it takes its place"),
+        Replace(attempt=2, key="D"),
+        said("no draw passes the checks: attempt 2 is graded with that draw"),
+        Grade(attempt=2),
     ]),
     ("a failed check goes back to the coder without a grade", {"examples": True}, [A, BAD], [
         SendBack(attempt=1, tests_passed=0, tests_total=1, text="f(2) returned 3"),

@@ -95,6 +95,7 @@ class Work:
         self.candidate = self.code  # the attempt's candidate (kept, or a draw in its place)
         self.prompt: Prompt | None = None  # the prompt the candidate answered (draws reuse it)
         self.redrawn: dict[int, Prompt] = {}  # attempt -> its draws' prompt after "unchanged"
+        self.drawn: dict[str, tuple[Answer, ExtractResult]] = {}  # draws by identity
         self.model = ""  # the model that wrote the newest answer
         self.checks: dict[str, CandidateCheck] = {}  # self-checks by candidate identity
         self.draws = side_by_side.DrawState()  # draws decoding side by side
@@ -123,6 +124,8 @@ async def generate(runner: PhaseRunner, work: Work, step: Generate) -> Generated
     work.answer, work.code = out, _spliced(extract_code(out.text, task=work.task), out.prompt)
     work.model = step.model
     key, shape = candidate_identity(work.code.code), candidate_shape(work.code.code)
+    if step.prompt == "draw":
+        work.drawn[key] = (out, work.code)
     empty = work.code.how == "empty"
     return Generated(chat=out.chat, key=key, shape=shape, empty=empty, drew=out.drew)
 
@@ -235,11 +238,12 @@ def keep(work: Work, step: Keep) -> None:
 
 
 def replace(work: Work, step: Replace) -> None:
-    """The newest answer (a draw) takes the place of the attempt's candidate."""
-    assert work.answer is not None  # the draw answered
-    work.candidate = work.code
-    artifact = work.answer.artifact(step.attempt, work.code.code)
-    work.capsule = with_newest_replaced(work.capsule, artifact)
+    """The newest answer (a draw), or the draw ``step.key`` names, takes the place of the
+    attempt's candidate."""
+    answer, code = work.drawn[step.key] if step.key else (work.answer, work.code)
+    assert answer is not None  # the draw answered
+    work.candidate = code
+    work.capsule = with_newest_replaced(work.capsule, answer.artifact(step.attempt, code.code))
 
 
 def send_back(work: Work, step: SendBack) -> None:

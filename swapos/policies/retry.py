@@ -75,10 +75,13 @@ The rules (``PipelineConfig`` fields in ``code``; the models are the profile's r
    starter back again) but in that conversation continued: its answer, then a turn that
    says it is unchanged and asks for just the functions and classes that change or are
    added (an *edit*, spliced into solution.py); a decision says so.
-8. **Sent back.** When no draw passes (or none is drawn), a candidate whose check used the
-   budget goes back to the coder: its check's failure is its verdict, the budget shrinks by
-   one and the next attempt begins, without a grade spent. A second opinion checked beyond
-   the budget is graded as it is (with a decision saying so).
+8. **Sent back.** When no draw passes (or none is drawn), the attempt keeps whichever of
+   its candidate and its checked draws passed the most examples (ties: the candidate, then
+   the earlier draw; a draw that passes more takes the candidate's place, with a decision
+   saying so). Then a candidate whose check used the budget goes back to the coder: its
+   check's failure is its verdict, the budget shrinks by one and the next attempt begins,
+   without a grade spent. A second opinion checked beyond the budget is graded as it is
+   (with a decision saying so).
 9. **Grade.** A graded candidate that passes ends the task. An empty answer is not run: it
    fails with :data:`NO_CODE` (a decision), and is not counted as a grade. A failed grade on
    the last attempt ends the task; else the next attempt begins (after a review, rule 3).
@@ -447,7 +450,9 @@ def _checked(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
 
 def _check_failed(st: TaskState, check: Checked, expects_pass: bool) -> Result:
     unchecked = {st.key: st.attempt, **st.unchecked}
-    st = _replace(st, check=check, unchecked=unchecked, draw=0, drawn=(), draw_repeats=0)
+    st = _replace(
+        st, check=check, unchecked=unchecked, draw=0, drawn=(), draw_repeats=0, best_draw=None
+    )
     said: list[Action | Finish] = (
         [Decide(phase="selfcheck", text=UNCHANGED)] if check.text == UNCHANGED else []
     )
@@ -543,6 +548,9 @@ def _draw_verdict(st: TaskState, check: Checked | None) -> Result:
         )
         return st, [Decide(phase="code", text=text), Replace(attempt=a)]
     unchecked = {st.draw_key: a, **st.unchecked}
+    best = st.best_draw[2] if st.best_draw is not None else st.check
+    if check.text != UNCHANGED and (best is None or check.tests_passed > best.tests_passed):
+        st = _replace(st, best_draw=(st.draw_key, st.draw_shape, check, _draw_said(st)))
     return _replace(st, unchecked=unchecked, at="drawn"), [
         Decide(phase="code", text=f"{_draw_said(st)}: {said}")
     ]
@@ -556,17 +564,30 @@ def _drawn(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
 
 
 def _no_draw_passed(st: TaskState, expects_pass: bool) -> Result:
-    """Rule 8: no draw passed (or none was drawn)."""
+    """Rule 8: no draw passed (or none was drawn); the attempt keeps its best checked one."""
     a = st.attempt
+    kept: list[Action | Finish] = []
+    if st.best_draw is not None:
+        key, shape, best, said = st.best_draw
+        own = st.check
+        assert own is not None  # the candidate's check failed to draw
+        text = (
+            f"{said} passed {best.tests_passed}/{best.tests_total} examples, more than "
+            f"attempt {a}'s candidate ({own.tests_passed}/{own.tests_total}): it takes its place"
+        )
+        kept = [Decide(phase="code", text=text), Replace(attempt=a, key=key)]
+        stuck = _stuck(st, key, shape)
+        st = _replace(st, key=key, shape=shape, empty=False, stuck=stuck, check=best)
     if not st.budget:
-        text = f"no draw passes the checks: attempt {a} is graded as it is"
-        return _replace(st, at="grade"), [Decide(phase="code", text=text)]
+        how = "with that draw" if kept else "as it is"
+        text = f"no draw passes the checks: attempt {a} is graded {how}"
+        return _replace(st, at="grade"), [*kept, Decide(phase="code", text=text)]
     check = st.check
     assert check is not None  # a check failed to get here
     back = SendBack(
         attempt=a, tests_passed=check.tests_passed, tests_total=check.tests_total, text=check.text
     )
-    return _replace(st, selfchecks=st.selfchecks - 1, at="sent_back"), [back]
+    return _replace(st, selfchecks=st.selfchecks - 1, at="sent_back"), [*kept, back]
 
 
 def _sent_back(st: TaskState, out: Outcome, expects_pass: bool) -> Result:

@@ -117,9 +117,11 @@ class SelfCheck(Step, frozen=True, kw_only=True):
 
 
 class Replace(Step, frozen=True, kw_only=True):
-    """The newest answer (a draw) takes the place of ``attempt``'s candidate."""
+    """The newest answer (a draw) takes the place of ``attempt``'s candidate; with ``key``,
+    the attempt's draw of that identity (an earlier one, rule 8)."""
 
     attempt: int
+    key: str = ""
 
 
 class SendBack(Step, frozen=True, kw_only=True):
@@ -281,6 +283,8 @@ class TaskState(msgspec.Struct, frozen=True, kw_only=True):
     draw_repeats: int = 0  # draws in a row that were empty or a rejected candidate again
     draw_key: str = ""
     draw_shape: str = ""
+    # the checked draw of the attempt that passed the most examples, more than its candidate
+    best_draw: tuple[str, str, Checked, str] | None = None  # key, shape, check, what it said
     # candidate identity -> the attempt whose grade failed / whose check failed (never graded)
     failed: dict[str, int] = msgspec.field(default_factory=dict)
     unchecked: dict[str, int] = msgspec.field(default_factory=dict)
