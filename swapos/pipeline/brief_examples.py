@@ -69,6 +69,7 @@ from typing import Final, Literal
 import msgspec
 
 from swapos.pipeline.example_values import Example, is_value, make_example, value_makers
+from swapos.pipeline.extract import PARSE_ERRORS
 
 Section = Literal["wanted", "actual", "neutral"]
 
@@ -220,9 +221,9 @@ def _givens(lines: list[str], makers: frozenset[str]) -> dict[str, str]:
     assigned: dict[str, set[str]] = {}
     tainted: set[str] = set()
     for statements, block in _code_of(lines):
-        pure = not block or all(_assigned_value(st, makers) is not None for st, _ in statements)
-        for stmt, silent in statements:
-            value = _assigned_value(stmt, makers)
+        values = [_assigned_value(stmt, makers) for stmt, _ in statements]
+        pure = not block or all(value is not None for value in values)
+        for (stmt, silent), value in zip(statements, values, strict=True):
             if value is not None and pure:
                 assigned.setdefault(value[0], set()).add(value[1])
             elif value is not None or silent:
@@ -260,7 +261,7 @@ def _code_of(lines: list[str]) -> Iterator[tuple[list[tuple[ast.stmt, bool]], bo
 def _parsed(source: str) -> list[ast.stmt]:
     try:
         return ast.parse(textwrap.dedent(source)).body
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
+    except PARSE_ERRORS:
         return []
 
 
@@ -400,7 +401,7 @@ def _one_value(text: str) -> bool:
     arguments, not one)."""
     try:
         node = ast.parse(text, mode="eval").body
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
+    except PARSE_ERRORS:
         return False
     return not isinstance(node, ast.Tuple) or text.lstrip().startswith("(")
 
@@ -441,7 +442,7 @@ def _defined_names(starter: str) -> frozenset[str]:
     """The top-level functions and classes ``starter`` defines ("" if it does not parse)."""
     try:
         tree = ast.parse(starter)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
+    except PARSE_ERRORS:
         return frozenset()
     kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     return frozenset(n.name for n in tree.body if isinstance(n, kinds))

@@ -28,6 +28,8 @@ from typing import Final
 
 import msgspec
 
+from swapos.pipeline.extract import PARSE_ERRORS
+
 _PARSE_ERRORS = (SyntaxError, ValueError, TypeError, MemoryError, RecursionError)
 
 MAX_EXPONENT: Final = 64
@@ -214,7 +216,7 @@ def value_makers(starter: str) -> frozenset[str]:
     """
     try:
         tree = ast.parse(starter)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
+    except PARSE_ERRORS:
         return frozenset()
     found: set[str] = set()
     modules: dict[str, str] = {}  # a module of the table -> the name the starter binds it to
