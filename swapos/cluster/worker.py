@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import platform
-import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
@@ -48,6 +47,7 @@ from swapos.errors import SwapOSError
 from swapos.models.profile import Mode, Profile
 from swapos.models.resolve import checked_model_specs
 from swapos.sysinfo import NODE_ENV
+from swapos.tempdirs import owned_tempdir, remove_tree
 
 log = structlog.get_logger(__name__)
 
@@ -115,8 +115,8 @@ class BenchWorker:
         if self.config.log_dir:
             self._log_root = Path(self.config.log_dir)
         else:
-            tmp = self._tmp.enter_context(tempfile.TemporaryDirectory(prefix="swapos-worker-"))
-            self._log_root = Path(tmp)
+            self._log_root = owned_tempdir("swapos-worker-")
+            self._tmp.callback(remove_tree, self._log_root)
         self._stack = ExitStack()
         self._portal = self._stack.enter_context(
             anyio.from_thread.start_blocking_portal(self.config.async_backend)

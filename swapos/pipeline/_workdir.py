@@ -1,4 +1,5 @@
-"""The grader's directory for one run, then removed whatever the candidate left in it.
+"""The grader's directory for one run (made and removed, whatever the candidate left in it,
+by :mod:`swapos.tempdirs`).
 
 Two subdirectories: ``work/`` (``solution.py`` and ``tmp/``, owned by the sandbox uid: the
 candidate's only writable place) and ``tests/`` (the task's test files and ``pytest.ini``,
@@ -8,11 +9,8 @@ outside the work directory).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
-import secrets
-import stat
 import threading
 from pathlib import Path
 
@@ -48,53 +46,3 @@ def _next_uid() -> int:
     with _uid_lock:
         n = next(_uid_counter)
     return _UID_BASE + (os.getpid() % 100_000) * 1000 + n % 1000
-
-
-def remove_tree(root: Path) -> None:
-    """Delete ``root`` and everything under it; never raises, never follows a link.
-
-    Iterative and fd-relative, so depth (thousands of nested directories), path length,
-    directories without permissions and odd names do not matter: each subdirectory's entries
-    are moved up to ``root`` level (``rename``) before it is removed.
-    """
-    try:
-        rootfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        return
-    try:
-        for _ in range(100_000):
-            if not _prune_level(rootfd):
-                break
-    except OSError:
-        pass  # the root itself became unreadable: leave what is left
-    finally:
-        os.close(rootfd)
-    with contextlib.suppress(OSError):
-        os.rmdir(root)
-
-
-def _prune_level(rootfd: int) -> bool:
-    """Remove files at ``rootfd`` level and lift one level of subdirectories; False when empty
-    or when nothing more can be done."""
-    progress = False
-    for name in os.listdir(rootfd):
-        with contextlib.suppress(OSError):
-            _remove_or_lift(rootfd, name)
-            progress = True
-    return progress
-
-
-def _remove_or_lift(rootfd: int, name: str) -> None:
-    st = os.stat(name, dir_fd=rootfd, follow_symlinks=False)
-    if not stat.S_ISDIR(st.st_mode):
-        os.unlink(name, dir_fd=rootfd)
-        return
-    with contextlib.suppress(OSError):
-        os.chmod(name, 0o700, dir_fd=rootfd)
-    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=rootfd)
-    try:
-        for child in os.listdir(fd):
-            os.rename(child, secrets.token_hex(8), src_dir_fd=fd, dst_dir_fd=rootfd)
-    finally:
-        os.close(fd)
-    os.rmdir(name, dir_fd=rootfd)

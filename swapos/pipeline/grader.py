@@ -44,7 +44,7 @@ import msgspec
 from swapos.data.task import Task
 from swapos.pipeline._cgroup import create_cgroup
 from swapos.pipeline._teardown import Ended, wait_until_ended
-from swapos.pipeline._workdir import prepare_workdir, remove_tree
+from swapos.pipeline._workdir import prepare_workdir
 from swapos.pipeline.verdict import (
     Outcome,
     Tampered,
@@ -53,6 +53,7 @@ from swapos.pipeline.verdict import (
     read_verdict,
     static_ids,
 )
+from swapos.tempdirs import owned_tempdir, remove_tree
 
 __all__ = ["GradeResult", "Outcome", "SandboxLimits", "count_tests", "grade", "remove_tree"]
 
@@ -152,7 +153,7 @@ def grade(
             duration_s=time.monotonic() - start,
             sandbox=[note],
         )
-    workdir = Path(tempfile.mkdtemp(prefix="swapos-grade-"))
+    workdir = owned_tempdir("swapos-grade-")
     try:
         return _run(
             task,
