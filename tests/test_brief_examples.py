@@ -387,7 +387,48 @@ REAL_FORMS = [
             ('batch_slug("  Wikipedia AR!! ")', '"wikipedia-ar"'),
         ],
     ),
-    # --- comment-annotated calls: not read ----------------------------------------------
+    # --- a call with its value in a comment, in a fenced block ----------------------------
+    Form(
+        "an exercise brief adapted from exercism/python's rna-transcription (public "
+        "repository, exact-string search for '\")  # -> \"')",
+        "## Rules\nReplace each letter with its partner, leaving the order untouched:\n\n"
+        "```python\n"
+        'solve("C")             # -> "G"\n'
+        'solve("ACGTGGTCTTAA")  # -> "UGCACCAGAAUU"\n'
+        'solve("")              # -> ""\n'
+        "```\n\n### Hint 3\nDifferent data, same swap:\n\n```python\n"
+        "table = str.maketrans('abc', 'xyz')\n'cab'.translate(table)   # -> 'zxy'\n```\n",
+        ("solve",),
+        [('solve("C")', '"G"'), ('solve("ACGTGGTCTTAA")', '"UGCACCAGAAUU"'), ('solve("")', '""')],
+    ),
+    Form(
+        "an exercise's example usage (public repository, exact-string search for "
+        "')  # Output: '), cut to its calls; the list is a value the block gives no call",
+        "```python\n# Example usage\nnums = [10, 20, 4, 45, 99, 99]\n"
+        "print(find_second_largest(nums))  # Output: 45\n"
+        'print(longestPalindrome("babad"))  # Output: "bab" or "aba"\n'
+        'print(longestPalindrome("cbbd"))   # Output: "bb"\n'
+        'print("Product of list:", product_of_list(nums))  # Output: 120\n```\n',
+        ("find_second_largest", "longestPalindrome", "product_of_list"),
+        [('longestPalindrome("cbbd")', repr("bb"))],
+    ),
+    Form(
+        "Stanford CS41's Python notes, Functional Tools (public repository, exact-string "
+        "search for \"')  # => '\"): a lambda is no named call",
+        "```Python\n(lambda val: val ** 2)(5)  # => 25\n"
+        "(lambda s: s.upper())('pytHoN')  # => 'PYTHON'\n```\n",
+        (),
+        [],
+    ),
+    Form(
+        "a linked list's README (public repository, exact-string search for \"')  # => '\"): "
+        "values after calls that change the object (a stateful scenario) are not read",
+        "```python\nmylist = LinkedList()\n\nmylist.append('a')\nmylist.append('c')\n\n"
+        "mylist.head.data  # => 'a'\nmylist.find(lambda data: data > 'b')  # => 'c'\n```\n",
+        ("LinkedList",),
+        [],
+    ),
+    # --- comment-annotated calls outside a fenced block: not read --------------------------
     Form(
         "github:zhoujin7/casestyle README.rst",
         "    casestyle.camelcase('foo bar baz') # => \"fooBarBaz\"\n"
@@ -563,3 +604,18 @@ def test_a_printed_doctest_is_checked_as_the_text_print_shows() -> None:
     brief = "```python\n>>> print(box('hi'))\n+--+\n|hi|   \n+--+\n```\n"
     (found,) = brief_examples(brief, "", "feature")
     assert found.printed and found.call == "box('hi')" and found.want == repr("+--+\n|hi|\n+--+")
+
+
+def test_a_commented_call_counts_where_its_block_stands_and_only_with_a_whole_value() -> None:
+    starter = "def wrap(text, width):\n    return [text]\n"
+    block = '```python\nwrap("aaaa", 2)  # -> {}\n```\n'
+    brief = (
+        "## Actual\n\n" + block.format('["aaaa"]') + "\n## Expected\n\n"
+        + block.format('["aa", "aa"]')
+        + block.format('["a"] (not possible)')
+        + block.format('["aa", "aa"], but got ["aaaa"]')
+    )  # fmt: skip
+    found = brief_examples(brief, starter, "bugfix")
+    assert [(e.call, e.want) for e in found] == [('wrap("aaaa", 2)', '["aa", "aa"]')]
+    printed = brief_examples('```python\nprint(wrap("a b", 1))  # output: [1, 2]\n```\n', "", "x")
+    assert [(e.call, e.want, e.printed) for e in printed] == [('wrap("a b", 1)', "'[1, 2]'", True)]

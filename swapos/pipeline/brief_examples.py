@@ -13,6 +13,9 @@ came from are the fixtures of ``tests/test_brief_examples.py``):
   ``>>> f(2) == 4``, or ``>>> print(f(2))`` and the lines it prints (checked as the text
   ``print`` shows, each line's trailing spaces aside); a statement may go on over ``...``
   lines; ``assert f(2) == 4`` lines in a fenced block;
+- a call in a fenced block with its value in a comment after a marker (``->``, ``=>``,
+  ``→``, ``==``, ``returns``, ``output:``, ``result:``...): ``solve("C")  # -> "G"``;
+  ``print(f(2))  # Output: 4`` is checked as the text ``print`` shows of the value;
 - a markdown table with a column of calls and a column headed ``output``, ``result``,
   ``returns``, ``expected`` (or ``expected output``/``result``/``value``); or, when the
   brief names just one function with one parameter (`` `normalize(path)` ``), a table
@@ -38,7 +41,8 @@ unclear, so no example), and so is one stated in a sentence that places it in th
 ``bug``...: "``add_tag("b")`` returns ``["a", "b"]`` instead of ``["b"]``" quotes the bug).
 Nothing is made up: a wrong example would send correct candidates back. Not read: calls
 qualified by a module (``humanize.naturalsize(1)``), arguments that name variables no code
-gives a value, and values given in comments (``f(1)  # => 2``).
+gives a value, and values given in comments outside a fenced block or after no marker
+(``f(1)  # 2``).
 
 Where an example sits matters, because briefs quote wrong behaviour too. Each line belongs
 to the section of the last *label* above it: a markdown heading, a line that is only bold
@@ -109,6 +113,13 @@ _DOCTEST: Final = re.compile(r"^\s*(?:[*-]\s+)?>>>\s?(?P<src>.*)$")
 _CONTINUED: Final = re.compile(r"^\s*\.\.\.(?:\s(?P<src>.*))?$")
 _PRINTED: Final = re.compile(r"^print\((?P<call>\w+\(.*\))\)$")
 _ASSERT: Final = re.compile(r"^\s*assert\s+(?P<call>.+?\))\s*==\s*(?P<want>.+)$")
+_COMMENTED: Final = re.compile(
+    r"^\s*(?P<call>[A-Za-z_]\w*\(.*\))\s*#\s*"
+    r"(?:==>|=>|==|->|→|⇒|➞|(?:returns|gives|output|result)\b:?)\s*(?P<want>\S.*?)\s*$",
+    re.IGNORECASE,
+)
+"""A call in a fenced block with its value in a comment after a marker: ``solve("C")  #
+-> "G"``, ``print(f(nums))  # Output: 45``."""
 _PRESENT: Final = re.compile(
     r"\b(?:instead\s+of|rather\s+than|currently|today|right\s+now|at\s+the\s+moment|"
     r"but\s+(?:it\s+)?(?:gives|returns|got)|wrong(?:ly)?|incorrect(?:ly)?|broken|bug)\b",
@@ -202,8 +213,8 @@ def _candidates(lines: list[str]) -> Iterator[tuple[Section, bool, str, str]]:
             src, after = _doctest_statement(m.group("src"), lines[i + 1 :])
             yield from _doctest(section, src, after, _indent(line))
         elif fenced:
-            if (m := _ASSERT.match(line)) is not None:
-                yield section, False, m.group("call"), m.group("want")
+            if (m := _ASSERT.match(line) or _COMMENTED.match(line)) is not None:
+                yield from _fenced(section, m.group("call"), m.group("want"))
         elif _TABLE_ROW.match(line):
             if i + 1 < len(lines) and _TABLE_RULE.match(lines[i + 1]):
                 yield from _table(section, lines, i, unary)
@@ -212,6 +223,19 @@ def _candidates(lines: list[str]) -> Iterator[tuple[Section, bool, str, str]]:
         started = started or bool(line.strip())
     if para:
         yield from _inline(section, " ".join(para))
+
+
+def _fenced(section: Section, call: str, want: str) -> Iterator[tuple[Section, bool, str, str]]:
+    """The example of an ``assert`` line or a commented call in a fenced block; a printed
+    call's value is what ``print`` shows of it (only a literal's is known here)."""
+    if _printed_call(call) is None:
+        yield section, False, call, want
+        return
+    try:
+        shown = str(ast.literal_eval(want))
+    except (*PARSE_ERRORS, TypeError):
+        return
+    yield section, False, call, repr(shown)
 
 
 def _givens(lines: list[str], makers: frozenset[str]) -> dict[str, str]:
