@@ -428,6 +428,58 @@ REAL_FORMS = [
         ("LinkedList",),
         [],
     ),
+    # --- a doctest session: later lines with the earlier ones as their setup ---------------
+    Form(
+        "an embedding cache's docstring (public repository, exact-string search for "
+        "'>>> cache.get(')",
+        "    Examples\n    --------\n    >>> cache = LRUEmbeddingCache(max_size=2)\n"
+        '    >>> cache.put("a", [1.0, 2.0])\n    >>> cache.get("a")\n    [1.0, 2.0]\n'
+        '    >>> cache.put("b", [3.0, 4.0])\n'
+        '    >>> cache.put("c", [5.0, 6.0])  # evicts "a" (least recently used)\n'
+        '    >>> cache.get("a") is None\n    True\n',
+        ("LRUEmbeddingCache",),
+        [("cache.get('a')", "[1.0, 2.0]"), ("cache.get('a') is None", "True")],
+    ),
+    Form(
+        "polars' LRUCache docstring, polars/_utils/cache.py (public repository, exact-string "
+        "search for '>>> cache.get(')",
+        "        >>> from polars._utils.cache import LRUCache\n"
+        "        >>> cache = LRUCache[str, int](maxsize=3)\n"
+        '        >>> cache["a"] = 1\n        >>> cache["b"] = 2\n        >>> cache["c"] = 3\n'
+        '        >>> cache["d"] = 4  # evicts the least recently used item ("a"), as maxsize=3\n'
+        '        >>> print(cache["b"])  # accessing "b" marks it as recently used\n        2\n'
+        "        >>> print(list(cache.keys()))  # show the current keys in LRU order\n"
+        "        ['c', 'd', 'b']\n"
+        '        >>> cache.get("xyz", "not found")\n        \'not found\'\n',
+        ("LRUCache",),
+        [
+            ("cache['b']", repr("2")),
+            ("list(cache.keys())", repr("['c', 'd', 'b']")),
+            ("cache.get('xyz', 'not found')", "'not found'"),
+        ],
+    ),
+    Form(
+        "a DNS cache's docstring (public repository, exact-string search for '>>> cache.get('): "
+        "its module is the project's own package, so the session is not ours to run",
+        "    Example use:\n        >>> import time\n"
+        "        >>> from foghorn.plugins.cache.backends.foghorn_ttl import FoghornTTLCache\n"
+        "        >>> cache = FoghornTTLCache()\n"
+        '        >>> key = ("example.com", 1) # QNAME, QTYPE\n'
+        '        >>> cache.set(key, 60, b"dns-response-data")\n        >>> cache.get(key)\n'
+        "        b'dns-response-data'\n",
+        ("TTLCache",),
+        [],
+    ),
+    Form(
+        "a cache docstring (public repository, exact-string search for '>>> cache.get('): a "
+        "name the session reads that nothing binds (it clears another cache than it shows)",
+        "    Examples:\n        >>> cache = InMemoryCache()\n"
+        '        >>> cache.set("test:1", "value1")\n        >>> clear_cache_by_prefix("test")\n'
+        '        >>> cache.get("test:1") is None\n        True\n'
+        '        >>> default_cache.get("other:1") is None\n        False\n',
+        ("InMemoryCache", "clear_cache_by_prefix"),
+        [],
+    ),
     # --- comment-annotated calls outside a fenced block: not read --------------------------
     Form(
         "github:zhoujin7/casestyle README.rst",
@@ -619,3 +671,42 @@ def test_a_commented_call_counts_where_its_block_stands_and_only_with_a_whole_va
     assert [(e.call, e.want) for e in found] == [('wrap("aaaa", 2)', '["aa", "aa"]')]
     printed = brief_examples('```python\nprint(wrap("a b", 1))  # output: [1, 2]\n```\n', "", "x")
     assert [(e.call, e.want, e.printed) for e in printed] == [('wrap("a b", 1)', "'[1, 2]'", True)]
+
+
+def test_a_session_line_is_checked_after_the_lines_before_it() -> None:
+    brief = (
+        "## Usage\n\n```python\n>>> buf = RingBuffer(2)\n>>> buf.append(1)\n>>> buf.append(2)\n"
+        ">>> buf.append(3)\n>>> list(buf)\n[2, 3]\n>>> len(buf), buf.full\n(2, True)\n```\n"
+    )
+    found = brief_examples(brief, "class MetricsWindow:\n    pass\n", "feature")
+    assert [(e.setup, e.call, e.want) for e in found] == [
+        (
+            ("buf = RingBuffer(2)", "buf.append(1)", "buf.append(2)", "buf.append(3)"),
+            "list(buf)",
+            "[2, 3]",
+        ),
+        (
+            ("buf = RingBuffer(2)", "buf.append(1)", "buf.append(2)", "buf.append(3)", "list(buf)"),
+            "(len(buf), buf.full)",
+            "(2, True)",
+        ),
+    ]
+    assert brief_examples(brief, "class RingBuffer:\n    pass\n", "bugfix")  # a wanted section
+    assert not brief_examples(brief.replace("## Usage", "## Actual"), "", "feature")
+    assert not brief_examples(brief, "", "bugfix")  # a bugfix may only use the starter's names
+
+
+@pytest.mark.parametrize(
+    "session",
+    [
+        ">>> from statistics import mean\n>>> xs = [1, 2]\n>>> xs.append(3)\n>>> mean(xs)\n2\n",
+        ">>> b = RingBuffer(2)\n>>> b.append(10 ** 1000)\n>>> len(b)\n1\n",
+        ">>> b = RingBuffer(2)\n>>> b.append(x)\n>>> len(b)\n1\n",
+        ">>> import numpy\n>>> b = RingBuffer(2)\n>>> b.append(1)\n>>> len(b)\n1\n",
+        ">>> b = RingBuffer(0)\nTraceback (most recent call last):\nValueError\n>>> len(b)\n0\n",
+        ">>> b = RingBuffer(2)\n>>> b.append(1)\n>>> b\nRingBuffer([1])\n",
+    ],
+    ids=["stdlib-shadows-task", "huge-power", "unbound-name", "third-party", "traceback", "repr"],
+)
+def test_a_session_gives_no_scenario_it_cannot_run_as_written(session: str) -> None:
+    assert brief_examples(session, "def mean(xs):\n    pass\n", "feature") == []

@@ -338,3 +338,67 @@ def test_a_repository_task_is_checked_against_its_brief_in_the_sandbox() -> None
     assert not wrong.passed and 'slug("A b") returned \'a_b\'; the task says "a-b"' in (
         wrong.output_tail
     )
+
+
+LRU_BRIEF = """## Usage
+
+```python
+>>> cache = LRUCache(3)
+>>> cache["a"] = 1
+>>> cache["b"] = 2
+>>> cache["c"] = 3
+>>> cache["d"] = 4
+>>> print(cache["b"])
+2
+>>> print(list(cache.keys()))
+['c', 'd', 'b']
+>>> cache.get("a") is None
+True
+```
+"""
+LRU = """from collections import OrderedDict
+
+
+class LRUCache:
+    def __init__(self, maxsize):
+        self.maxsize, self._items = maxsize, OrderedDict()
+
+    def __setitem__(self, key, value):
+        if key not in self._items and len(self._items) >= self.maxsize:
+            self._items.popitem(last=False)
+        self._items[key] = value
+        self._items.move_to_end(key)
+
+    def __getitem__(self, key):
+        self._items.move_to_end(key)
+        return self._items[key]
+
+    def get(self, key, default=None):
+        return self[key] if key in self._items else default
+
+    def keys(self):
+        return self._items.keys()
+"""
+
+
+def test_a_session_is_checked_in_order_in_the_sandbox() -> None:
+    """The scenario examples of a doctest session run after its earlier lines: an LRU cache
+    that does not mark a read key recently used fails the keys' order, with what it gave."""
+    t = Task(meta=TaskMeta(task_id="lru", category="feature"), root="", problem=LRU_BRIEF,
+             starter="class LRUCache:\n    pass\n", tests={})  # fmt: skip
+    examples = task_examples(t)
+    assert [e.call for e in examples] == [
+        "cache['b']",
+        "list(cache.keys())",
+        "cache.get('a') is None",
+    ]
+    check = selfcheck_task(t, examples)
+    assert grade(check, LRU, timeout_s=30).passed
+    stale = LRU.replace("        self._items.move_to_end(key)\n        return", "        return")
+    result = grade(check, stale, timeout_s=30)
+    passed, failed = example_outcomes(result, examples)
+    assert (passed, failed) == ({0, 2}, {1: repr("['b', 'c', 'd']")})
+    assert (
+        "list(cache.keys()) returned \"['b', 'c', 'd']\"; the task says \"['c', 'd', 'b']\" "
+        "after cache = LRUCache(3); cache['a'] = 1" in result.output_tail
+    )

@@ -12,7 +12,9 @@ came from are the fixtures of ``tests/test_brief_examples.py``):
 - doctest lines, in a fenced block or not: ``>>> f(2)`` and the value on the next line, or
   ``>>> f(2) == 4``, or ``>>> print(f(2))`` and the lines it prints (checked as the text
   ``print`` shows, each line's trailing spaces aside); a statement may go on over ``...``
-  lines; ``assert f(2) == 4`` lines in a fenced block;
+  lines; ``assert f(2) == 4`` lines in a fenced block; and a doctest session's later lines
+  with its earlier ones as their setup (``>>> cache.put("a", 1)`` then ``>>> cache.get("a")``
+  and ``1``: :mod:`swapos.pipeline.brief_scenarios` has the rules);
 - a call in a fenced block with its value in a comment after a marker (``->``, ``=>``,
   ``→``, ``==``, ``returns``, ``output:``, ``result:``...): ``solve("C")  # -> "G"``;
   ``print(f(2))  # Output: 4`` is checked as the text ``print`` shows of the value;
@@ -72,6 +74,7 @@ from typing import Final, Literal
 
 import msgspec
 
+from swapos.pipeline.brief_scenarios import Line, scenarios
 from swapos.pipeline.example_values import Example, is_value, make_example, value_makers
 from swapos.pipeline.extract import PARSE_ERRORS
 
@@ -162,7 +165,8 @@ def brief_examples(problem: str, starter: str, category: str) -> list[Example]:
         return name in known or (not bugfix and name not in _BUILTINS)
 
     found: list[Example] = []
-    for section, explicit, call, want in _candidates(lines):
+    sessions: list[tuple[Section, list[Line]]] = []
+    for section, explicit, call, want in _candidates(lines, sessions):
         if section == "actual" or (bugfix and section != "wanted" and not explicit):
             continue
         inner = _printed_call(call)
@@ -171,6 +175,10 @@ def brief_examples(problem: str, starter: str, category: str) -> list[Example]:
             example = msgspec.structs.replace(example, printed=True)
         if example is not None and example not in found:
             found.append(example)
+    for section, session in sessions:
+        if section == "actual" or (bugfix and section != "wanted"):
+            continue
+        found.extend(ex for ex in scenarios(session, known, not bugfix, makers) if ex not in found)
     return _unambiguous(found)[:MAX_EXAMPLES]
 
 
@@ -180,16 +188,36 @@ def _printed_call(call: str) -> str | None:
     return m.group("call") if m is not None else None
 
 
-def _candidates(lines: list[str]) -> Iterator[tuple[Section, bool, str, str]]:
+def _candidates(
+    lines: list[str], sessions: list[tuple[Section, list[Line]]]
+) -> Iterator[tuple[Section, bool, str, str]]:
     """``(section, states_wanted, call, want)`` for every example-shaped piece of ``lines``;
     ``states_wanted`` when the piece's own words say it is the wanted result. Prose is read
-    a paragraph (or a list item) at a time, so an example wrapped over two lines counts."""
+    a paragraph (or a list item) at a time, so an example wrapped over two lines counts.
+    Each doctest session met (its ``>>>`` statements, up to the fence, a label, a table or
+    prose that is no statement's output) is added to ``sessions`` with its section."""
     section: Section = "neutral"
     unary = _unary_function(lines)
     fenced = False
     para: list[str] = []  # the prose lines of the paragraph or list item being read
     started = False  # a line with text was seen (the first one may be the brief's title)
+    session: list[Line] = []
+    session_section: Section = section
+    owned = 0  # lines before this index are the session's statements and their output
+
+    def close() -> None:
+        nonlocal session
+        if session:
+            sessions.append((session_section, session))
+        session = []
+
     for i, line in enumerate(lines):
+        if (
+            _FENCE.match(line)
+            or _TABLE_ROW.match(line)
+            or (not fenced and i >= owned and line.strip() and not _DOCTEST.match(line))
+        ):
+            close()
         special = (
             _FENCE.match(line)
             or (not fenced and _label(line) is not None)
@@ -212,6 +240,11 @@ def _candidates(lines: list[str]) -> Iterator[tuple[Section, bool, str, str]]:
         elif (m := _DOCTEST.match(line)) is not None:
             src, after = _doctest_statement(m.group("src"), lines[i + 1 :])
             yield from _doctest(section, src, after, _indent(line))
+            shown = list(itertools.takewhile(_printed_line, after))
+            if not session:
+                session_section = section
+            session.append(Line(src, [_dedented(s, _indent(line)) for s in shown]))
+            owned = len(lines) - len(after) + len(shown)
         elif fenced:
             if (m := _ASSERT.match(line) or _COMMENTED.match(line)) is not None:
                 yield from _fenced(section, m.group("call"), m.group("want"))
@@ -223,6 +256,7 @@ def _candidates(lines: list[str]) -> Iterator[tuple[Section, bool, str, str]]:
         started = started or bool(line.strip())
     if para:
         yield from _inline(section, " ".join(para))
+    close()
 
 
 def _fenced(section: Section, call: str, want: str) -> Iterator[tuple[Section, bool, str, str]]:
@@ -455,11 +489,12 @@ def _plain(cell: str) -> str:
 
 
 def _unambiguous(found: list[Example]) -> list[Example]:
-    """``found`` without the calls the brief gives two different values."""
-    wants: dict[str, set[str]] = {}
+    """``found`` without the calls the brief gives two different values (after the same
+    setup: a scenario's ``cache.get("a")`` may have one value, then another)."""
+    wants: dict[tuple[tuple[str, ...], str], set[str]] = {}
     for ex in found:
-        wants.setdefault(ex.call, set()).add(ex.want)
-    return [ex for ex in found if len(wants[ex.call]) == 1]
+        wants.setdefault((ex.setup, ex.call), set()).add(ex.want)
+    return [ex for ex in found if len(wants[ex.setup, ex.call]) == 1]
 
 
 def _defined_names(starter: str) -> frozenset[str]:

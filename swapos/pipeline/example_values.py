@@ -56,11 +56,20 @@ _ARITHMETIC: Final = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod
 class Example(msgspec.Struct, frozen=True, kw_only=True):
     """One example: an expression and the value it should have (both Python source); when
     ``printed``, ``want`` is the text ``print(call)`` shows (a doctest of a ``print``), each
-    line's trailing spaces aside."""
+    line's trailing spaces aside; ``setup``, the statements run before it, in order (a
+    doctest session's earlier lines: :mod:`swapos.pipeline.brief_scenarios`)."""
 
     call: str
     want: str
     printed: bool = False
+    setup: tuple[str, ...] = ()
+
+    def stated(self) -> str:
+        """The wanted value as a message states it, with the setup it holds after, on one
+        line: ``1 after cache = LRUCache(2); cache.put('a', 1)``."""
+        if not self.setup:
+            return self.want
+        return f"{self.want} after " + "; ".join(" ".join(s.split()) for s in self.setup)
 
 
 def make_example(

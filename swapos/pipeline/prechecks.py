@@ -59,7 +59,7 @@ def _remember(work: Work, code: str, result: GradeResult, examples: list[Example
 
 def _distrust_text(examples: list[Example], wrong: list[int]) -> str:
     """The decision's words: which examples are set aside, and why."""
-    calls = "; ".join(f"{examples[i].call} == {examples[i].want}" for i in wrong)
+    calls = "; ".join(f"{examples[i].call} == {examples[i].stated()}" for i in wrong)
     return (
         f"distrusted: {calls} (every checked candidate of every model returns the same "
         "other value): not obeyed; the tests grade"

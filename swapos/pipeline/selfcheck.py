@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import re
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Final
 
@@ -214,7 +215,7 @@ def example_outcomes(
 
 
 def _returned(output: str, example: Example) -> str | None:
-    head, tail = f"AssertionError: {example.call} returned ", f" says {example.want}"
+    head, tail = f"AssertionError: {example.call} returned ", f" says {example.stated()}"
     for line in output.splitlines():
         body = line.partition(head)[2]
         if body and body.endswith(tail) and "; the " in body:
@@ -252,12 +253,13 @@ def selfcheck_task(task: Task, examples: list[Example]) -> Task:
     source = "docstring" if task.category == "completion" else "task"
     tests = [_TEST_HEADER]
     for i, ex in enumerate(examples, 1):
+        setup = "".join(textwrap.indent(statement, "    ") + "\n" for statement in ex.setup)
         tests.append(
-            f"\n\ndef test_example_{i}():\n"
+            f"\n\ndef test_example_{i}():\n{setup}"
             f"    got = {f'_printed({ex.call})' if ex.printed else ex.call}\n"
             f"    want = {ex.want}\n"
             f"    assert _same(got, want), f'{_escape(ex.call)} returned {{got!r}}; "
-            f"the {source} says {_escape(ex.want)}'\n"
+            f"the {source} says {_escape(ex.stated())}'\n"
         )
     return Task(
         meta=TaskMeta(
