@@ -252,3 +252,34 @@ async def test_the_draw_that_passes_the_most_examples_goes_back_in_the_candidate
     assert "return a + b if a >= 0 else 0" in fix and "return a * b" not in fix
     first = decode_capsule(outcome.capsule_json).artifacts[0]
     assert first.attempt == 1 and "a >= 0" in first.code
+
+
+SCALED = Task(
+    meta=TaskMeta(task_id="scaled", category="bugfix", difficulty=2, description="fix scale"),
+    root="",
+    problem="`scale(x)` should return x times FACTOR.",
+    starter="FACTOR = 3\n\n\ndef scale(x):\n    return x + FACTOR\n",
+    tests={
+        "test_scale.py": "from solution import scale\n\n\ndef test_scale():\n"
+        "    assert scale(2) == 6\n"
+    },
+)
+SCALE_DROPPED = "def scale(x):\n    return x * FACTOR\n```"  # the fix, FACTOR left out
+
+
+async def test_what_an_answer_dropped_and_uses_is_put_back_before_the_grade() -> None:
+    outcome, _, decided = await run((SCALE_DROPPED,), task=SCALED, critic=False)
+    result = outcome.result
+    assert result.passed and result.passed_attempt == 1
+    assert "restored what the answer uses and dropped: FACTOR = 3" in decided
+    final = decode_capsule(outcome.capsule_json).artifacts[-1].code
+    assert final == "FACTOR = 3\n\n\ndef scale(x):\n    return x * FACTOR\n"
+
+
+async def test_without_restore_dropped_the_answer_is_graded_as_written() -> None:
+    outcome, _, decided = await run(
+        (SCALE_DROPPED, SCALE_DROPPED), task=SCALED, critic=False, restore_dropped=False
+    )
+    assert not outcome.result.passed
+    assert not any(text.startswith("restored") for text in decided)
+    assert "NameError" in decode_capsule(outcome.capsule_json).feedback[0].text

@@ -117,6 +117,9 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         redraw_unchanged: the draws after a candidate that is solution.py unchanged are
             asked in its conversation continued by a turn saying so, for an edit (rule 7);
             off: from the very prompt it answered.
+        restore_dropped: a code answer that reads a name it binds nowhere gets back the
+            starter's binding of it (an import, a constant, a function) or the standard
+            import the name says (:mod:`swapos.pipeline.restore`), with a decision.
     """
 
     max_attempts: int = 3
@@ -135,6 +138,7 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     side_by_side: bool = True
     edit: bool = False
     redraw_unchanged: bool = False
+    restore_dropped: bool = True
 
 
 class Profile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -39,6 +39,7 @@ from swapos.pipeline.grader import GradeResult, count_tests, grade
 from swapos.pipeline.identity import candidate_identity, candidate_shape
 from swapos.pipeline.phase_runner import PhaseOutput, PhaseRunner
 from swapos.pipeline.prompts import Phase, Prompt, build_prompt, capsule_for_task
+from swapos.pipeline.restore import restore_dropped
 from swapos.pipeline.selfcheck import CandidateCheck
 from swapos.policies.retry import (
     NO_CODE,
@@ -122,12 +123,25 @@ async def generate(runner: PhaseRunner, work: Work, step: Generate) -> Generated
         work.capsule = with_feedback(work.capsule, review)
         return Generated(chat=out.chat)
     work.answer, work.code = out, _spliced(extract_code(out.text, task=work.task), out.prompt)
+    if runner.profile.pipeline.restore_dropped and work.code.how != "empty":
+        await _restore(runner, work)
     work.model = step.model
     key, shape = candidate_identity(work.code.code), candidate_shape(work.code.code)
     if step.prompt == "draw":
         work.drawn[key] = (out, work.code)
     empty = work.code.how == "empty"
     return Generated(chat=out.chat, key=key, shape=shape, empty=empty, drew=out.drew)
+
+
+async def _restore(runner: PhaseRunner, work: Work) -> None:
+    """Put back what the newest code reads and no longer binds (``restore_dropped``), with
+    a decision naming it."""
+    code, restored = restore_dropped(work.code.code, work.task.starter)
+    if not restored:
+        return
+    work.code = msgspec.structs.replace(work.code, code=code)
+    shown = "; ".join(" ".join(r.split())[:80] for r in restored)
+    await decide(runner, work, "code", f"restored what the answer uses and dropped: {shown}")
 
 
 def _spliced(code: ExtractResult, prompt: Prompt) -> ExtractResult:

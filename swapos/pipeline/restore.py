@@ -1,0 +1,261 @@
+"""Put back what a candidate dropped and still uses: a repair with no model in it.
+
+A model that rewrites a whole ``solution.py`` often leaves out a line it did not mean to
+change, and the code it kept still names it: ``_MISSING = object()``, ``COMMENT_PREFIXES =
+("#", ";")``, ``import time``, ``from dataclasses import dataclass``. Such a candidate fails
+every test with a ``NameError``, and the fixer, shown the traceback, often writes the same
+file again. :func:`restore_dropped` finds the names a candidate reads and binds nowhere
+(:mod:`symtable`'s view of its scopes, builtins aside) and puts back, for each:
+
+1. the starter's own module-level binding of it: its import (that one name of it), its
+   assignment, its function or class, as the starter writes it;
+2. else, for a name the starter does not bind, a standard import where the name says which
+   without doubt: a standard-library module read only as ``name.attribute`` (``re.sub``:
+   ``import re``), or a name of :data:`WELL_KNOWN` (``dataclass``: ``from dataclasses import
+   dataclass``).
+
+Nothing else: a name bound nowhere that neither rule covers (a helper the model invented
+and never wrote) stays, and the check or the tests say so. What is put back may name more
+dropped things (``_PATTERN = re.compile(...)`` needs ``re``): the rules run again, a few
+times at most. An import goes after the candidate's last top-level import; anything else
+right after the last top-level statement binding a name it needs at import time, and before
+the first one that needs it then (a default argument, a decorator, a base class, module-level
+code); where no such place exists, it is not put back. The candidate is otherwise untouched.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import symtable
+import sys
+from collections.abc import Iterator
+from typing import Final
+
+from swapos.pipeline.extract import PARSE_ERRORS
+
+MAX_ROUNDS: Final = 4
+_BUILTINS: Final = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__"}
+_STDLIB: Final = frozenset(sys.stdlib_module_names)
+
+WELL_KNOWN: Final[dict[str, str]] = {
+    **dict.fromkeys(("dataclass", "field", "asdict", "astuple", "fields"), "dataclasses"),
+    **dict.fromkeys(
+        (
+            "Any", "Callable", "ClassVar", "Dict", "Final", "FrozenSet", "Generic", "Iterable",
+            "Iterator", "List", "Literal", "Mapping", "NamedTuple", "Optional", "Protocol",
+            "Sequence", "Set", "Tuple", "Type", "TypeVar", "Union", "cast", "overload",
+        ),
+        "typing",
+    ),
+    **dict.fromkeys(
+        ("defaultdict", "Counter", "OrderedDict", "deque", "namedtuple"), "collections"
+    ),
+    **dict.fromkeys(("lru_cache", "partial", "reduce", "total_ordering", "wraps"), "functools"),
+    "Enum": "enum",
+    "Path": "pathlib",
+    "Decimal": "decimal",
+    "Fraction": "fractions",
+    "ABC": "abc",
+    "abstractmethod": "abc",
+}  # fmt: skip
+"""Names that say their standard module without doubt, when a candidate uses one unbound."""
+
+
+def restore_dropped(code: str, starter: str) -> tuple[str, list[str]]:
+    """``code`` with what it reads and binds nowhere put back by the module's rules, and the
+    statements put back (as source); ``code`` as it is when it or the starter does not
+    parse, or nothing applies."""
+    try:
+        starter_tree = ast.parse(starter) if starter.strip() else ast.Module([], [])
+    except PARSE_ERRORS:
+        return code, []
+    restored: list[str] = []
+    for _ in range(MAX_ROUNDS):
+        try:
+            tree = ast.parse(code)
+            missing = unbound_names(code)
+        except PARSE_ERRORS:
+            break
+        added = False
+        for name in sorted(missing):
+            source = _binding(name, starter_tree, starter, tree)
+            if source is None or source in restored:
+                continue
+            placed = _placed(code, tree, source)
+            if placed is None:
+                continue
+            code, tree, added = placed, ast.parse(placed), True
+            restored.append(source)
+        if not added:
+            break
+    return code, restored
+
+
+def unbound_names(code: str) -> frozenset[str]:
+    """The names ``code`` reads as globals (in any scope) that it never binds at module
+    level and that are no builtins.
+
+    Raises:
+        SyntaxError: ``code`` does not compile.
+    """
+    top = symtable.symtable(code, "solution.py", "exec")
+    bound = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported()}
+    bound |= {s.get_name() for s in top.get_symbols() if s.is_namespace()}
+    read: set[str] = set()
+    for table in _tables(top):
+        for sym in table.get_symbols():
+            if sym.is_referenced() and (sym.is_global() or table is top):
+                read.add(sym.get_name())
+    return frozenset(read - bound - _BUILTINS)
+
+
+def _tables(table: symtable.SymbolTable) -> Iterator[symtable.SymbolTable]:
+    yield table
+    for child in table.get_children():
+        yield from _tables(child)
+
+
+def _binding(name: str, starter: ast.Module, starter_src: str, tree: ast.Module) -> str | None:
+    """The source that binds ``name`` (rules 1 and 2), or None."""
+    bound = {n for stmt in tree.body for n in _binds(stmt)}
+    for stmt in starter.body:
+        if (source := _starter_binding(name, stmt, starter_src)) is not None:
+            # never rebind what the candidate binds its own way (``A, B = 1, 2``)
+            others = set() if isinstance(stmt, ast.Import | ast.ImportFrom) else _binds(stmt)
+            return source if not (others - {name}) & bound else None
+    if name in _STDLIB and _only_attribute_base(name, tree):
+        return f"import {name}"
+    if name in WELL_KNOWN:
+        return f"from {WELL_KNOWN[name]} import {name}"
+    return None
+
+
+def _starter_binding(name: str, stmt: ast.stmt, source: str) -> str | None:
+    if isinstance(stmt, ast.Import | ast.ImportFrom):
+        for alias in stmt.names:
+            if (alias.asname or alias.name).split(".")[0] != name:
+                continue
+            spelled = alias.name + (f" as {alias.asname}" if alias.asname else "")
+            if isinstance(stmt, ast.Import):
+                return f"import {spelled}"
+            return f"from {'.' * stmt.level}{stmt.module or ''} import {spelled}"
+        return None
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return _segment(stmt, source) if stmt.name == name else None
+    targets: list[ast.expr] = []
+    if isinstance(stmt, ast.Assign):
+        targets = stmt.targets
+    elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+        targets = [stmt.target]
+    names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return _segment(stmt, source) if name in names else None
+
+
+def _segment(stmt: ast.stmt, source: str) -> str | None:
+    """``stmt``'s lines in ``source``, decorators included."""
+    end = stmt.end_lineno
+    if end is None:
+        return None
+    return "\n".join(source.splitlines()[_first_line(stmt) - 1 : end])
+
+
+def _only_attribute_base(name: str, tree: ast.Module) -> bool:
+    """Whether every read of ``name`` in ``tree`` is ``name.attribute``."""
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    reads = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == name]
+    return bool(reads) and all(isinstance(parents.get(n), ast.Attribute) for n in reads)
+
+
+def _placed(code: str, tree: ast.Module, source: str) -> str | None:
+    """``code`` with ``source`` inserted where the module's rules place it, or None."""
+    new = ast.parse(source).body
+    if not new:
+        return None
+    body = tree.body
+    if all(isinstance(s, ast.Import | ast.ImportFrom) for s in new):
+        index = _after_imports(body)
+    else:
+        needs = _load_time_reads(new[0])
+        provides = {n for s in new for n in _binds(s)}
+        earliest = max((i + 1 for i, s in enumerate(body) if _binds(s) & needs), default=0)
+        earliest = max(earliest, _after_imports(body))
+        latest = min(
+            (i for i, s in enumerate(body) if _load_time_reads(s) & provides), default=len(body)
+        )
+        if earliest > latest:
+            return None
+        index = earliest
+    lines = code.splitlines()
+    block = source.splitlines()
+    if all(isinstance(s, ast.Import | ast.ImportFrom) for s in new):
+        at = (body[index - 1].end_lineno or 0) if index > 0 else 0  # right after the imports
+        out = lines[:at] + block + lines[at:]
+    else:
+        at = _first_line(body[index]) - 1 if index < len(body) else len(lines)
+        out = lines[:at] + block + ["", ""] + lines[at:]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _after_imports(body: list[ast.stmt]) -> int:
+    """The index after the module docstring and the last top-level import."""
+    index = 1 if body and _is_docstring(body[0]) else 0
+    for i, stmt in enumerate(body):
+        if isinstance(stmt, ast.Import | ast.ImportFrom):
+            index = i + 1
+    return index
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Constant)
+        and isinstance(stmt.value.value, str)
+    )
+
+
+def _first_line(stmt: ast.stmt) -> int:
+    """``stmt``'s first line, its decorators' included."""
+    decorators: list[ast.expr] = getattr(stmt, "decorator_list", [])
+    return min([stmt.lineno, *(d.lineno for d in decorators)])
+
+
+def _binds(stmt: ast.stmt) -> set[str]:
+    """The module-level names ``stmt`` binds."""
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {stmt.name}
+    if isinstance(stmt, ast.Import | ast.ImportFrom):
+        return {(a.asname or a.name).split(".")[0] for a in stmt.names}
+    return {
+        n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+
+
+def _load_time_reads(stmt: ast.stmt) -> set[str]:
+    """The names ``stmt`` reads while the module is imported: all of it but the bodies of
+    functions (their decorators, defaults and annotations are read then)."""
+    parts: list[ast.AST]
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+        parts = _function_head(stmt)
+    elif isinstance(stmt, ast.ClassDef):
+        parts = [*stmt.decorator_list, *stmt.bases, *stmt.keywords]
+        for inner in stmt.body:
+            if isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef):
+                parts.extend(_function_head(inner))
+            else:
+                parts.append(inner)
+    else:
+        parts = [stmt]
+    return {
+        n.id
+        for part in parts
+        for n in ast.walk(part)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    }
+
+
+def _function_head(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
+    head: list[ast.AST] = [*func.decorator_list, func.args]
+    if func.returns is not None:
+        head.append(func.returns)
+    return head

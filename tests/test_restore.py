@@ -1,0 +1,103 @@
+"""What a candidate dropped and still uses is put back (swapos.pipeline.restore), on the
+forms recorded candidates dropped in real runs (docs/benchmarks.md: a sentinel, a constant,
+an import the starter had, a stdlib module read as ``re.sub``, ``@dataclass``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from swapos.pipeline.restore import restore_dropped, unbound_names
+
+STARTER = '''"""TTL cache."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable
+
+_MISSING = object()
+DEFAULT_TTL = 60.0
+
+
+def _now() -> float:
+    return time.monotonic()
+
+
+class TTLCache:
+    def get(self, key: Hashable, default=_MISSING):
+        return default
+'''
+
+
+def test_a_dropped_sentinel_and_import_come_back_where_they_are_read_in_time() -> None:
+    candidate = (
+        '"""TTL cache."""\n\nfrom __future__ import annotations\n\n\n'
+        "class TTLCache:\n    def get(self, key: Hashable, default=_MISSING):\n"
+        "        return time.monotonic() if default is _MISSING else default\n"
+    )
+    code, restored = restore_dropped(candidate, STARTER)
+    # Hashable is only an annotation, never evaluated (``from __future__ import annotations``)
+    assert restored == ["_MISSING = object()", "import time"]
+    assert code == (
+        '"""TTL cache."""\n\nfrom __future__ import annotations\nimport time\n\n\n'
+        "_MISSING = object()\n\n\nclass TTLCache:\n"
+        "    def get(self, key: Hashable, default=_MISSING):\n"
+        "        return time.monotonic() if default is _MISSING else default\n"
+    )
+    assert unbound_names(code) == frozenset()
+    compile(code, "solution.py", "exec")
+
+
+def test_a_dropped_helper_function_comes_back_whole_with_what_it_needs() -> None:
+    candidate = "def age(stamp):\n    return _now() - stamp\n"
+    code, restored = restore_dropped(candidate, STARTER)
+    assert restored == ["def _now() -> float:\n    return time.monotonic()", "import time"]
+    assert unbound_names(code) == frozenset()
+    namespace: dict[str, object] = {}
+    exec(compile(code, "solution.py", "exec"), namespace)
+    assert callable(namespace["age"])
+
+
+@pytest.mark.parametrize(
+    ("candidate", "restored"),
+    [
+        ("def slug(s):\n    return re.sub(r'\\W+', '-', s)\n", ["import re"]),
+        ("@dataclass\nclass P:\n    x: int\n", ["from dataclasses import dataclass"]),
+        ("def f(xs):\n    return defaultdict(list)\n", ["from collections import defaultdict"]),
+    ],
+    ids=["stdlib-module-attribute", "dataclass", "defaultdict"],
+)
+def test_a_name_that_says_its_standard_module_gets_that_import(
+    candidate: str, restored: list[str]
+) -> None:
+    code, put_back = restore_dropped(candidate, "")
+    assert put_back == restored
+    assert code.startswith(restored[0] + "\n")
+    assert unbound_names(code) == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("candidate", "starter"),
+    [
+        ("def f():\n    return helper(1)\n", "def g():\n    pass\n"),  # invented, never written
+        ("def f():\n    return time()\n", ""),  # the module ``time`` is not called
+        ("B = 5\n\n\ndef f():\n    return A + B\n", "A, B = 1, 2\n"),  # would rebind B
+        (
+            "def f(x=DEFAULT):\n    return x\n\n\nclass Interval:\n    pass\n",
+            "class Interval:\n    pass\n\n\nDEFAULT = Interval()\n",
+        ),  # DEFAULT must follow Interval and precede f: no such place
+        ("def f(:\n", "X = 1\n"),  # does not parse
+        ("def f():\n    return len([1])\n", ""),  # nothing unbound
+    ],
+    ids=["invented", "bare-module-name", "rebinds", "no-place", "unparsable", "nothing"],
+)
+def test_nothing_is_put_back_that_the_rules_do_not_cover(candidate: str, starter: str) -> None:
+    assert restore_dropped(candidate, starter) == (candidate, [])
+
+
+def test_unbound_names_sees_every_scope_and_no_builtins() -> None:
+    code = (
+        "import os\nX = 1\n\n\ndef f(a):\n    return X + Y + a + len([z for z in W])\n\n\n"
+        "class C:\n    q = Q\n\n    def m(self):\n        return C, os.sep, __name__\n"
+    )
+    assert unbound_names(code) == frozenset({"Y", "W", "Q"})
