@@ -88,8 +88,9 @@ def test_a_name_that_says_its_standard_module_gets_that_import(
         ),  # DEFAULT must follow Interval and precede f: no such place
         ("def f(:\n", "X = 1\n"),  # does not parse
         ("def f():\n    return len([1])\n", ""),  # nothing unbound
+        ("from math import *\n\n\ndef f(x):\n    return floor(x)\n", "def floor(x):\n    pass\n"),
     ],
-    ids=["invented", "bare-module-name", "rebinds", "no-place", "unparsable", "nothing"],
+    ids=["invented", "bare-module-name", "rebinds", "no-place", "unparsable", "nothing", "star"],
 )
 def test_nothing_is_put_back_that_the_rules_do_not_cover(candidate: str, starter: str) -> None:
     assert restore_dropped(candidate, starter) == (candidate, [])

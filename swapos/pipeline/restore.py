@@ -15,7 +15,8 @@ file again. :func:`restore_dropped` finds the names a candidate reads and binds 
    dataclass``).
 
 Nothing else: a name bound nowhere that neither rule covers (a helper the model invented
-and never wrote) stays, and the check or the tests say so. What is put back may name more
+and never wrote) stays, and the check or the tests say so; a candidate with a ``from m
+import *`` is left as it is (what that binds is not known here). What is put back may name more
 dropped things (``_PATTERN = re.compile(...)`` needs ``re``): the rules run again, a few
 times at most. An import goes after the candidate's last top-level import; anything else
 right after the last top-level statement binding a name it needs at import time, and before
@@ -77,6 +78,8 @@ def restore_dropped(code: str, starter: str) -> tuple[str, list[str]]:
             missing = unbound_names(code)
         except PARSE_ERRORS:
             break
+        if _star_import(tree):
+            break  # what ``from m import *`` binds is not known here
         added = False
         for name in sorted(missing):
             source = _binding(name, starter_tree, starter, tree)
@@ -90,6 +93,13 @@ def restore_dropped(code: str, starter: str) -> tuple[str, list[str]]:
         if not added:
             break
     return code, restored
+
+
+def _star_import(tree: ast.Module) -> bool:
+    return any(
+        isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names)
+        for node in ast.walk(tree)
+    )
 
 
 def unbound_names(code: str) -> frozenset[str]:
