@@ -480,6 +480,33 @@ REAL_FORMS = [
         ("InMemoryCache", "clear_cache_by_prefix"),
         [],
     ),
+    Form(
+        "a data-structures README's checklist (public repository, exact-string search for "
+        "'`q = Queue(); q.'): statements joined by ``;`` with the last one's value",
+        "#### Code Example Validation\n\n"
+        "✅ Stack example works: `s = Stack(); s.push(1); s.peek()` returns 1  \n"
+        "✅ Queue example works: `q = Queue(); q.enqueue(1); q.dequeue()` returns 1  \n",
+        ("Stack", "Queue"),
+        [],  # the value is no code span
+    ),
+    Form(
+        "the same checklist, its values in code spans as a brief's list would write them "
+        "(written for this test in the form of the one above)",
+        "- `s = Stack(); s.push(1); s.peek()` returns `1`\n"
+        "- `q = Queue(); q.enqueue(1); q.enqueue(2); q.dequeue()` -> `1`\n"
+        "- `l = [1, 2]; l.pop()` -> `2`\n",
+        ("Stack", "Queue"),
+        [("s.peek()", "1"), ("q.dequeue()", "1")],  # the list alone uses no task code
+    ),
+    Form(
+        "a Python cheat sheet's table of queue methods (public repository, exact-string "
+        "search for '`q = Queue(); q.'), its unclosed ``print(`` as found: no statement",
+        "| 方法 | 示例 | 结果 |\n|---|---|---|\n"
+        "| `q.get()` | `q = Queue(); q.put(1); print(q.get()` | `1` |\n"
+        "| `q.full()` | `q = Queue(maxsize = 2); q.put(1); q.put(2); print(q.full())` | `True` |\n",
+        ("Queue",),
+        [],  # no column says output or result: not a table of examples
+    ),
     # --- comment-annotated calls outside a fenced block: not read --------------------------
     Form(
         "github:zhoujin7/casestyle README.rst",

@@ -14,7 +14,8 @@ came from are the fixtures of ``tests/test_brief_examples.py``):
   ``print`` shows, each line's trailing spaces aside); a statement may go on over ``...``
   lines; ``assert f(2) == 4`` lines in a fenced block; and a doctest session's later lines
   with its earlier ones as their setup (``>>> cache.put("a", 1)`` then ``>>> cache.get("a")``
-  and ``1``: :mod:`swapos.pipeline.brief_scenarios` has the rules);
+  and ``1``: :mod:`swapos.pipeline.brief_scenarios` has the rules), and so statements joined
+  by ``;`` in a span, ```` `q = Queue(); q.put(1); q.get()` -> `1` ````;
 - a call in a fenced block with its value in a comment after a marker (``->``, ``=>``,
   ``→``, ``==``, ``returns``, ``output:``, ``result:``...): ``solve("C")  # -> "G"``;
   ``print(f(2))  # Output: 4`` is checked as the text ``print`` shows of the value;
@@ -173,6 +174,8 @@ def brief_examples(problem: str, starter: str, category: str) -> list[Example]:
         example = make_example(inner or call, want, callee, makers, givens)
         if example is not None and inner is not None:
             example = msgspec.structs.replace(example, printed=True)
+        if example is None and ";" in call:  # `q = Queue(); q.put(1); q.get()` -> `1`
+            example = _one_line_scenario(call, want, known, not bugfix, makers)
         if example is not None and example not in found:
             found.append(example)
     for section, session in sessions:
@@ -180,6 +183,19 @@ def brief_examples(problem: str, starter: str, category: str) -> list[Example]:
             continue
         found.extend(ex for ex in scenarios(session, known, not bugfix, makers) if ex not in found)
     return _unambiguous(found)[:MAX_EXAMPLES]
+
+
+def _one_line_scenario(
+    code: str, want: str, known: frozenset[str], may_add: bool, makers: frozenset[str]
+) -> Example | None:
+    """The scenario of statements joined by ``;`` whose last one has the value ``want``."""
+    statements = _parsed(code)
+    if len(statements) < 2:
+        return None
+    session = [Line(ast.unparse(st), []) for st in statements[:-1]]
+    session.append(Line(ast.unparse(statements[-1]), [want]))
+    found = scenarios(session, known, may_add, makers)
+    return found[0] if found else None
 
 
 def _printed_call(call: str) -> str | None:
