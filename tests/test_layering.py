@@ -16,7 +16,19 @@ import swapos
 
 FLOORS: tuple[frozenset[str], ...] = (
     # 0: plain data and leaf utilities: they import nothing of SwapOS's upper floors
-    frozenset({"data", "errors", "clock", "version", "openmp", "sysinfo", "logconfig", "cliargs"}),
+    frozenset(
+        {
+            "data",
+            "errors",
+            "clock",
+            "version",
+            "openmp",
+            "sysinfo",
+            "logconfig",
+            "cliargs",
+            "tempdirs",
+        }
+    ),
     # 1: pure decisions, model files and profiles, capsules, the message vocabulary
     frozenset({"policies", "models", "capsule", "messages"}),
     # 2: what the actors use: model backends, KV stores, the pipeline's logic, records
