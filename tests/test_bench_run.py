@@ -307,3 +307,4 @@ def test_the_peak_rss_of_a_run_of_several_systems_is_set_against_their_budgets()
     assert "of 1536 MiB budget (1.869x; fixed overhead 63 MiB)" in _peak(s)
     two = _peak(s, 2)
     assert "of 3072 MiB budget (0.935x;" in two and "2 systems of 1536 MiB in this process" in two
+    assert "fixed overhead (" in two and "MiB) no budget holds" in two

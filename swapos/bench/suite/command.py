@@ -43,6 +43,7 @@ from swapos.models.profile import MODES, Mode, Profile
 from swapos.pipeline.tasks import load_suite
 from swapos.records.schema import RunSummary
 from swapos.records.summary import peak_rss_text
+from swapos.sysinfo import process_baseline_bytes
 
 log = structlog.get_logger(__name__)
 
@@ -337,6 +338,7 @@ def main(args: argparse.Namespace, *, on_ray: RunOnRay | None = None) -> int:
 
     task_ids = [t.task_id for t in tasks]
     interrupt_on_sigterm()
+    process_baseline_bytes()  # the process before any system: what no system's budget holds
     try:
         summaries = anyio.run(go)
     except KeyboardInterrupt:
@@ -443,7 +445,10 @@ def _peak(s: RunSummary, systems: int = 1) -> str:
     ``systems`` > 1 (every mode/arm of a local run is a system of one process, and RSS is
     the process's) the peak is set against the sum of their budgets."""
     note = f"; fixed overhead {s.overhead_bytes / 2**20:.0f} MiB"
-    if systems > 1:
-        note += f"; {systems} systems of {s.budget_bytes / 2**20:.0f} MiB in this process"
+    if systems > 1:  # each budget holds its models and KV tier; the process's own memory none
+        note = (
+            f"; {systems} systems of {s.budget_bytes / 2**20:.0f} MiB in this process, whose "
+            f"fixed overhead ({process_baseline_bytes() / 2**20:.0f} MiB) no budget holds"
+        )
     budget = s.budget_bytes * systems
     return f", {peak_rss_text(s.peak_rss_bytes, budget, places=3, note=note)}"
