@@ -69,14 +69,19 @@ import ast
 import builtins
 import itertools
 import re
-import textwrap
 from collections.abc import Iterator
 from typing import Final, Literal
 
 import msgspec
 
-from swapos.pipeline.brief_scenarios import Line, scenarios
-from swapos.pipeline.example_values import Example, is_value, make_example, value_makers
+from swapos.pipeline.brief_scenarios import Line, parsed_statements, scenarios
+from swapos.pipeline.example_values import (
+    EVAL_ERRORS,
+    Example,
+    is_value,
+    make_example,
+    value_makers,
+)
 from swapos.pipeline.extract import PARSE_ERRORS
 
 Section = Literal["wanted", "actual", "neutral"]
@@ -283,7 +288,7 @@ def _fenced(section: Section, call: str, want: str) -> Iterator[tuple[Section, b
         return
     try:
         shown = str(ast.literal_eval(want))
-    except (*PARSE_ERRORS, TypeError):
+    except EVAL_ERRORS:
         return
     yield section, False, call, repr(shown)
 
@@ -333,10 +338,7 @@ def _code_of(lines: list[str]) -> Iterator[tuple[list[tuple[ast.stmt, bool]], bo
 
 
 def _parsed(source: str) -> list[ast.stmt]:
-    try:
-        return ast.parse(textwrap.dedent(source)).body
-    except PARSE_ERRORS:
-        return []
+    return parsed_statements(source) or []
 
 
 def _assigned_value(stmt: ast.stmt, makers: frozenset[str]) -> tuple[str, str] | None:

@@ -10,7 +10,7 @@ A brief (or a README or docstring it quotes) often shows a class at work as one 
 ``cache.get("a")`` is no example on its own: its value holds only after the lines above it.
 A *scenario* is such an example with its *setup*, the session's statements before it, run in
 order (expressions too: ``cache.get("a")`` marks ``"a"`` recently used, so a later line may
-depend on it). :func:`make_scenario` says whether a session line is one, by these rules
+depend on it). :func:`scenarios` says whether a session line is one, by these rules
 (nothing is guessed; anything else gives no example):
 
 - the session parses, statement by statement; a line whose output is a traceback ends what
@@ -79,7 +79,7 @@ def scenarios(
     for line in session:
         if line.output and line.output[0].strip().startswith(_TRACEBACK):
             break
-        statements = _statements(line.source)
+        statements = parsed_statements(line.source)
         if statements is None:
             break
         kept = _kept(statements, known)
@@ -90,7 +90,7 @@ def scenarios(
             if example is not None:
                 found.append(example)
         setup.extend(ast.unparse(st) for st in kept)
-    if not found or not _runs(setup_of(found[-1]), found, known, may_add):
+    if not found or not _runs(setup_of(found[-1]), known, may_add):
         return []
     return [ex for ex in found if _beyond_givens(ex, makers)]
 
@@ -100,7 +100,8 @@ def setup_of(example: Example) -> list[ast.stmt]:
     return ast.parse("\n".join([*example.setup, example.call])).body
 
 
-def _statements(source: str) -> list[ast.stmt] | None:
+def parsed_statements(source: str) -> list[ast.stmt] | None:
+    """The statements of ``source`` (dedented), or None when it does not parse."""
     try:
         return ast.parse(textwrap.dedent(source)).body
     except PARSE_ERRORS:
@@ -146,14 +147,13 @@ def _example(
     node: ast.expr, setup: list[str], output: list[str], makers: frozenset[str]
 ) -> Example | None:
     """The example of an expression line with its output, after ``setup``."""
-    printed = (
+    if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
         and node.func.id == "print"
         and len(node.args) == 1
         and not node.keywords
-    )
-    if printed and isinstance(node, ast.Call):
+    ):
         if not output:
             return None
         text = "\n".join(line.rstrip() for line in output)
@@ -164,7 +164,7 @@ def _example(
     return Example(call=ast.unparse(node), want=want, setup=tuple(setup))
 
 
-def _runs(body: list[ast.stmt], found: list[Example], known: frozenset[str], may_add: bool) -> bool:
+def _runs(body: list[ast.stmt], known: frozenset[str], may_add: bool) -> bool:
     """Whether every name the session reads is bound, and it uses the task's code."""
     bound = set(_BUILTINS) | set(known)
     uses_task = False
@@ -192,7 +192,7 @@ def _runs(body: list[ast.stmt], found: list[Example], known: frozenset[str], may
                 uses_task = True
             elif node.id not in bound:
                 return False
-    return uses_task and bool(found)
+    return uses_task
 
 
 def _beyond_givens(example: Example, makers: frozenset[str]) -> bool:

@@ -30,7 +30,9 @@ import msgspec
 
 from swapos.pipeline.extract import PARSE_ERRORS
 
-_PARSE_ERRORS = (SyntaxError, ValueError, TypeError, MemoryError, RecursionError)
+EVAL_ERRORS: Final = (*PARSE_ERRORS, TypeError)
+"""What parsing a piece of text and evaluating it as a literal may raise (``literal_eval`` of
+``{[1]: 2}`` raises ``TypeError``)."""
 
 MAX_EXPONENT: Final = 64
 """The largest literal exponent a value's ``**`` may have (``10 ** 10 ** 10`` is no value:
@@ -94,7 +96,7 @@ def make_example(
         return None
     try:
         node = ast.parse(call, mode="eval").body
-    except _PARSE_ERRORS:
+    except EVAL_ERRORS:
         return None
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
         return None
@@ -137,7 +139,7 @@ def value_text(want: str, makers: frozenset[str] = frozenset()) -> str:
     for text in (want.split(" #", 1)[0].strip(), want, want.rstrip(".")):
         try:
             node = ast.parse(text, mode="eval").body
-        except _PARSE_ERRORS:
+        except EVAL_ERRORS:
             continue
         if is_value(node, makers):
             return text
@@ -170,7 +172,7 @@ def is_literal(node: ast.expr) -> bool:
     """Whether ``node`` is a literal (what :func:`ast.literal_eval` accepts)."""
     try:
         ast.literal_eval(node)
-    except _PARSE_ERRORS:
+    except EVAL_ERRORS:
         return False
     return True
 

@@ -444,8 +444,9 @@ def _peak(s: RunSummary, systems: int = 1) -> str:
     """``, peak RSS 1545 MiB of 1536 MiB budget (1.006x; fixed overhead 52 MiB)``. With
     ``systems`` > 1 (every mode/arm of a local run is a system of one process, and RSS is
     the process's) the peak is set against the sum of their budgets."""
-    note = f"; fixed overhead {s.overhead_bytes / 2**20:.0f} MiB"
-    if systems > 1:  # each budget holds its models and KV tier; the process's own memory none
+    if systems == 1:
+        note = f"; fixed overhead {s.overhead_bytes / 2**20:.0f} MiB"
+    else:  # each budget holds its models and KV tier; the process's own memory none
         note = (
             f"; {systems} systems of {s.budget_bytes / 2**20:.0f} MiB in this process, whose "
             f"fixed overhead ({process_baseline_bytes() / 2**20:.0f} MiB) no budget holds"
