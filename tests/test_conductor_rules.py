@@ -193,9 +193,33 @@ async def test_an_edit_answer_is_spliced_into_the_file_and_graded_whole() -> Non
 
 
 async def test_without_edit_the_same_answer_is_the_whole_file() -> None:
-    outcome, fb, _ = await run((SUB_RIGHT, SUB_RIGHT), task=TWO, chat_template=CHATML, critic=False)
+    outcome, fb, _ = await run(
+        (SUB_RIGHT, SUB_RIGHT), task=TWO, chat_template=CHATML, critic=False,
+        restore_dropped=False,
+    )  # fmt: skip
     assert not outcome.result.passed  # add and twice are gone: the tests cannot import them
     assert "Reply with the complete solution.py" in coder_prompts(fb)[0]
+
+
+async def test_a_bugfix_answer_gets_back_the_starter_functions_it_left_out() -> None:
+    """restore_dropped (rule 3 of swapos.pipeline.restore): a whole-file answer that wrote
+    only ``sub`` gets the starter's ``add`` and ``twice`` back, and passes at once."""
+    outcome, _, decided = await run((SUB_RIGHT,), task=TWO, chat_template=CHATML, critic=False)
+    assert outcome.result.passed and outcome.result.passed_attempt == 1
+    assert any(d.startswith("restored what the answer dropped: def add(a, b)") for d in decided)
+    final = decode_capsule(outcome.capsule_json).artifacts[-1].code
+    assert final.index("def add") < final.index("def sub") < final.index("def twice")
+
+
+async def test_a_refactor_answer_does_not_get_back_what_it_left_out() -> None:
+    refactor = msgspec.structs.replace(
+        TWO, meta=msgspec.structs.replace(TWO.meta, task_id="two-r", category="refactor")
+    )
+    outcome, _, decided = await run(
+        (SUB_RIGHT, SUB_RIGHT, SUB_RIGHT), task=refactor, chat_template=CHATML, critic=False
+    )
+    assert not outcome.result.passed
+    assert not any(d.startswith("restored") for d in decided)
 
 
 async def test_draws_after_an_unchanged_file_are_told_so_and_asked_for_an_edit() -> None:
@@ -221,7 +245,7 @@ async def test_without_redraw_unchanged_the_draws_come_from_the_same_prompt() ->
     unchanged = TWO.starter + "```"
     outcome, fb, decided = await run(
         (unchanged, SUB_RIGHT, SUB_RIGHT), task=TWO, chat_template=CHATML, critic=False,
-        draws=2, max_attempts=2,
+        draws=2, max_attempts=2, restore_dropped=False,
     )  # fmt: skip
     assert not outcome.result.passed  # the whole file is sub() alone: add cannot be imported
     first, draw = coder_prompts(fb)[:2]
@@ -271,7 +295,7 @@ async def test_what_an_answer_dropped_and_uses_is_put_back_before_the_grade() ->
     outcome, _, decided = await run((SCALE_DROPPED,), task=SCALED, critic=False)
     result = outcome.result
     assert result.passed and result.passed_attempt == 1
-    assert "restored what the answer uses and dropped: FACTOR = 3" in decided
+    assert "restored what the answer dropped: FACTOR = 3" in decided
     final = decode_capsule(outcome.capsule_json).artifacts[-1].code
     assert final == "FACTOR = 3\n\n\ndef scale(x):\n    return x * FACTOR\n"
 
@@ -283,3 +307,47 @@ async def test_without_restore_dropped_the_answer_is_graded_as_written() -> None
     assert not outcome.result.passed
     assert not any(text.startswith("restored") for text in decided)
     assert "NameError" in decode_capsule(outcome.capsule_json).feedback[0].text
+
+
+RING = Task(
+    meta=TaskMeta(task_id="ring", category="feature", difficulty=2, description="a ring"),
+    root="",
+    problem="Add a `Ring` class that holds the last `n` items; `Window` keeps working.",
+    starter="class Window:\n    pass\n",
+    tests={
+        "test_ring.py": (
+            "from solution import Ring, Window\n\n\n"
+            "def test_ring():\n    assert Ring(2).n == 2 and Window()\n"
+        )
+    },
+)
+NO_RING = "class Window:\n    size = 1\n```"  # changes the file, adds no Ring
+WITH_RING = (
+    "class Window:\n    pass\n\n\nclass Ring:\n    def __init__(self, n):\n        self.n = n\n```"
+)
+
+
+async def test_a_candidate_without_the_asked_class_draws_instead_of_spending_a_grade() -> None:
+    outcome, _, decided = await run(
+        (NO_RING, WITH_RING), task=RING, chat_template=CHATML, critic=False, draws=2,
+        side_by_side=False,
+    )  # fmt: skip
+    result = outcome.result
+    assert result.passed and result.passed_attempt == 1 and result.grades == 1
+    lacks = (
+        "the candidate does not define `Ring` at module level, which the task asks to add; "
+        "the tests import it from solution.py"
+    )
+    assert decided[decided.index(lacks) + 1].endswith(
+        "nothing to check; graded in place of attempt 1's candidate"
+    )
+
+
+async def test_without_precheck_defects_it_is_graded_and_fails() -> None:
+    outcome, _, decided = await run(
+        (NO_RING, WITH_RING), task=RING, chat_template=CHATML, critic=False, draws=2,
+        side_by_side=False, precheck_defects=False,
+    )  # fmt: skip
+    result = outcome.result
+    assert result.passed and result.passed_attempt == 2 and result.grades == 2
+    assert not any("does not define" in d for d in decided)

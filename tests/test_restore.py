@@ -102,3 +102,58 @@ def test_unbound_names_sees_every_scope_and_no_builtins() -> None:
         "class C:\n    q = Q\n\n    def m(self):\n        return C, os.sep, __name__\n"
     )
     assert unbound_names(code) == frozenset({"Y", "W", "Q"})
+
+
+SEMVER = '''"""Versions."""
+
+
+class Version:
+    pass
+
+
+def parse(text: str) -> Version:
+    return Version()
+
+
+def _key(v: Version) -> tuple[int, ...]:
+    return ()
+
+
+def compare(a: str, b: str) -> int:
+    return 0
+
+
+def latest(versions: list[str]) -> str:
+    return max(versions, key=lambda v: _key(parse(v)))
+'''
+
+
+def test_with_exported_a_public_function_left_out_comes_back_in_the_starters_order() -> None:
+    """A whole-file answer that rewrote ``parse`` and ``compare`` and left out ``latest``
+    (recorded: ``cannot import name 'latest'``) gets it back, after ``compare``, and
+    ``_key``, which it reads, before it."""
+    candidate = (
+        '"""Versions."""\n\n\nclass Version:\n    pass\n\n\n'
+        "def parse(text: str) -> Version:\n    return Version()\n\n\n"
+        "def compare(a: str, b: str) -> int:\n    return 1\n"
+    )
+    code, restored = restore_dropped(candidate, SEMVER, exported=True)
+    assert [r.splitlines()[0] for r in restored] == [
+        "def latest(versions: list[str]) -> str:",
+        "def _key(v: Version) -> tuple[int, ...]:",
+    ]
+    order = [code.index(f"def {n}(") for n in ("parse", "compare", "latest")]
+    assert order == sorted(order) and "return 1" in code
+    assert unbound_names(code) == frozenset()
+
+
+def test_without_exported_nothing_unread_comes_back() -> None:
+    candidate = "class Version:\n    pass\n\n\ndef parse(text):\n    return Version()\n"
+    assert restore_dropped(candidate, SEMVER) == (candidate, [])
+
+
+def test_exported_does_not_bring_back_private_names_or_what_the_answer_binds_its_way() -> None:
+    candidate = (
+        "class Version:\n    pass\n\n\nparse = compare = latest = None\n"
+    )  # binds every public name, not as the starter does
+    assert restore_dropped(candidate, SEMVER, exported=True) == (candidate, [])

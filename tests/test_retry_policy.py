@@ -53,6 +53,8 @@ A = Generated(key="A")  # a candidate (from a base model)
 B = Generated(key="B")
 A_CHAT = Generated(key="A", chat=True)  # the same code, from a chat model
 STARTER = Generated(key="S")  # the task's starter code, unchanged
+LACKS = "the candidate does not define `RingBuffer` at module level, ..."
+DEFECTIVE = Generated(key="D", defect=LACKS)  # a candidate with a defect seen without a run
 EMPTY = Generated(empty=True)
 TEXT = Generated()  # a plan or a review
 FAIL = Graded(passed=False, tests_passed=0, tests_total=1)
@@ -241,6 +243,23 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
         SendBack(attempt=1, tests_passed=0, tests_total=1, text=UNCHANGED),
         code("coder", "fix", 2, "critic", "coder"),
     ]),
+    ("a candidate with a defect fails its check without running anything", {}, [DEFECTIVE], [
+        Keep(attempt=1),
+        Decide(phase="selfcheck", text=LACKS),
+        SendBack(attempt=1, tests_passed=0, tests_total=1, text=LACKS),
+        code("coder", "fix", 2, "critic", "coder"),
+    ]),
+    ("a defect is held before the examples are run", {"examples": True}, [DEFECTIVE], [
+        Keep(attempt=1),
+        Decide(phase="selfcheck", text=LACKS),
+        SendBack(attempt=1, tests_passed=0, tests_total=1, text=LACKS),
+        code("coder", "fix", 2, "critic", "coder"),
+    ]),
+    ("once the check budget is spent a candidate with a defect is graded",
+     {"max_attempts": 3}, [DEFECTIVE, DEFECTIVE], [Keep(attempt=2), Grade(attempt=2)]),
+    ("the last attempt's candidate with a defect is graded", {"max_attempts": 1}, [DEFECTIVE], [
+        Keep(attempt=1), Grade(attempt=1),
+    ]),
     ("once the check budget is spent an unchanged starter is graded",
      {"max_attempts": 3}, [STARTER, STARTER], [Keep(attempt=2), Grade(attempt=2)]),
     ("no check budget without selfcheck", {"selfcheck": False}, [STARTER], [
@@ -272,6 +291,23 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
         draw_said(1, 1, 2, f"nothing to check; {IN_PLACE}"),
         Replace(attempt=1),
         Grade(attempt=1),
+    ]),
+    ("a draw with a defect is not graded in place, though there is nothing to check",
+     {"draws": 2}, [STARTER, DEFECTIVE], [
+        draw_said(1, 1, 2, LACKS),
+        code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 2)),
+    ]),
+    ("a candidate with a defect draws, and a draw without one is graded in its place",
+     {"draws": 2}, [DEFECTIVE, B], [
+        draw_said(1, 1, 2, f"nothing to check; {IN_PLACE}"),
+        Replace(attempt=1),
+        Grade(attempt=1),
+    ]),
+    ("a draw with a defect is never the attempt's best draw",
+     {"examples": True, "draws": 2}, [A, NONE_OF_2, DEFECTIVE, C, NONE_OF_2], [
+        draw_said(1, 2, 2, "0/2 examples pass"),
+        SendBack(attempt=1, tests_passed=0, tests_total=2, text="g(1) returned 0; g(2)"),
+        code("coder", "fix", 2, "critic", "coder"),
     ]),
     ("a draw that repeats a rejected candidate is not checked",
      {"examples": True, "draws": 2}, [A, BAD, A], [

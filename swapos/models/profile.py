@@ -119,7 +119,12 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
             off: from the very prompt it answered.
         restore_dropped: a code answer that reads a name it binds nowhere gets back the
             starter's binding of it (an import, a constant, a function) or the standard
-            import the name says (:mod:`swapos.pipeline.restore`), with a decision.
+            import the name says, and a bugfix's or feature's the starter's public functions
+            and classes it does not define (:mod:`swapos.pipeline.restore`), with a decision.
+        precheck_defects: a candidate that does not parse, or does not define a name the
+            task's brief asks to add, is held before its grade like a failed check (rule 6;
+            :mod:`swapos.pipeline.defects`); off: such a candidate is checked and graded as
+            any other.
     """
 
     max_attempts: int = 3
@@ -139,6 +144,7 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     edit: bool = False
     redraw_unchanged: bool = False
     restore_dropped: bool = True
+    precheck_defects: bool = True
 
 
 class Profile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

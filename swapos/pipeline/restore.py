@@ -14,6 +14,12 @@ file again. :func:`restore_dropped` finds the names a candidate reads and binds 
    ``import re``), or a name of :data:`WELL_KNOWN` (``dataclass``: ``from dataclasses import
    dataclass``).
 
+3. (a bugfix or feature task) a public function or class of the starter (its name does not
+   start with ``_``) that the candidate does not define at all, as the starter writes it: the
+   tests import the starter's names, and a model that rewrote only what it changed left the
+   rest out (``cannot import name 'latest'``). Not for a refactor, which may remove what it
+   restructures.
+
 Nothing else: a name bound nowhere that neither rule covers (a helper the model invented
 and never wrote) stays, and the check or the tests say so; a candidate with a ``from m
 import *`` is left as it is (what that binds is not known here). What is put back may name more
@@ -63,10 +69,11 @@ WELL_KNOWN: Final[dict[str, str]] = {
 """Names that say their standard module without doubt, when a candidate uses one unbound."""
 
 
-def restore_dropped(code: str, starter: str) -> tuple[str, list[str]]:
+def restore_dropped(code: str, starter: str, *, exported: bool = False) -> tuple[str, list[str]]:
     """``code`` with what it reads and binds nowhere put back by the module's rules, and the
-    statements put back (as source); ``code`` as it is when it or the starter does not
-    parse, or nothing applies."""
+    statements put back (as source); with ``exported``, also the starter's public functions
+    and classes it does not define (rule 3); ``code`` as it is when it or the starter does
+    not parse, or nothing applies."""
     try:
         starter_tree = ast.parse(starter) if starter.strip() else ast.Module([], [])
     except PARSE_ERRORS:
@@ -75,7 +82,7 @@ def restore_dropped(code: str, starter: str) -> tuple[str, list[str]]:
     for _ in range(MAX_ROUNDS):
         try:
             tree = ast.parse(code)
-            missing = unbound_names(code)
+            missing = unbound_names(code) | (_exported(starter_tree, tree) if exported else set())
         except PARSE_ERRORS:
             break
         if _star_import(tree):
@@ -85,7 +92,7 @@ def restore_dropped(code: str, starter: str) -> tuple[str, list[str]]:
             source = _binding(name, starter_tree, starter, tree)
             if source is None or source in restored:
                 continue
-            placed = _placed(code, tree, source)
+            placed = _placed(code, tree, source, _starter_before(source, starter_tree, starter))
             if placed is None:
                 continue
             code, tree, added = placed, ast.parse(placed), True
@@ -93,6 +100,14 @@ def restore_dropped(code: str, starter: str) -> tuple[str, list[str]]:
         if not added:
             break
     return code, restored
+
+
+def _exported(starter: ast.Module, tree: ast.Module) -> set[str]:
+    """The starter's public top-level functions and classes that ``tree`` does not bind."""
+    bound = {n for stmt in tree.body for n in _binds(stmt)}
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    public = {n.name for n in starter.body if isinstance(n, defs) and not n.name.startswith("_")}
+    return public - bound
 
 
 def _star_import(tree: ast.Module) -> bool:
@@ -177,8 +192,20 @@ def _only_attribute_base(name: str, tree: ast.Module) -> bool:
     return bool(reads) and all(isinstance(parents.get(n), ast.Attribute) for n in reads)
 
 
-def _placed(code: str, tree: ast.Module, source: str) -> str | None:
-    """``code`` with ``source`` inserted where the module's rules place it, or None."""
+def _starter_before(source: str, starter: ast.Module, starter_src: str) -> set[str]:
+    """The names the starter binds before its statement ``source`` (none: not the
+    starter's), so that what is put back keeps the starter's order where it can."""
+    before: set[str] = set()
+    for stmt in starter.body:
+        if _segment(stmt, starter_src) == source:
+            return before
+        before |= _binds(stmt)
+    return set()
+
+
+def _placed(code: str, tree: ast.Module, source: str, after: set[str]) -> str | None:
+    """``code`` with ``source`` inserted where the module's rules place it (after what the
+    candidate binds of ``after`` where that is allowed), or None."""
     new = ast.parse(source).body
     if not new:
         return None
@@ -195,7 +222,8 @@ def _placed(code: str, tree: ast.Module, source: str) -> str | None:
         )
         if earliest > latest:
             return None
-        index = earliest
+        follows = max((i + 1 for i, s in enumerate(body) if _binds(s) & after), default=0)
+        index = min(max(earliest, follows), latest)
     lines = code.splitlines()
     block = source.splitlines()
     if all(isinstance(s, ast.Import | ast.ImportFrom) for s in new):

@@ -33,7 +33,8 @@ from swapos.errors import SwapOSError
 from swapos.models.templates import TemplateError
 from swapos.pipeline import side_by_side
 from swapos.pipeline.chat_prompts import Edit, build_chat_prompt, replace_answer
-from swapos.pipeline.edits import merge_edit
+from swapos.pipeline.defects import candidate_defect
+from swapos.pipeline.edits import EDIT_CATEGORIES, merge_edit
 from swapos.pipeline.extract import ExtractResult, extract_code, extract_feedback, extract_plan
 from swapos.pipeline.grader import GradeResult, count_tests, grade
 from swapos.pipeline.identity import candidate_identity, candidate_shape
@@ -130,18 +131,22 @@ async def generate(runner: PhaseRunner, work: Work, step: Generate) -> Generated
     if step.prompt == "draw":
         work.drawn[key] = (out, work.code)
     empty = work.code.how == "empty"
-    return Generated(chat=out.chat, key=key, shape=shape, empty=empty, drew=out.drew)
+    defect = ""
+    if runner.profile.pipeline.precheck_defects and not empty:
+        defect = candidate_defect(work.code.code, work.task)
+    return Generated(chat=out.chat, key=key, shape=shape, empty=empty, drew=out.drew, defect=defect)
 
 
 async def _restore(runner: PhaseRunner, work: Work) -> None:
     """Put back what the newest code reads and no longer binds (``restore_dropped``), with
     a decision naming it."""
-    code, restored = restore_dropped(work.code.code, work.task.starter)
+    exported = work.task.category in EDIT_CATEGORIES
+    code, restored = restore_dropped(work.code.code, work.task.starter, exported=exported)
     if not restored:
         return
     work.code = msgspec.structs.replace(work.code, code=code)
     shown = "; ".join(" ".join(r.split())[:80] for r in restored)
-    await decide(runner, work, "code", f"restored what the answer uses and dropped: {shown}")
+    await decide(runner, work, "code", f"restored what the answer dropped: {shown}")
 
 
 def _spliced(code: ExtractResult, prompt: Prompt) -> ExtractResult:

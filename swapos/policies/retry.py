@@ -46,7 +46,10 @@ The rules (``PipelineConfig`` fields in ``code``; the models are the profile's r
    is recorded as failed ("Identical to attempt N") and never graded again: the task goes on
    with the next attempt. An empty answer is never a repeat.
 6. **Pre-grade checks.** Before a grade, a candidate is checked: a repository task's
-   candidate equal to its starter fails at once (:data:`UNCHANGED`, recorded as a decision);
+   candidate equal to its starter fails at once (:data:`UNCHANGED`, recorded as a decision),
+   and so does one with a *defect*, what is wrong with it that needs no run to see (it does
+   not parse; it does not define a name the brief asks to add: :attr:`Generated.defect`,
+   ``precheck_defects``), with the defect as the decision and as its verdict;
    else, when the task has examples (in its docstring or brief) and the profile's
    ``selfcheck`` allows them, they are run (:class:`SelfCheck`). Not checked: the last
    attempt's candidate and an empty one (graded at once), a candidate the checks already sent
@@ -60,7 +63,8 @@ The rules (``PipelineConfig`` fields in ``code``; the models are the profile's r
    0``, up to ``draws`` more candidates are drawn from the very prompt it answered, by the
    attempt's coder, sampling at ``resample_temperature`` with recorded seeds. A draw that is
    empty or equal to a rejected candidate is not checked; each other draw is checked like the
-   candidate, and the first that passes takes the attempt's place and is graded. Each draw's
+   candidate (the starter again or a defect fails, with nothing to run: never graded in
+   place), and the first that passes takes the attempt's place and is graded. Each draw's
    verdict is a decision. A draw's step names the draws that may follow it
    (:attr:`Generate.then`), so the runner may decode them side by side
    (:mod:`swapos.policies.draws` says when); they are still taken and checked one by one,
@@ -393,7 +397,9 @@ def _tried(st: TaskState, out: Outcome, _: bool) -> Result:
     o = _expect(out, Generated, st)
     model = _tries(st)[st.tried].model if st.tried else st.coder
     chats = {**st.chats, model: o.chat}
-    st = _replace(st, key=o.key, shape=o.shape, empty=o.empty, chats=chats, at="kept")
+    st = _replace(
+        st, key=o.key, shape=o.shape, empty=o.empty, defect=o.defect, chats=chats, at="kept"
+    )
     repeats = None if o.empty else st.failed.get(o.key)
     if repeats is None:
         stuck = not o.empty and _stuck(st, o.key, o.shape)
@@ -429,6 +435,8 @@ def _kept(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
         return _grade(st)
     if st.key == r.starter:
         return _check_failed(st, _unchanged(), expects_pass)
+    if st.defect:
+        return _check_failed(st, _defective(st.defect), expects_pass)
     if not st.examples:
         return _grade(st)
     return _replace(st, at="checked"), [SelfCheck(attempt=a)]
@@ -440,7 +448,11 @@ def _draws(st: TaskState) -> bool:
 
 
 def _unchanged() -> Checked:
-    return Checked(passed=False, tests_passed=0, tests_total=1, text=UNCHANGED)
+    return Checked(passed=False, tests_passed=0, tests_total=1, text=UNCHANGED, precheck=True)
+
+
+def _defective(defect: str) -> Checked:
+    return Checked(passed=False, tests_passed=0, tests_total=1, text=defect, precheck=True)
 
 
 def _checked(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
@@ -454,7 +466,7 @@ def _check_failed(st: TaskState, check: Checked, expects_pass: bool) -> Result:
         st, check=check, unchecked=unchecked, draw=0, drawn=(), draw_repeats=0, best_draw=None
     )
     said: list[Action | Finish] = (
-        [Decide(phase="selfcheck", text=UNCHANGED)] if check.text == UNCHANGED else []
+        [Decide(phase="selfcheck", text=check.text)] if check.precheck else []
     )
     if _draws(st):
         if _redraws(st):
@@ -522,6 +534,8 @@ def _drew(st: TaskState, out: Outcome, _: bool) -> Result:
     st = _replace(st, draw_key=o.key, draw_shape=o.shape, draw_repeats=0)
     if o.key == st.rules.starter:
         return _draw_verdict(st, _unchanged())
+    if o.defect:
+        return _draw_verdict(st, _defective(o.defect))
     if not st.examples:
         return _draw_verdict(st, None)
     return _replace(st, at="draw_checked"), [SelfCheck(attempt=st.attempt)]
@@ -537,6 +551,8 @@ def _draw_verdict(st: TaskState, check: Checked | None) -> Result:
         said = "nothing to check"
     elif check.text == UNCHANGED:
         said = "solution.py unchanged"
+    elif check.precheck:
+        said = check.text
     else:
         said = f"{check.tests_passed}/{check.tests_total} examples pass"
     a = st.attempt
@@ -544,12 +560,18 @@ def _draw_verdict(st: TaskState, check: Checked | None) -> Result:
         text = f"{_draw_said(st)}: {said}; graded in place of attempt {a}'s candidate"
         stuck = _stuck(st, st.draw_key, st.draw_shape)
         st = _replace(
-            st, key=st.draw_key, shape=st.draw_shape, empty=False, stuck=stuck, at="grade"
+            st,
+            key=st.draw_key,
+            shape=st.draw_shape,
+            empty=False,
+            defect="",
+            stuck=stuck,
+            at="grade",
         )
         return st, [Decide(phase="code", text=text), Replace(attempt=a)]
     unchecked = {st.draw_key: a, **st.unchecked}
     best = st.best_draw[2] if st.best_draw is not None else st.check
-    if check.text != UNCHANGED and (best is None or check.tests_passed > best.tests_passed):
+    if not check.precheck and (best is None or check.tests_passed > best.tests_passed):
         st = _replace(st, best_draw=(st.draw_key, st.draw_shape, check, _draw_said(st)))
     return _replace(st, unchecked=unchecked, at="drawn"), [
         Decide(phase="code", text=f"{_draw_said(st)}: {said}")
@@ -577,7 +599,7 @@ def _no_draw_passed(st: TaskState, expects_pass: bool) -> Result:
         )
         kept = [Decide(phase="code", text=text), Replace(attempt=a, key=key)]
         stuck = _stuck(st, key, shape)
-        st = _replace(st, key=key, shape=shape, empty=False, stuck=stuck, check=best)
+        st = _replace(st, key=key, shape=shape, empty=False, defect="", stuck=stuck, check=best)
     if not st.budget:
         how = "with that draw" if kept else "as it is"
         text = f"no draw passes the checks: attempt {a} is graded {how}"

@@ -212,6 +212,9 @@ class Generated(Outcome, frozen=True, kw_only=True):
     empty: bool = False
     shape: str = ""
     drew: tuple[float, int] | None = None
+    defect: str = ""
+    """What is wrong with the candidate that needs no run to see (it does not parse, it
+    lacks a name the task asks to add: :mod:`swapos.pipeline.defects`); "" when nothing."""
 
 
 class Failed(Outcome, frozen=True, kw_only=True):
@@ -221,12 +224,14 @@ class Failed(Outcome, frozen=True, kw_only=True):
 
 
 class Checked(Outcome, frozen=True, kw_only=True):
-    """A self-check's verdict; ``text`` what failed (for the coder)."""
+    """A self-check's verdict; ``text`` what failed (for the coder). ``precheck``: nothing
+    ran, the candidate failed what needs no run (it is the starter, or has a defect)."""
 
     passed: bool
     tests_passed: int
     tests_total: int
     text: str = ""
+    precheck: bool = False
 
 
 class ReviewChecked(Outcome, frozen=True, kw_only=True):
@@ -273,6 +278,7 @@ class TaskState(msgspec.Struct, frozen=True, kw_only=True):
     key: str = ""  # the attempt's candidate's identity
     shape: str = ""  # ... its shape (rule 11)
     empty: bool = False  # ... it has no code
+    defect: str = ""  # ... what is wrong with it that needs no run to see (rule 6)
     stuck: bool = False  # the newest kept candidate is stuck (rule 11)
     kept: int = 0  # the attempt of the capsule's newest artifact
     base: int = 0  # the attempt the current fixer starts from (rule 10; 0: the newest)

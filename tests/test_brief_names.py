@@ -1,0 +1,107 @@
+"""The names a brief asks to add (swapos.pipeline.brief_names), on sentences in the forms of
+public issues, READMEs and exercises (paraphrased where long), and on the traps they hold."""
+
+from __future__ import annotations
+
+import pytest
+
+from swapos.pipeline.brief_names import asked_names
+
+STARTER = '''"""Helpers."""
+
+
+class Stack:
+    def __init__(self) -> None:
+        self.items: list[int] = []
+
+    def push(self, item: int) -> None:
+        self.items.append(item)
+
+
+def percent(part: float, whole: float) -> float:
+    return 100 * part / whole
+'''
+
+# fmt: off
+ASKED = [
+    # a README's "add a function" with its signature and where it goes
+    ("Add a function `format_dollars(amount)` to `humanfriendly/__init__.py`.",
+     ("format_dollars",)),
+    # an exercise: the signature, then "to the module" on the next line
+    ("Add a function `relative_path()`\nto the `gizmo` module that returns a list of files.",
+     ("relative_path",)),
+    # a tutorial: "with one parameter" follows, the kind word is before the span
+    ("Then, we can add a function `store_csv_data()` with one parameter: the list of values.",
+     ("store_csv_data",)),
+    # a kind word and a bare name
+    ("Now add a function `setupDebugMessenger` to be called from `initVulkan`.",
+     ("setupDebugMessenger",)),
+    # a numbered step with a return annotation
+    ("1. Add a function `check_rule(db: Engine) -> list[str]` in `rules.py`\n2. Add an entry",
+     ("check_rule",)),
+    # "implement" and a signature
+    ("Implement `pull_diagnostics(uri)` using the `workspace/diagnostic` request.",
+     ("pull_diagnostics",)),
+    # "please add" and a return type
+    ("Durations come in as text. Please add `parse_interval(text) -> int`, returning seconds.",
+     ("parse_interval",)),
+    # a class named bare, confirmed by a call elsewhere in the brief
+    ("Add a `TokenLimiter` with the same interface:\n\n- `TokenLimiter(rate, burst)`: "
+     "allows `burst` calls at once.", ("TokenLimiter",)),
+    # a kind word after the span
+    ("Add a `RingBuffer` class and switch `Stack` to it.", ("RingBuffer",)),
+    # a constant
+    ("Add a module-level constant `TAX_RATE = 0.2` and use it in both functions.",
+     ("TAX_RATE",)),
+    # a definition shown in a block right after the sentence that asks for it
+    ("Introduce a dataclass\n\n```python\n@dataclass\nclass Point:\n    x: float\n```\n",
+     ("Point",)),
+    # a heading that names it, and the body that asks for it
+    ("# `chunked`\n\nRecords go out in batches. Add a helper\n`chunked(items, size)` that "
+     "yields lists.", ("chunked",)),
+    # two sentences, two names
+    ("Add `encode(data) -> str`. Also add a function `decode(text)`.", ("encode", "decode")),
+]
+
+NOT_ASKED = [
+    # real issues' "add a `...`" that is no module-level name
+    "Optionally, add a `Status` checkmark in the main `README.md`.",
+    "Add a `SessionStart` hook that injects the skill into every conversation.",
+    "Either add a `/jobs` prefix in routes or update the frontend.",
+    "Add a `clone` method to cosmology objects to allow copies.",
+    "Add a `transformationHints.note` that names the concrete strategy.",
+    "Add a `practice_id` line in the insert payload.",
+    "Implement a `diagnosticWatch` map (`uri -> chan struct{}`) in the `lsp.Client`.",
+    # dotted, a method, a member of the starter's class
+    "# Add `TokenBucket.allow`",
+    "Add the method `allow(self, cost: float = 1.0) -> bool`.",
+    "Add `peek()` and `size()` to `Stack`.",
+    "Add a `full` property that says whether it is at capacity.",
+    # what the starter already has, a builtin, a negation
+    "Add `percent(part, whole)` rounding.",
+    "Do not add `deque(maxlen)`, we port this to MicroPython.",
+    "Fix it without adding a helper `normalise(x)`.",
+    "Add `len(stack)` support.",
+    # a verb with no span after it, a span before the verb
+    "`merge(a, b)` is slow: add caching.",
+    "Write tests for the parser.",
+    # a block after a sentence that ends with a full stop, or that adds tests
+    "Add a function. It is used like this.\n\n```python\ndef usage():\n    pass\n```\n",
+    "Add tests like this function:\n\n```python\ndef test_it():\n    assert True\n```\n",
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(("brief", "names"), ASKED, ids=[a[1][0] for a in ASKED])
+def test_a_brief_that_asks_to_add_a_name(brief: str, names: tuple[str, ...]) -> None:
+    assert asked_names(brief, STARTER) == names
+
+
+@pytest.mark.parametrize("brief", NOT_ASKED)
+def test_a_brief_that_asks_for_no_module_level_name(brief: str) -> None:
+    assert asked_names(brief, STARTER) == ()
+
+
+def test_a_starter_that_does_not_parse_still_counts_its_names() -> None:
+    assert asked_names("Add a function `push(x)`.", "def push(x:\n") == ()
+    assert asked_names("Add a function `pop(x)`.", "def push(x:\n") == ("pop",)
