@@ -59,6 +59,8 @@ ASKED = [
     # a heading that names it, and the body that asks for it
     ("# `chunked`\n\nRecords go out in batches. Add a helper\n`chunked(items, size)` that "
      "yields lists.", ("chunked",)),
+    # a verb inside a span is not the one that asks
+    ("`add(a, b)` sums; add a function `mean(xs)` too.", ("mean",)),
     # two sentences, two names
     ("Add `encode(data) -> str`. Also add a function `decode(text)`.", ("encode", "decode")),
 ]

@@ -125,9 +125,13 @@ def _asked(sentence: str, called: frozenset[str], classes: frozenset[str]) -> st
     words = [w.lower() for w in _WORD.findall(prose)]
     if _METHOD_WORDS & set(words) and not KINDS & set(words):
         return None
-    verbs = (m for m in re.finditer(r"[A-Za-z]+", sentence) if m.group().lower() in VERBS)
+    verbs = (
+        m
+        for m in re.finditer(r"[A-Za-z]+", sentence)
+        if m.group().lower() in VERBS and not _in_span(m.start(), spans)
+    )
     verb = next(verbs, None)
-    if verb is None or _in_span(verb.start(), spans):
+    if verb is None:
         return None
     span = next((s for s in spans if s.start() > verb.start()), None)
     if span is None or _NEGATIONS.search(sentence[: verb.start()].lower()):
