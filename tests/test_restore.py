@@ -153,5 +153,6 @@ def test_without_exported_nothing_unread_comes_back() -> None:
 
 
 def test_exported_does_not_bring_back_private_names_or_what_the_answer_binds_its_way() -> None:
-    candidate = "class Version:\n    pass\n\n\nparse = compare = latest = None\n"  # binds every public name, not as the starter does
+    # binds every public name, not as the starter does
+    candidate = "class Version:\n    pass\n\n\nparse = compare = latest = None\n"
     assert restore_dropped(candidate, SEMVER, exported=True) == (candidate, [])

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from swapos.bench import kv, replay, report, splice
+from swapos.bench import kv, precheck, replay, report, splice
 from swapos.bench.decode import command as decode
 from swapos.bench.draws import command as draws
 from swapos.bench.grade import command as grade_cost
@@ -38,6 +38,7 @@ SUBCOMMANDS: dict[str, tuple[AddArguments, Main]] = {
     "grade": (grade_cost.add_arguments, grade_cost.main),
     "kv": (kv.add_arguments, kv.main),
     "overhead": (overhead.add_arguments, overhead.main),
+    "precheck": (precheck.add_arguments, precheck.main),
     "ray-overhead": (ray_overhead.add_arguments, ray_overhead.main),
     "replay": (replay.add_arguments, replay.main),
     "run": (suite_run.add_arguments, _suite_run),
