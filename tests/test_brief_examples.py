@@ -280,7 +280,7 @@ REAL_FORMS = [
         "> Accessing nested data, aka deep-get:\n> \n> >>> target = {'a': {'b': 'c'}}\n"
         "> >>> glom(target, 'a.b')\n> 'c'\n",
         ("glom",),
-        [],  # quoted (``> ``): not a doctest line
+        [("glom({'a': {'b': 'c'}}, 'a.b')", "'c'")],  # a quote is read as what it quotes
     ),
     Form(
         "glom's docstring (public repository, exact-string search for '`glom(target, ')",
@@ -737,3 +737,22 @@ def test_a_session_line_is_checked_after_the_lines_before_it() -> None:
 )
 def test_a_session_gives_no_scenario_it_cannot_run_as_written(session: str) -> None:
     assert brief_examples(session, "def mean(xs):\n    pass\n", "feature") == []
+
+
+def test_a_blockquote_is_read_as_what_it_quotes() -> None:
+    """A hint quoted with a fenced doctest in it (the form of a public course's exercise,
+    with ``middle`` in place of its builtin ``max``), and an email thread's nested quote
+    markers, whose ``>>>`` is a third-level quote, not a prompt: no example."""
+    hint = (
+        "> **Hint:** combine all the numbers, then take away the ones you do not want.\n"
+        ">\n> ```\n> >>> middle(1, 2, 3)\n> 2\n> >>> middle(-1, -2, -3)\n> -2\n> ```\n"
+    )
+    found = brief_examples(hint, "def middle(a, b, c):\n    pass\n", "feature")
+    assert [(e.call, e.want) for e in found] == [
+        ("middle(1, 2, 3)", "2"),
+        ("middle(-1, -2, -3)", "-2"),
+    ]
+    thread = "> On 04/27, P. wrote:\n> > \n> >>> Can we extend it?  Adding new APIs is easy.\n"
+    assert brief_examples(thread, "def extend(x):\n    pass\n", "feature") == []
+    doctest = ">>> middle(1, 2, 3)\n2\n"  # an unquoted prompt keeps its >>>
+    assert len(brief_examples(doctest, "def middle(a, b, c):\n    pass\n", "feature")) == 1

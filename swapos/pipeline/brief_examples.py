@@ -24,6 +24,8 @@ came from are the fixtures of ``tests/test_brief_examples.py``):
   brief names just one function with one parameter (`` `normalize(path)` ``), a table
   with a column of its arguments headed ``input`` (``argument``, ``arg``, ``given``) and
   such an output column;
+- any of these in a blockquote (``> >>> f(2)`` then ``> 4``; a fence in a quote): a quote's
+  lines are read as what they quote;
 - calls on names the brief's code gives a value (*givens*): a fenced block of nothing but
   ``name = value`` lines (``config = {"retries": 0}``, then ```` `get_path(config,
   "retries")` should be `0` ````), or a doctest's ``>>> target = {'a': 1}`` before
@@ -148,6 +150,8 @@ _SIGNATURE: Final = re.compile(r"`(\w+)\(\s*\w+\s*(?::\s*[\w.\[\], |]+)?\)`")
 `` `slug(text: str)` ``."""
 _NAMED_CALL: Final = re.compile(r"`(\w+)\(")
 _BUILTINS: Final = frozenset(dir(builtins))
+_QUOTE: Final = re.compile(r"^ {0,3}(?:>(?!>>) ?)+")
+"""A markdown blockquote's markers (``> ``, ``> > ``), not a doctest prompt (``>>> ``)."""
 
 
 def brief_examples(problem: str, starter: str, category: str) -> list[Example]:
@@ -164,7 +168,7 @@ def brief_examples(problem: str, starter: str, category: str) -> list[Example]:
     known = _defined_names(starter)
     makers = value_makers(starter)
     bugfix = category == "bugfix"
-    lines = problem.splitlines()
+    lines = [_QUOTE.sub("", line) for line in problem.splitlines()]
     givens = _givens(lines, makers)
 
     def callee(name: str) -> bool:
