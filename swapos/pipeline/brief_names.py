@@ -39,6 +39,7 @@ import keyword
 import re
 from typing import Final
 
+from swapos.pipeline.bindings import names_bound
 from swapos.pipeline.extract import PARSE_ERRORS
 
 VERBS: Final = frozenset(
@@ -199,19 +200,7 @@ def _starter_names(starter: str) -> frozenset[str]:
         tree = ast.parse(starter)
     except PARSE_ERRORS:
         return frozenset(re.findall(r"[A-Za-z_]\w*", starter))
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-            names.add(node.attr)
-        elif isinstance(node, ast.alias):
-            names.add((node.asname or node.name).split(".")[0])
-        elif isinstance(node, ast.arg):
-            names.add(node.arg)
-    return frozenset(names)
+    return frozenset(names_bound(tree, attributes=True))
 
 
 def _starter_classes(starter: str) -> frozenset[str]:

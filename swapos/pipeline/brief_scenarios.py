@@ -43,6 +43,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Final
 
+from swapos.pipeline.bindings import names_bound
 from swapos.pipeline.example_values import MAX_EXPONENT, Example, is_value, value_text
 from swapos.pipeline.extract import PARSE_ERRORS
 
@@ -169,15 +170,7 @@ def _runs(body: list[ast.stmt], known: frozenset[str], may_add: bool) -> bool:
     bound = set(_BUILTINS) | set(known)
     uses_task = False
     for st in body:
-        for node in ast.walk(st):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                bound.add(node.id)
-            elif isinstance(node, ast.alias):
-                bound.add((node.asname or node.name).split(".")[0])
-            elif isinstance(node, ast.arg):
-                bound.add(node.arg)
-            elif isinstance(node, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef):
-                bound.add(node.name)
+        bound |= names_bound(st)
     called = {
         node.func.id
         for st in body

@@ -15,6 +15,7 @@ import ast
 from typing import Final
 
 from swapos.data.task import Task
+from swapos.pipeline.bindings import names_bound
 from swapos.pipeline.brief_names import asked_names
 from swapos.pipeline.extract import PARSE_ERRORS
 
@@ -64,16 +65,5 @@ def _module_names(tree: ast.Module) -> set[str]:
         heads = [v for f, v in ast.iter_fields(stmt) if f not in {*_BLOCKS, "handlers"}]
         for part in (p for v in heads for p in (v if isinstance(v, list) else [v])):
             if isinstance(part, ast.AST):
-                names |= _stored(part)
-    return names
-
-
-def _stored(node: ast.AST) -> set[str]:
-    """The names ``node`` binds: assignment targets, imports."""
-    names: set[str] = set()
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
-            names.add(sub.id)
-        elif isinstance(sub, ast.alias):
-            names.add((sub.asname or sub.name).split(".")[0])
+                names |= names_bound(part)
     return names
