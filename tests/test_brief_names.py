@@ -61,6 +61,26 @@ ASKED = [
      "yields lists.", ("chunked",)),
     # a verb inside a span is not the one that asks
     ("`add(a, b)` sums; add a function `mean(xs)` too.", ("mean",)),
+    # a verb that moves code, "into" and what it moves into (rule 5)
+    ("Wrapping it into a function `generate_species_list(region_name, ebd_path)` would make "
+     "it reusable.", ("generate_species_list",)),
+    ("Extract the state handling from `App()` into a function `useOperator()`.",
+     ("useOperator",)),
+    ("Split `report()` into three functions: `parse_lines(text)`, `summarise` and `render`.",
+     ("parse_lines", "summarise", "render")),
+    # a list introduced by a sentence that asks for functions (rule 6)
+    ("Split it into three top-level functions and make `report` call them:\n\n"
+     "- `order_total(orders) -> float`: the sum of the amounts;\n"
+     "- `large_ids(orders)`: the ids of the large ones, in order;\n  wrapped on.\n"
+     "- `format_report(count, total)`: the text.\n\nAfter that, nothing else.",
+     ("order_total", "large_ids", "format_report")),
+    # "replace ... with" a kind, and its definition in a block
+    ("Replace it with a frozen dataclass:\n\n```python\n@dataclass(frozen=True)\n"
+     "class Settings:\n    port: int = 8080\n```\n", ("Settings",)),
+    # a signature alone in the block (no body: it does not parse)
+    ("Extract that logic into a top-level function\n\n```python\n"
+     "def parse_record(line: str, columns: int) -> list[str] | None\n```\n",
+     ("parse_record",)),
     # two sentences, two names
     ("Add `encode(data) -> str`. Also add a function `decode(text)`.", ("encode", "decode")),
 ]
@@ -84,6 +104,14 @@ NOT_ASKED = [
     "Do not add `deque(maxlen)`, we port this to MicroPython.",
     "Fix it without adding a helper `normalise(x)`.",
     "Add `len(stack)` support.",
+    # a verb that moves code names what it moves first, not something new
+    "Move `percent` into `utils.py`.",
+    "Extract `parse()` into its own module.",
+    # no verb that asks: a description
+    "MC-Java calls into a function `blck_xlate` which translates the code.",
+    # a list after a sentence that asks for no function
+    "Suggestion:\n\n1. one function per format: `export_csv(rows)`, `export_json(rows)`\n",
+    "Add these methods:\n\n- `peek()`: the top item\n- `size()`: how many\n",
     # a verb with no span after it, a span before the verb
     "`merge(a, b)` is slow: add caching.",
     "Write tests for the parser.",

@@ -8,9 +8,11 @@ so. :func:`asked_names` reads those names; the pre-grade check
 (:func:`swapos.pipeline.defects.candidate_defect`) holds a candidate that lacks one.
 
 A name is read from a *sentence* (of a paragraph or a list item; a heading is one too) that
-says to add it: one of :data:`VERBS` as a word, not negated before it ("do not add", "instead
-of", "without"), then the first code span after the verb. The span is the name alone, its
-signature (``name(args)``, an optional ``-> type``) or ``NAME = value`` after "constant".
+says to add it: one of :data:`VERBS` as a word outside code spans, not negated before it
+("do not add", "instead of", "without"), then the first code span after the verb (a verb
+that moves code names what it moves there: rule 5 reads those). The span is the name alone,
+its signature (``name(args)``, an optional ``-> type``) or ``NAME = value`` after
+"constant".
 Then it must say it is a module-level thing, one of (or rule 4):
 
 1. the span is a signature (``parse_duration(text) -> int``);
@@ -20,7 +22,16 @@ Then it must say it is a module-level thing, one of (or rule 4):
    window)`` in a list under "Add a `SlidingWindowLimiter` with the same interface:");
 4. (no span) a sentence with a verb and a kind word, not ended by a full stop and not about
    tests, examples or members, is followed by a code block: the functions and classes the
-   block defines, tests aside ("Introduce a dataclass" and ``class Point:`` in a block).
+   block defines, tests aside ("Introduce a dataclass" and ``class Point:`` in a block; a
+   signature alone, ``def parse_record(line: str) -> list[str]``, names one too);
+5. a verb that moves code (:data:`MOVERS`: "extract", "split", "factor", "wrap"...) and a
+   kind word, then "into": every name or signature in a code span after "into" ("Wrapping
+   it into a function `generate_species_list(region, path)`", "Split `report()` into
+   three functions: `parse_lines`, `summarise` and `render`"), members aside;
+6. (a list) a sentence with a verb and a kind word, not about tests, examples or members,
+   that ends with ":" is followed by a list: each item that begins with a code span, its
+   name or signature ("Split it into three top-level functions:" then "- `order_total(orders)
+   -> float`: the sum...").
 
 Never read: a dotted name (``TokenBucket.allow``, ``utils.parse_duration``), a name the starter
 binds anywhere (a method it has, a function it changes), a builtin, a keyword, a sentence that
@@ -42,14 +53,19 @@ from typing import Final
 from swapos.pipeline.bindings import names_bound
 from swapos.pipeline.extract import PARSE_ERRORS
 
+MOVERS: Final = frozenset(
+    {"extract", "extracting", "factor", "split", "splitting", "move", "pull", "wrap",
+     "wrapping", "turn", "break", "refactor"}
+)  # fmt: skip
+"""The words that ask to move code into something new (rule 5)."""
 VERBS: Final = frozenset(
     {"add", "adds", "adding", "implement", "implementing", "write", "create", "introduce",
-     "provide", "expose", "export", "define"}
-)  # fmt: skip
+     "provide", "expose", "export", "define", "replace"}
+) | MOVERS  # fmt: skip
 """The words that ask for something new."""
 KINDS: Final = frozenset(
-    {"function", "class", "helper", "decorator", "exception", "constant", "dataclass",
-     "enum", "coroutine", "generator", "type"}
+    {"function", "functions", "class", "classes", "helper", "helpers", "decorator",
+     "exception", "constant", "dataclass", "enum", "coroutine", "generator", "type"}
 )  # fmt: skip
 """The words that say a name is a module-level thing."""
 MEMBER_WORDS: Final = frozenset(
@@ -69,7 +85,7 @@ _FENCE_BLOCK: Final = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*\n(.*?)^[ \t]*\1[ \
 _SIGNATURE: Final = re.compile(r"^([A-Za-z_]\w*)\s*\((.*)\)\s*(?:->\s*\S.*)?$", re.S)
 _NAME: Final = re.compile(r"^[A-Za-z_]\w*$")
 _CONSTANT: Final = re.compile(r"^([A-Za-z_]\w*)\s*(?::[^=]+)?=\s*\S")
-_SENTENCE_END: Final = re.compile(r"(?<=[.!?:;])\s+(?=\S)|\n\s*\n|\n(?=\s*(?:[-*+]|\d+[.)]|#)\s)")
+_SENTENCE_END: Final = re.compile(r"(?<=[.!?;])\s+(?=\S)|\n\s*\n|\n(?=\s*(?:[-*+]|\d+[.)]|#)\s)")
 _WORD: Final = re.compile(r"[A-Za-z']+")
 _BUILTINS: Final = frozenset(dir(builtins))
 
@@ -80,11 +96,13 @@ def asked_names(problem: str, starter: str) -> tuple[str, ...]:
     taken = _starter_names(starter)
     classes = _starter_classes(starter)
     called = _called_names(problem)
-    found = [_asked(s, called, classes) for s in _sentences(_FENCE_BLOCK.sub("\n\n", problem))]
+    sentences = _sentences(_FENCE_BLOCK.sub("\n\n", problem))
+    found = [n for s in sentences for n in _asked(s, called, classes)]
     found += _shown(problem)
+    found += _listed(_FENCE_BLOCK.sub("\n\n", problem))
     names: list[str] = []
     for name in found:
-        if name is not None and name not in taken and name not in names:
+        if name not in taken and name not in names:
             names.append(name)
     return tuple(names)
 
@@ -95,51 +113,96 @@ def _shown(problem: str) -> list[str]:
     names: list[str] = []
     start = 0
     for block in _FENCE_BLOCK.finditer(problem):
-        before = _sentences(problem[start : block.start()])
+        before = problem[start : block.start()]
         start = block.end()
-        if not before or problem[: block.start()].rstrip().endswith((".", "!", "?")):
+        if before.rstrip().endswith((".", "!", "?")) or not _introduces(before):
             continue
-        words = {w.lower() for w in _WORD.findall(_SPAN.sub(" ", before[-1]))}
-        if not words & VERBS or not words & KINDS or words & (MEMBER_WORDS | _NOT_SHOWN):
-            continue
-        if _NEGATIONS.search(before[-1].lower()):
-            continue
-        try:
-            tree = ast.parse(block.group(2))
-        except PARSE_ERRORS:
-            continue
-        defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
         names += [
-            n
-            for node in tree.body
-            if isinstance(node, defs)
-            and not node.name.startswith("test")
-            and (n := _plain(node.name))
+            n for d in _defined(block.group(2)) if not d.startswith("test") and (n := _plain(d))
         ]
     return names
 
 
-def _asked(sentence: str, called: frozenset[str], classes: frozenset[str]) -> str | None:
-    """The name ``sentence`` asks to add, or None."""
+_ITEM_SPAN: Final = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(`+)(.+?)\1")
+
+
+def _listed(text: str) -> list[str]:
+    """Rule 6: the names that begin the items of a list introduced by a sentence that asks
+    for functions or classes and ends with ":"."""
+    lines = text.split("\n")
+    names: list[str] = []
+    for i, line in enumerate(lines):
+        if not line.rstrip().endswith(":") or not _introduces("\n".join(lines[: i + 1])):
+            continue
+        j = i + 1
+        while j < len(lines) and not lines[j].strip():
+            j += 1
+        while j < len(lines) and lines[j].strip():
+            if (item := _ITEM_SPAN.match(lines[j])) is not None:
+                text_ = item.group(2).strip()
+                sig = _SIGNATURE.match(text_)
+                name = sig.group(1) if sig else text_ if _NAME.match(text_) else None
+                if name is not None and (plain := _plain(name)):
+                    names.append(plain)
+            elif not lines[j].startswith((" ", "\t")):
+                break  # neither an item nor its continuation: the list ended
+            j += 1
+    return names
+
+
+def _introduces(text: str) -> bool:
+    """Whether ``text``'s last sentence asks for functions or classes (rules 4 and 6)."""
+    sentences = _sentences(text)
+    if not sentences:
+        return False
+    words = {w.lower() for w in _WORD.findall(_SPAN.sub(" ", sentences[-1]))}
+    if not words & VERBS or not words & KINDS or words & (MEMBER_WORDS | _NOT_SHOWN):
+        return False
+    return not _NEGATIONS.search(sentences[-1].lower())
+
+
+def _defined(code: str) -> list[str]:
+    """The functions and classes ``code`` defines at its top level; for code that does not
+    parse (a signature alone: ``def parse_record(line: str) -> list[str]``), those its
+    unindented ``def`` and ``class`` lines name."""
+    try:
+        tree = ast.parse(code)
+    except PARSE_ERRORS:
+        return re.findall(r"^(?:async\s+def|def|class)\s+([A-Za-z_]\w*)", code, re.M)
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return [node.name for node in tree.body if isinstance(node, defs)]
+
+
+def _asked(sentence: str, called: frozenset[str], classes: frozenset[str]) -> list[str]:
+    """The names ``sentence`` asks to add (rules 1 to 3, and 5), in order."""
     spans = list(_SPAN.finditer(sentence))
     prose = _SPAN.sub(" ` ", sentence)
-    words = [w.lower() for w in _WORD.findall(prose)]
-    if _METHOD_WORDS & set(words) and not KINDS & set(words):
-        return None
+    words = {w.lower() for w in _WORD.findall(prose)}
+    if _METHOD_WORDS & words and not KINDS & words:
+        return []
     verbs = (
         m
         for m in re.finditer(r"[A-Za-z]+", sentence)
         if m.group().lower() in VERBS and not _in_span(m.start(), spans)
     )
     verb = next(verbs, None)
-    if verb is None:
-        return None
+    if verb is None or _NEGATIONS.search(sentence[: verb.start()].lower()):
+        return []
+    if verb.group().lower() in MOVERS:
+        return _into(sentence, verb.end(), spans) if KINDS & words else []
+    names: list[str] = []
     span = next((s for s in spans if s.start() > verb.start()), None)
-    if span is None or _NEGATIONS.search(sentence[: verb.start()].lower()):
-        return None
-    between = sentence[verb.end() : span.start()].lower()
-    if _NEGATIONS.search(between) or "`" in between:
-        return None
+    between = sentence[verb.end() : span.start()].lower() if span is not None else "`"
+    if span is not None and not _NEGATIONS.search(between) and "`" not in between:
+        first = _named(sentence, span, called, classes)
+        names += [first] if first is not None else []
+    return names
+
+
+def _named(
+    sentence: str, span: re.Match[str], called: frozenset[str], classes: frozenset[str]
+) -> str | None:
+    """The module-level name ``span`` (the first after the verb) asks for, or None."""
     text = span.group(2).strip()
     before = _WORD.findall(sentence[: span.start()])[-1:]
     after = _WORD.findall(sentence[span.end() :])[:1]
@@ -155,6 +218,47 @@ def _asked(sentence: str, called: frozenset[str], classes: frozenset[str]) -> st
     if not _NAME.match(text):
         return None
     return _plain(text) if near & KINDS or text in called else None
+
+
+def _into(sentence: str, start: int, spans: list[re.Match[str]]) -> list[str]:
+    """Rule 5: the names or signatures in the code spans right after "into" (outside a span,
+    after the verb at ``start``): a list of them, joined by commas, "and", "or", and words
+    that say what they are ("three top-level functions:")."""
+    into = next(
+        (
+            m
+            for m in re.finditer(r"\binto\b", sentence[start:])
+            if not _in_span(start + m.start(), spans)
+        ),
+        None,
+    )
+    if into is None:
+        return []
+    names: list[str] = []
+    at = start + into.end()
+    for span in spans:
+        if span.start() < at:
+            continue
+        gap = {w.lower() for w in _WORD.findall(sentence[at : span.start()])}
+        if gap - _LIST_WORDS or re.search(r"[.;!?]", sentence[at : span.start()]):
+            break
+        text = span.group(2).strip()
+        sig = _SIGNATURE.match(text)
+        name = sig.group(1) if sig is not None else text if _NAME.match(text) else None
+        if name is None:
+            break
+        if (plain := _plain(name)) is not None:
+            names.append(plain)
+        at = span.end()
+    return names
+
+
+_LIST_WORDS: Final = KINDS | {
+    "a", "an", "and", "or", "the", "new", "two", "three", "four", "five", "several", "its",
+    "own", "their", "separate", "small", "smaller", "top", "level", "module", "called", "named",
+    "pure",
+}  # fmt: skip
+"""The words that may stand between "into" and the names it lists, and between them."""
 
 
 def _plain(name: str) -> str | None:
