@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import itertools
 import keyword
 import re
@@ -90,16 +91,18 @@ _WORD: Final = re.compile(r"[A-Za-z']+")
 _BUILTINS: Final = frozenset(dir(builtins))
 
 
+@functools.lru_cache(maxsize=64)
 def asked_names(problem: str, starter: str) -> tuple[str, ...]:
-    """The module-level names ``problem`` asks to add (the module's rules), in order."""
+    """The module-level names ``problem`` asks to add (the module's rules), in order.
+    Cached: the pre-grade check asks it of every candidate and draw of a task."""
     problem = problem.replace("\r\n", "\n")
     taken = _starter_names(starter)
     classes = _starter_classes(starter)
     called = _called_names(problem)
-    sentences = _sentences(_FENCE_BLOCK.sub("\n\n", problem))
-    found = [n for s in sentences for n in _asked(s, called, classes)]
+    prose = _FENCE_BLOCK.sub("\n\n", problem)
+    found = [n for s in _sentences(prose) for n in _asked(s, called, classes)]
     found += _shown(problem)
-    found += _listed(_FENCE_BLOCK.sub("\n\n", problem))
+    found += _listed(prose)
     names: list[str] = []
     for name in found:
         if name not in taken and name not in names:
@@ -139,9 +142,7 @@ def _listed(text: str) -> list[str]:
             j += 1
         while j < len(lines) and lines[j].strip():
             if (item := _ITEM_SPAN.match(lines[j])) is not None:
-                text_ = item.group(2).strip()
-                sig = _SIGNATURE.match(text_)
-                name = sig.group(1) if sig else text_ if _NAME.match(text_) else None
+                name = _span_name(item.group(2))
                 if name is not None and (plain := _plain(name)):
                     names.append(plain)
             elif not lines[j].startswith((" ", "\t")):
@@ -190,13 +191,14 @@ def _asked(sentence: str, called: frozenset[str], classes: frozenset[str]) -> li
         return []
     if verb.group().lower() in MOVERS:
         return _into(sentence, verb.end(), spans) if KINDS & words else []
-    names: list[str] = []
     span = next((s for s in spans if s.start() > verb.start()), None)
-    between = sentence[verb.end() : span.start()].lower() if span is not None else "`"
-    if span is not None and not _NEGATIONS.search(between) and "`" not in between:
-        first = _named(sentence, span, called, classes)
-        names += [first] if first is not None else []
-    return names
+    if span is None:
+        return []
+    between = sentence[verb.end() : span.start()].lower()
+    if _NEGATIONS.search(between) or "`" in between:
+        return []
+    first = _named(sentence, span, called, classes)
+    return [first] if first is not None else []
 
 
 def _named(
@@ -218,6 +220,14 @@ def _named(
     if not _NAME.match(text):
         return None
     return _plain(text) if near & KINDS or text in called else None
+
+
+def _span_name(text: str) -> str | None:
+    """The name a code span holds: a signature's (``f(x) -> int``) or a bare name's."""
+    text = text.strip()
+    if (sig := _SIGNATURE.match(text)) is not None:
+        return sig.group(1)
+    return text if _NAME.match(text) else None
 
 
 def _into(sentence: str, start: int, spans: list[re.Match[str]]) -> list[str]:
@@ -242,9 +252,7 @@ def _into(sentence: str, start: int, spans: list[re.Match[str]]) -> list[str]:
         gap = {w.lower() for w in _WORD.findall(sentence[at : span.start()])}
         if gap - _LIST_WORDS or re.search(r"[.;!?]", sentence[at : span.start()]):
             break
-        text = span.group(2).strip()
-        sig = _SIGNATURE.match(text)
-        name = sig.group(1) if sig is not None else text if _NAME.match(text) else None
+        name = _span_name(span.group(2))
         if name is None:
             break
         if (plain := _plain(name)) is not None:
