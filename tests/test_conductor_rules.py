@@ -192,6 +192,49 @@ async def test_an_edit_answer_is_spliced_into_the_file_and_graded_whole() -> Non
     )
 
 
+MUL = msgspec.structs.replace(
+    TWO,
+    meta=msgspec.structs.replace(TWO.meta, task_id="mul", category="feature"),
+    problem="Add a function `mul(a, b)` that returns the product of a and b.",
+    tests={
+        "test_mul.py": (
+            "from solution import add, mul, twice\n\n\n"
+            "def test_all():\n    assert (add(2, 3), mul(2, 3), twice(4)) == (5, 6, 8)\n"
+        )
+    },
+)
+
+
+async def test_open_asked_opens_the_first_answer_with_the_definition_the_brief_asks_for() -> None:
+    """The coder continues ``def mul``: its answer is the function, spliced into the starter."""
+    outcome, fb, _ = await run(
+        ("(a, b):\n    return a * b\n```",), task=MUL, chat_template=CHATML, open_asked=True
+    )
+    assert outcome.result.passed and outcome.result.passed_attempt == 1
+    first = coder_prompts(fb)[0]
+    assert first.endswith("<|im_start|>assistant\n```python\ndef mul")
+    assert "Reply with just the functions or classes of solution.py" in first
+    capsule = decode_capsule(outcome.capsule_json)
+    final = capsule.artifacts[0].code
+    assert final.startswith(TWO.starter.rstrip("\n"))  # the starter, then the new function
+    assert final.endswith("def mul(a, b):\n    return a * b\n")
+    assert capsule.artifacts[0].answer == "def mul(a, b):\n    return a * b"  # as it wrote it
+
+
+async def test_open_asked_opens_only_the_first_request() -> None:
+    wrong, right = "(a, b):\n    return a + b\n```", "def mul(a, b):\n    return a * b\n```"
+    outcome, fb, _ = await run(
+        (wrong, right), task=MUL, chat_template=CHATML, open_asked=True, critic=False,
+        selfcheck=False, draws=0, second_opinion=False,
+    )  # fmt: skip
+    assert outcome.result.passed and outcome.result.passed_attempt == 2
+    fix = coder_prompts(fb)[-1]
+    assert fix.endswith("<|im_start|>assistant\n```python\n")  # the fence alone
+    assert "```python\ndef mul(a, b):\n    return a + b\n```" in fix  # its own first turn
+    final = decode_capsule(outcome.capsule_json).artifacts[-1].code
+    assert "def add(a, b)" in final and "def twice(a)" in final  # restored, as the starter has
+
+
 async def test_without_edit_the_same_answer_is_the_whole_file() -> None:
     outcome, fb, _ = await run(
         (SUB_RIGHT, SUB_RIGHT), task=TWO, chat_template=CHATML, critic=False,

@@ -9,7 +9,7 @@ from swapos.capsule.schema import Artifact, with_artifact, with_feedback, with_v
 from swapos.capsule.schema import Feedback as CapsuleFeedback
 from swapos.data.task import Task, TaskMeta
 from swapos.models.templates import CHATML, ChatFormat, decode_messages
-from swapos.pipeline.chat_prompts import build_chat_prompt
+from swapos.pipeline.chat_prompts import build_chat_prompt, code_opening
 from swapos.pipeline.edits import edits_apply, merge_edit
 from swapos.pipeline.prompts import build_prompt, capsule_for_task
 
@@ -255,3 +255,38 @@ def test_no_edit_is_asked_of_a_refactor_nor_of_a_base_model() -> None:
     assert prompt.edit_base is None and EDIT_ASK not in prompt.text
     base_model = build_prompt("code", TASK, capsule_for_task(TASK), words, 5000)
     assert base_model.edit_base is None
+
+
+def test_code_opening_is_the_first_definition_the_brief_asks_to_add() -> None:
+    def feature(problem: str, category: str = "feature") -> Task:
+        meta = TaskMeta(task_id="f", category=category, difficulty=2)  # type: ignore[arg-type]
+        return Task(meta=meta, root="", problem=problem, starter=FILE, tests={})
+
+    ring = feature("Add a `RingBuffer` class with `append` and `items`.")
+    assert code_opening(ring, open_asked=True) == "class RingBuffer"
+    assert code_opening(ring) == ""  # off by default
+    table = feature("Add a helper `format_table(rows, headers)` next to `size`.")
+    assert code_opening(table, open_asked=True) == "def format_table"
+    # a constant alone is no definition to open; a name the starter has is not one to add
+    assert code_opening(feature("Add a constant `LIMIT = 3`."), open_asked=True) == ""
+    assert code_opening(feature("Add a function `size(n)`."), open_asked=True) == ""
+    assert code_opening(feature("Add a function `f(x)`.", "refactor"), open_asked=True) == ""
+
+
+def test_an_opened_first_request_asks_for_an_edit_in_a_turn_it_opens() -> None:
+    text_fmt = ChatFormat(template=CHATML)  # a local model: its answer can be opened
+    task = Task(
+        meta=TaskMeta(task_id="f", category="feature", difficulty=2), root="",
+        problem="Add a helper `format_table(rows, headers)`.", starter=FILE, tests={},
+    )  # fmt: skip
+    opened = build_chat_prompt(
+        "code", task, capsule_for_task(task), words, 5000, text_fmt, open_asked=True
+    )
+    assert opened.text.endswith("```python\ndef format_table") and EDIT_ASK in opened.text
+    assert opened.answer_prefix == "```python\ndef format_table"
+    assert (opened.opening, opened.edit_base) == ("def format_table", FILE)
+    plain = build_chat_prompt("code", task, capsule_for_task(task), words, 5000, text_fmt)
+    assert plain.text.endswith("```python\n") and plain.edit_base is None
+    # a model behind a chat API that cannot continue a turn gets no opening and no edit
+    api = build_chat_prompt("code", task, capsule_for_task(task), words, 5000, FMT, open_asked=True)
+    assert api.opening == "" and api.edit_base is None and EDIT_ASK not in api.text

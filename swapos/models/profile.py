@@ -125,6 +125,13 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
             task's brief asks to add, is held before its grade like a failed check (rule 6;
             :mod:`swapos.pipeline.defects`); off: such a candidate is checked and graded as
             any other.
+        open_asked: a chat coder's first request on a bugfix or feature task whose brief
+            asks to add a function or class the starter lacks
+            (:mod:`swapos.pipeline.brief_names`) asks for an edit, and its answer is opened
+            with that definition's first words (``def format_table``), so the first answer
+            and its draws write it instead of the starter again
+            (:func:`swapos.pipeline.chat_prompts.code_opening`); off: the whole file,
+            the answer opened with the fence only.
     """
 
     max_attempts: int = 3
@@ -145,6 +152,7 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     redraw_unchanged: bool = False
     restore_dropped: bool = True
     precheck_defects: bool = True
+    open_asked: bool = False
 
 
 class Profile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -7,7 +7,10 @@ Each phase has its role (the system message) and its request:
 * **code**: the whole file in one fenced block. The assistant's turn is opened with
   ```` ```python ```` so the answer is the code and generation stops at the closing fence;
   for the first attempt at a ``completion`` task the turn is opened with the function's
-  signature and docstring too, so the model writes only the body;
+  signature and docstring too, so the model writes only the body; with ``open_asked``, the
+  first request of a bugfix or feature whose brief asks to add a function or class the
+  starter lacks asks for an edit, and the turn is opened with that definition's first words
+  (:func:`code_opening`);
 * **critic**: why the tests fail and what to change, briefly.
 
 A **recap** is the code request asked afresh: one user turn with the brief, every failed
@@ -51,6 +54,7 @@ fence (it opens its own fence; the extractor finds the block).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Final, Literal
 
@@ -60,6 +64,7 @@ from swapos.capsule.compress import AttemptView, CapsuleView, CountTokens
 from swapos.capsule.schema import Artifact, Capsule, Feedback
 from swapos.data.task import Task
 from swapos.models.templates import ChatFormat, ChatMessage, render_chat
+from swapos.pipeline.brief_names import asked_names
 from swapos.pipeline.edits import edits_apply
 from swapos.pipeline.fix_context import Base, Focus, base_of, focus_of
 from swapos.pipeline.identity import candidate_identity
@@ -105,12 +110,14 @@ def build_chat_prompt(  # noqa: PLR0917  (build_prompt's arguments, and the form
     focus: bool = False,
     base: int = 0,
     edit: Edit = False,
+    open_asked: bool = False,
 ) -> Prompt:
     """Build the chat prompt of ``phase`` within ``budget_tokens`` (see ``build_prompt``);
     with ``recap`` or ``focus``, the code request as a recap or a focus prompt, with
-    ``base`` starting from that attempt's candidate, and with ``edit`` asking a repository
+    ``base`` starting from that attempt's candidate, with ``edit`` asking a repository
     task's coder for only the definitions it changes (``"last"``: in the last request only;
-    see the module's docstring).
+    see the module's docstring), and with ``open_asked`` a first request opened with the
+    definition the brief asks to add (:func:`code_opening`).
 
     Raises:
         ValueError: ``phase`` is not one of the three.
@@ -125,7 +132,7 @@ def build_chat_prompt(  # noqa: PLR0917  (build_prompt's arguments, and the form
     elif recap:
         code = _with_base(_recap, start, edit)
     else:
-        code = _with_base(_code, start, edit)
+        code = _with_base(functools.partial(_code, open_asked=open_asked), start, edit)
     layouts = {**_ASSEMBLERS, "code": code}
     assemblers = {p: _in_format(assemble, fmt) for p, assemble in layouts.items()}
     return compose(phase, task, capsule, count_tokens, budget_tokens, assemblers)
@@ -267,9 +274,14 @@ def _code(
     fmt: ChatFormat,
     base: Base | None = None,
     edit: Edit = False,
+    *,
+    open_asked: bool = False,
 ) -> Prompt:
     stable = stable_text(task, view)
     attempts = _attempts(view)
+    opening = "" if attempts or not fmt.opens_answer else code_opening(task, open_asked=open_asked)
+    opened_edit = bool(opening) and task.category != "completion"  # a definition to add
+    edit = edit or opened_edit
     first = edit is True or (edit == "last" and not attempts)
     messages = [_user(f"{stable}\n\n{_request(task, retry=False, edit=first)}")]
     for i, attempt in enumerate(attempts):
@@ -280,8 +292,10 @@ def _code(
         based = _based(base) if last else ""
         ask = _request(task, retry=True, edit=edit is True or (edit == "last" and last))
         messages.append(_user(f"{outcome}\n\n{based}{ask}"))
-    opening = code_opening(task) if len(messages) == 1 and fmt.opens_answer else ""
-    prefix = CODE_CUE if fmt.opens_answer and not opening else ""
+    if opened_edit:  # the answer is the fenced definition, as the extractor reads it
+        prefix = CODE_CUE + opening
+    else:  # a completion's answer is the function's body, continued from its opening
+        prefix = CODE_CUE if fmt.opens_answer and not opening else ""
     head, rest = _render(fmt, "code", messages, stable, CODE_CUE + opening)
     shown = base.code if base is not None else attempts[-1].artifact.code if attempts else ""
     return Prompt(
@@ -361,12 +375,30 @@ def _focus(task: Task, view: CapsuleView, fmt: ChatFormat, focus: Focus, edit: b
     )  # fmt: skip
 
 
-def code_opening(task: Task) -> str:
+def code_opening(task: Task, *, open_asked: bool = False) -> str:
     """What a first attempt's prompt writes of the coder's answer after the opening fence: for
     a ``completion`` task the function's signature and docstring, so the model writes only the
-    body (a third of the tokens), as a completion model would; else nothing. Retries get no
-    opening: a model continuing its own function tends to write the same body again."""
-    return task.starter if task.category == "completion" else ""
+    body (a third of the tokens), as a completion model would; with ``open_asked``, for a
+    bugfix or feature with a starter, the first words of the first function or class its
+    brief asks to add (``def format_table``, ``class RingBuffer``: the name, so the model
+    writes the signature in its own tokens), so the answer is that definition and not the
+    starter again (the request asks for an edit, spliced into the starter); else nothing.
+    Retries get no opening: a model continuing its own function tends to write the same body
+    again."""
+    if task.category == "completion":
+        return task.starter
+    if not (open_asked and edits_apply(task)):
+        return ""
+    heads = (_definition_head(name) for name in asked_names(task.problem, task.starter))
+    return next((head for head in heads if head), "")
+
+
+def _definition_head(name: str) -> str:
+    """``class Name`` for a CapWords name, ``def name`` for a lower-case one; "" for a
+    constant (``TAX_RATE``: its value is the answer, not its name)."""
+    if name.isupper():
+        return ""
+    return f"class {name}" if name[:1].isupper() else f"def {name}"
 
 
 def _critic(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:

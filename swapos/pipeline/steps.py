@@ -182,7 +182,7 @@ async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | s
         if fmt is not None:
             return build_chat_prompt(
                 phase, task, shown, counter, budget, fmt, recap=recap, focus=focus, base=base,
-                edit=edit,
+                edit=edit, open_asked=runner.profile.pipeline.open_asked,
             )  # fmt: skip
         return build_prompt(phase, task, shown, counter, budget, focus=focus, base=base)
 
