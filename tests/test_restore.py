@@ -51,7 +51,11 @@ def test_a_dropped_sentinel_and_import_come_back_where_they_are_read_in_time() -
 def test_a_dropped_helper_function_comes_back_whole_with_what_it_needs() -> None:
     candidate = "def age(stamp):\n    return _now() - stamp\n"
     code, restored = restore_dropped(candidate, STARTER)
-    assert restored == ["def _now() -> float:\n    return time.monotonic()", "import time"]
+    assert restored == [
+        "def _now() -> float:\n    return time.monotonic()",
+        "import time",
+        "from __future__ import annotations",  # rule 4: the starter's, with its _now
+    ]
     assert unbound_names(code) == frozenset()
     namespace: dict[str, object] = {}
     exec(compile(code, "solution.py", "exec"), namespace)
@@ -156,3 +160,44 @@ def test_exported_does_not_bring_back_private_names_or_what_the_answer_binds_its
     # binds every public name, not as the starter does
     candidate = "class Version:\n    pass\n\n\nparse = compare = latest = None\n"
     assert restore_dropped(candidate, SEMVER, exported=True) == (candidate, [])
+
+
+INTERVALS = '''"""Intervals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Interval:
+    start: int
+    end: int
+
+    def overlaps(self, other: Interval) -> bool:
+        return self.start < other.end and other.start < self.end
+
+
+def total(xs: list[Interval]) -> int:
+    return sum(x.end - x.start for x in xs)
+'''
+
+
+def test_a_starter_class_put_back_brings_the_future_import_it_was_written_under() -> None:
+    answer = "def merge(xs: list[Interval]) -> list[Interval]:\n    return sorted(xs)\n"
+    code, restored = restore_dropped(answer, INTERVALS, exported=True)
+    assert restored[-1] == "from __future__ import annotations"
+    assert code.startswith("from __future__ import annotations\n")
+    namespace: dict[str, object] = {}
+    exec(compile(code, "solution.py", "exec"), namespace)  # loads: ``other: Interval``
+    assert {"Interval", "merge", "total"} <= namespace.keys()
+
+
+def test_no_future_import_without_a_starter_statement_put_back() -> None:
+    # ``import re`` is rule 2's (no statement of the starter): the candidate stays as written
+    code, restored = restore_dropped("def f(s):\n    return re.sub('a', 'b', s)\n", INTERVALS)
+    assert restored == ["import re"] and "__future__" not in code
+    # a docstring stays first
+    answer = '"""Doc."""\n\n\ndef merge(xs: list[Interval]) -> list[Interval]:\n    return xs\n'
+    code, _ = restore_dropped(answer, INTERVALS)
+    assert code.startswith('"""Doc."""\nfrom __future__ import annotations\n')

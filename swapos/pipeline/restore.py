@@ -20,6 +20,12 @@ file again. :func:`restore_dropped` finds the names a candidate reads and binds 
    rest out (``cannot import name 'latest'``). Not for a refactor, which may remove what it
    restructures.
 
+4. with any statement of the starter put back (rules 1 and 3), the starter's ``from
+   __future__`` imports that the candidate lacks, first in the file (after its docstring):
+   the statements put back were written under them (a class of the starter whose method
+   annotates ``other: Interval`` does not load without ``from __future__ import
+   annotations``).
+
 Nothing else: a name bound nowhere that neither rule covers (a helper the model invented
 and never wrote) stays, and the check or the tests say so; a candidate with a ``from m
 import *`` is left as it is (what that binds is not known here). What is put back may name more
@@ -99,7 +105,31 @@ def restore_dropped(code: str, starter: str, *, exported: bool = False) -> tuple
             restored.append(source)
         if not added:
             break
+    if any(source in starter for source in restored):  # the starter's own statements
+        code = _with_futures(code, starter_tree, starter, restored)
     return code, restored
+
+
+def _with_futures(code: str, starter: ast.Module, starter_src: str, restored: list[str]) -> str:
+    """``code`` with the starter's ``from __future__`` imports it lacks put first (rule 4),
+    each appended to ``restored``."""
+    try:
+        tree = ast.parse(code)
+    except PARSE_ERRORS:
+        return code
+    have = {ast.unparse(s) for s in tree.body if _is_future(s)}
+    wanted = [s for s in starter.body if _is_future(s) and ast.unparse(s) not in have]
+    sources = [src for s in wanted if (src := _segment(s, starter_src)) is not None]
+    if not sources:
+        return code
+    lines = code.splitlines()
+    at = (tree.body[0].end_lineno or 0) if tree.body and _is_docstring(tree.body[0]) else 0
+    restored.extend(sources)
+    return "\n".join([*lines[:at], *sources, *lines[at:]]).rstrip("\n") + "\n"
+
+
+def _is_future(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"
 
 
 def _exported(starter: ast.Module, tree: ast.Module) -> set[str]:
