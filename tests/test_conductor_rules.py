@@ -373,7 +373,7 @@ WITH_RING = (
 async def test_a_candidate_without_the_asked_class_draws_instead_of_spending_a_grade() -> None:
     outcome, _, decided = await run(
         (NO_RING, WITH_RING), task=RING, chat_template=CHATML, critic=False, draws=2,
-        side_by_side=False,
+        side_by_side=False, open_asked=False,
     )  # fmt: skip
     result = outcome.result
     assert result.passed and result.passed_attempt == 1 and result.grades == 1
@@ -389,7 +389,7 @@ async def test_a_candidate_without_the_asked_class_draws_instead_of_spending_a_g
 async def test_without_precheck_defects_it_is_graded_and_fails() -> None:
     outcome, _, decided = await run(
         (NO_RING, WITH_RING), task=RING, chat_template=CHATML, critic=False, draws=2,
-        side_by_side=False, precheck_defects=False,
+        side_by_side=False, precheck_defects=False, open_asked=False,
     )  # fmt: skip
     result = outcome.result
     assert result.passed and result.passed_attempt == 2 and result.grades == 2

@@ -152,7 +152,7 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     redraw_unchanged: bool = False
     restore_dropped: bool = True
     precheck_defects: bool = True
-    open_asked: bool = False
+    open_asked: bool = True
 
 
 class Profile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
