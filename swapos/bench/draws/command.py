@@ -156,7 +156,15 @@ async def run_bench(
             for n, task in enumerate(tasks):
                 capsule = capsule_for_task(task)
                 prompt = (
-                    build_chat_prompt("code", task, capsule, counter, budget, fmt)
+                    build_chat_prompt(
+                        "code",
+                        task,
+                        capsule,
+                        counter,
+                        budget,
+                        fmt,
+                        open_asked=profile.pipeline.open_asked,
+                    )
                     if fmt is not None
                     else build_prompt("code", task, capsule, counter, budget)
                 )
