@@ -244,11 +244,14 @@ def test_a_fix_edits_the_newest_candidate_a_based_fix_its_base() -> None:
     assert focus.edit_base == newest and FIX_ASK in focus.text
 
 
+def task_of(category: str, problem: str) -> Task:
+    """A task of ``category`` on :data:`FILE` with ``problem`` as its brief."""
+    meta = TaskMeta(task_id="t", category=category, difficulty=2)  # type: ignore[arg-type]
+    return Task(meta=meta, root="", problem=problem, starter=FILE, tests={})
+
+
 def test_no_edit_is_asked_of_a_refactor_nor_of_a_base_model() -> None:
-    refactor = Task(
-        meta=TaskMeta(task_id="r", category="refactor", difficulty=2), root="",
-        problem="Split it.", starter=FILE, tests={},
-    )  # fmt: skip
+    refactor = task_of("refactor", "Split it.")
     prompt = build_chat_prompt(
         "code", refactor, capsule_for_task(refactor), words, 5000, FMT, edit=True
     )
@@ -259,8 +262,7 @@ def test_no_edit_is_asked_of_a_refactor_nor_of_a_base_model() -> None:
 
 def test_code_opening_is_the_first_definition_the_brief_asks_to_add() -> None:
     def feature(problem: str, category: str = "feature") -> Task:
-        meta = TaskMeta(task_id="f", category=category, difficulty=2)  # type: ignore[arg-type]
-        return Task(meta=meta, root="", problem=problem, starter=FILE, tests={})
+        return task_of(category, problem)
 
     ring = feature("Add a `RingBuffer` class with `append` and `items`.")
     assert code_opening(ring, open_asked=True) == "class RingBuffer"
@@ -275,10 +277,7 @@ def test_code_opening_is_the_first_definition_the_brief_asks_to_add() -> None:
 
 def test_an_opened_first_request_asks_for_an_edit_in_a_turn_it_opens() -> None:
     text_fmt = ChatFormat(template=CHATML)  # a local model: its answer can be opened
-    task = Task(
-        meta=TaskMeta(task_id="f", category="feature", difficulty=2), root="",
-        problem="Add a helper `format_table(rows, headers)`.", starter=FILE, tests={},
-    )  # fmt: skip
+    task = task_of("feature", "Add a helper `format_table(rows, headers)`.")
     opened = build_chat_prompt(
         "code", task, capsule_for_task(task), words, 5000, text_fmt, open_asked=True
     )
