@@ -93,8 +93,22 @@ def test_a_model_knob_is_set_on_every_model_and_the_rest_on_the_pipeline() -> No
         for name, m in both.models.items()
     )
     assert parse_arms("pipeline,pipeline:draft=off", base) == ["pipeline", "pipeline:draft=off"]
-    with pytest.raises(SwapOSError, match=r"or a model knob; the knobs: .*draft"):
+    with pytest.raises(SwapOSError, match=r"a model knob or a role; the knobs: .*draft.*roles\."):
         parse_arms("pipeline:drafts=off", base)
+
+
+def test_a_role_knob_sets_that_role_and_nothing_else() -> None:
+    base = profile()
+    arm = arm_profile(base, "pipeline:roles.open=planner+draws=2")
+    assert arm.roles == {**base.roles, "open": "planner"}
+    assert arm.pipeline.draws == 2 and arm.models == base.models
+    assert arm_profile(base, "pipeline:roles.code=critic").roles["code"] == "critic"
+    for bad, says in [
+        ("pipeline:roles.open=nope", "no model 'nope'; roles name one of planner"),
+        ("pipeline:roles.=planner", "not KNOB=VALUE"),
+    ]:
+        with pytest.raises(SwapOSError, match=says):
+            parse_arms(bad, base)
 
 
 async def bench_run(

@@ -12,6 +12,8 @@ import pytest
 from swapos.capsule.schema import decode_capsule
 from swapos.data.task import Task, TaskMeta
 from swapos.messages.events import RouterDecided
+from swapos.models.profile import Profile
+from swapos.pipeline.routing import route
 from swapos.policies.retry import REDRAWN
 from swapos.testing import FakeClock
 from tests.fakes import fake_system
@@ -46,6 +48,7 @@ async def run(  # type: ignore[no-untyped-def]
     max_attempts: int = 3,
     chat_template: str | None = None,
     review: str | None = None,
+    roles: dict[str, str] | None = None,
     **pipeline: Any,
 ):
     models = scripts(replies, chat_template)
@@ -65,12 +68,17 @@ async def run(  # type: ignore[no-untyped-def]
         async with (
             clock.autojump(),
             fake_system(
-                models, budget=300, clock=clock, profile=profile(max_attempts, **pipeline),
+                models, budget=300, clock=clock,
+                profile=with_roles(profile(max_attempts, **pipeline), roles or {}),
                 on_event=on_event,
             ) as (sys, fb),
         ):  # fmt: skip
             outcome = await sys.run_task(task)
     return outcome, fb, decided
+
+
+def with_roles(prof: Profile, roles: dict[str, str]) -> Profile:
+    return msgspec.structs.replace(prof, roles={**prof.roles, **roles})
 
 
 def coder_prompts(fb: Any) -> list[str]:
@@ -219,6 +227,35 @@ async def test_open_asked_opens_the_first_answer_with_the_definition_the_brief_a
     assert final.startswith(TWO.starter.rstrip("\n"))  # the starter, then the new function
     assert final.endswith("def mul(a, b):\n    return a * b\n")
     assert capsule.artifacts[0].answer == "def mul(a, b):\n    return a * b"  # as it wrote it
+
+
+async def test_the_open_role_writes_the_opened_first_answer() -> None:
+    """With ``roles.open`` set, the opened first request goes to that model (here the
+    critic's): it is the task's ``code`` model, so the ``coder`` is never asked."""
+    outcome, fb, decided = await run(
+        (), task=MUL, chat_template=CHATML, open_asked=True, roles={"open": "critic"},
+        review="(a, b):\n    return a * b\n```",
+    )  # fmt: skip
+    assert outcome.result.passed and outcome.result.passed_attempt == 1
+    assert [p.model for p in outcome.result.phases if p.phase == "code"] == ["critic"]
+    asked = [text for model, text in fb.prompts if model == "critic"]
+    assert asked[0].endswith("<|im_start|>assistant\n```python\ndef mul")
+    assert not coder_prompts(fb)
+    assert "the first answer opens 'def mul': code -> critic (roles.open)" in decided
+    assert "code -> critic" in decided
+
+
+def test_the_open_role_routes_only_a_task_whose_first_request_is_opened() -> None:
+    opened = with_roles(profile(open_asked=True), {"open": "critic"})
+    assert route(MUL, opened).models["code"] == "critic"
+    assert route(MUL, opened).models["fix"] == "coder"  # the fix role is the code role's
+    unopened = [
+        (MUL, with_roles(profile(open_asked=False), {"open": "critic"})),  # open_asked off
+        (MUL, profile(open_asked=True)),  # no open role
+        (TWO, opened),  # a bugfix: its brief asks for no new definition
+    ]
+    for task, prof in unopened:
+        assert route(task, prof).models["code"] == "coder", task.task_id
 
 
 async def test_open_asked_opens_only_the_first_request() -> None:

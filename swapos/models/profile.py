@@ -169,7 +169,9 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
         mode: the default swap mode.
         models: models by name.
         roles: phase name -> model name (``reason``, ``code``, ``critic``, and ``fix``: the
-            coder of attempts after the first; default: the ``code`` model).
+            coder of attempts after the first; default: the ``code`` model; ``open``: the
+            coder of a task whose first request is opened with the definition its brief
+            asks for, ``pipeline.open_asked``; default: the ``code`` model).
         phases: per-phase generation settings.
         pipeline: attempts and routing rules.
     """

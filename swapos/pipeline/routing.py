@@ -6,10 +6,15 @@ import msgspec
 
 from swapos.data.task import Task
 from swapos.models.profile import Profile
+from swapos.pipeline.chat_prompts import code_opening
 from swapos.pipeline.selfcheck import Example, task_examples
 
 PHASES = ("reason", "code", "critic", "fix")
 """The model roles a plan assigns; ``fix`` is the coder of attempts after the first."""
+OPEN_ROLE = "open"
+"""The role that, when a profile sets it, writes the first answer of a task whose first
+request is opened with the definition its brief asks for (``pipeline.open_asked``): that
+task's ``code`` model (:func:`route`)."""
 
 
 class RoutePlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -31,7 +36,8 @@ def route(task: Task, profile: Profile) -> RoutePlan:
     """Plan ``task``: skip ``reason`` for completion tasks and for tasks at or under the
     profile's ``skip_reason_max_difficulty``; self-check against the examples of the
     docstring or brief when the profile allows it and the task has some; pick each phase's
-    model from the roles.
+    model from the roles, the ``code`` model from the :data:`OPEN_ROLE` role when the
+    profile sets one and the task's first request is opened (:func:`opened_by`).
     """
     why: list[str] = []
     reason = True
@@ -51,8 +57,27 @@ def route(task: Task, profile: Profile) -> RoutePlan:
         where = "docstring" if task.category == "completion" else "brief"
         why.append(f"self-check: {len(examples)} {where} examples run before grading")
     models = {p: model_for(profile, p) for p in PHASES}
+    opener = opened_by(task, profile)
+    if opener is not None and opener != models["code"]:
+        why.append(
+            f"the first answer opens {code_opening(task, open_asked=True)!r}: "
+            f"code -> {opener} (roles.{OPEN_ROLE})"
+        )
+        models["code"] = opener
     why.extend(f"{p} -> {m}" for p, m in models.items() if p != "reason" or reason)
     return RoutePlan(reason=reason, models=models, why=why, selfcheck=examples)
+
+
+def opened_by(task: Task, profile: Profile) -> str | None:
+    """The model of the :data:`OPEN_ROLE` role when ``profile`` sets one, asks for opened
+    first requests (``pipeline.open_asked``) and ``task``'s brief asks for a definition its
+    first request opens with (:func:`swapos.pipeline.chat_prompts.code_opening`); else
+    ``None``. A model whose API cannot continue a turn still writes that first answer, asked
+    without the opening."""
+    opener = profile.roles.get(OPEN_ROLE)
+    if opener is None or not profile.pipeline.open_asked or task.category == "completion":
+        return None
+    return opener if code_opening(task, open_asked=True) else None
 
 
 def first_use(task: Task, profile: Profile) -> tuple[str, str]:

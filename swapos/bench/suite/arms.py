@@ -23,6 +23,9 @@ ARMS = ("pipeline", "single")
 MODEL_KNOBS = ("draft",)
 """Knobs of a ``pipeline:<knobs>`` arm that are set on every model of the profile, not in its
 ``[pipeline]``: ``draft=off`` decodes without drafting (the plain arm of issue 26)."""
+ROLE_KNOB = "roles."
+"""The prefix of a ``pipeline:<knobs>`` arm's knob that sets a role of the profile, not a
+``[pipeline]`` field: ``roles.open=large`` (the model named must be one of the profile's)."""
 SINGLE_SKIP_REASON = 10**9
 """``skip_reason_max_difficulty`` of the single arm: the router never plans."""
 
@@ -57,21 +60,46 @@ def parse_arms(text: str, profile: Profile) -> list[str]:
     return names
 
 
-def split_knobs(knobs: str, arm: str) -> tuple[dict[str, str], dict[str, str]]:
-    """The ``<knob>=<value>`` settings of ``knobs`` (joined by ``+``), as ``(pipeline knobs,
-    model knobs)``: a :data:`MODEL_KNOBS` name is a model knob, any other a ``[pipeline]`` one.
+class Knobs(msgspec.Struct, frozen=True, kw_only=True):
+    """The settings of a ``pipeline:<knobs>`` arm, by where they go (:func:`split_knobs`)."""
+
+    pipeline: dict[str, str]
+    model: dict[str, str]
+    roles: dict[str, str]
+
+
+def split_knobs(knobs: str, arm: str) -> Knobs:
+    """The ``<knob>=<value>`` settings of ``knobs`` (joined by ``+``): a :data:`MODEL_KNOBS`
+    name is a model knob, a :data:`ROLE_KNOB` one a role, any other a ``[pipeline]`` one.
 
     Raises:
         SwapOSError: an item that is not ``knob=value``.
     """
-    pipeline: dict[str, str] = {}
-    model: dict[str, str] = {}
+    split = Knobs(pipeline={}, model={}, roles={})
     for item in knobs.split("+"):
-        knob, eq, value = item.partition("=")
-        if not eq or not knob.strip():
+        knob, eq, value = (part.strip() for part in item.partition("="))
+        if not eq or not knob or knob == ROLE_KNOB:
             raise SwapOSError(f"arm {arm!r}: {item!r} is not KNOB=VALUE")
-        (model if knob.strip() in MODEL_KNOBS else pipeline)[knob.strip()] = value.strip()
-    return pipeline, model
+        if knob.startswith(ROLE_KNOB):
+            split.roles[knob.removeprefix(ROLE_KNOB)] = value
+        else:
+            (split.model if knob in MODEL_KNOBS else split.pipeline)[knob] = value
+    return split
+
+
+def role_knobs(profile: Profile, changes: dict[str, str], arm: str) -> dict[str, str]:
+    """``profile``'s roles with the roles of ``changes`` (:func:`split_knobs`) set.
+
+    Raises:
+        SwapOSError: a model the profile does not have.
+    """
+    unknown = [model for model in changes.values() if model not in profile.models]
+    if unknown:
+        raise SwapOSError(
+            f"arm {arm!r}: the profile has no model {unknown[0]!r}; roles name one of "
+            f"{', '.join(profile.models)}"
+        )
+    return {**profile.roles, **changes}
 
 
 def pipeline_knobs(pipeline: PipelineConfig, changes: dict[str, str], arm: str) -> PipelineConfig:
@@ -85,8 +113,8 @@ def pipeline_knobs(pipeline: PipelineConfig, changes: dict[str, str], arm: str) 
     unknown = [k for k in changes if k not in names]
     if unknown:
         raise SwapOSError(
-            f"arm {arm!r}: {unknown[0]!r} is not KNOB=VALUE with a [pipeline] knob or a model "
-            f"knob; the knobs: {', '.join((*names, *MODEL_KNOBS))}"
+            f"arm {arm!r}: {unknown[0]!r} is not KNOB=VALUE with a [pipeline] knob, a model "
+            f"knob or a role; the knobs: {', '.join((*names, *MODEL_KNOBS))}, {ROLE_KNOB}ROLE"
         )
     return with_settings(pipeline, changes, arm)
 
@@ -131,9 +159,10 @@ SystemFactory = Callable[[Profile, Mode, Path], AbstractAsyncContextManager[Syst
 def arm_profile(profile: Profile, arm: str) -> Profile:
     """``profile`` for ``arm``: unchanged for ``pipeline``; for ``pipeline:<knobs>``, its
     knobs split by :func:`split_knobs` and set on its ``[pipeline]`` (:func:`pipeline_knobs`:
-    the same pipeline with one lever changed, so both run interleaved in one run) and on every
-    model (:func:`model_knobs`); for ``single``, one code attempt
-    and no reason phase (so: code, grade); for ``single:<model>`` the same, written by that
+    the same pipeline with one lever changed, so both run interleaved in one run), on every
+    model (:func:`model_knobs`) and on its roles (:func:`role_knobs`); for ``single``, one
+    code attempt and no reason phase (so: code, grade); for ``single:<model>`` the same,
+    written by that
     model (the ``code`` and ``fix`` roles point to it).
 
     Raises:
@@ -143,11 +172,12 @@ def arm_profile(profile: Profile, arm: str) -> Profile:
     if arm == "pipeline":
         return profile
     if arm.startswith("pipeline:"):
-        pipeline_changes, model_changes = split_knobs(arm.partition(":")[2], arm)
+        knobs = split_knobs(arm.partition(":")[2], arm)
         return msgspec.structs.replace(
             profile,
-            pipeline=pipeline_knobs(profile.pipeline, pipeline_changes, arm),
-            models=model_knobs(profile.models, model_changes, arm),
+            pipeline=pipeline_knobs(profile.pipeline, knobs.pipeline, arm),
+            models=model_knobs(profile.models, knobs.model, arm),
+            roles=role_knobs(profile, knobs.roles, arm),
         )
     pipeline = msgspec.structs.replace(
         profile.pipeline, max_attempts=1, skip_reason_max_difficulty=SINGLE_SKIP_REASON
