@@ -193,7 +193,22 @@ def test_a_starter_class_put_back_brings_the_future_import_it_was_written_under(
     assert {"Interval", "merge", "total"} <= namespace.keys()
 
 
-def test_no_future_import_without_a_starter_statement_put_back() -> None:
+def test_a_rewrite_of_the_starter_that_dropped_the_future_import_gets_it_back() -> None:
+    # the whole file written again (merge-intervals' attempt 3), its ``from __future__``
+    # left out: ``other: Interval`` no longer loads; nothing else was dropped
+    rewrite = INTERVALS.replace("from __future__ import annotations\n\n", "")
+    code, restored = restore_dropped(rewrite, INTERVALS)
+    assert restored == ["from __future__ import annotations"]
+    assert code.startswith('"""Intervals."""\nfrom __future__ import annotations\n')
+    namespace: dict[str, object] = {}
+    exec(compile(code, "solution.py", "exec"), namespace)
+    assert "Interval" in namespace
+    # an answer that defines none of the starter's functions or classes is left as written
+    other = "class Span:\n    def overlaps(self, other: Span) -> bool:\n        return True\n"
+    assert restore_dropped(other, INTERVALS) == (other, [])
+
+
+def test_no_future_import_for_new_code_with_no_starter_statement_put_back() -> None:
     # ``import re`` is rule 2's (no statement of the starter): the candidate stays as written
     code, restored = restore_dropped("def f(s):\n    return re.sub('a', 'b', s)\n", INTERVALS)
     assert restored == ["import re"] and "__future__" not in code

@@ -20,11 +20,12 @@ file again. :func:`restore_dropped` finds the names a candidate reads and binds 
    rest out (``cannot import name 'latest'``). Not for a refactor, which may remove what it
    restructures.
 
-4. with any statement of the starter put back (rules 1 and 3), the starter's ``from
-   __future__`` imports that the candidate lacks, first in the file (after its docstring):
-   the statements put back were written under them (a class of the starter whose method
-   annotates ``other: Interval`` does not load without ``from __future__ import
-   annotations``).
+4. with any statement of the starter put back (rules 1 and 3), or when the candidate
+   defines a function or class the starter defines (it rewrote the starter's file), the
+   starter's ``from __future__`` imports that the candidate lacks, first in the file (after
+   its docstring): the starter's code was written under them (a class of the starter whose
+   method annotates ``other: Interval`` does not load without ``from __future__ import
+   annotations``, whether the model kept it or it was put back).
 
 Nothing else: a name bound nowhere that neither rule covers (a helper the model invented
 and never wrote) stays, and the check or the tests say so; a candidate with a ``from m
@@ -50,6 +51,7 @@ from swapos.pipeline.extract import PARSE_ERRORS
 MAX_ROUNDS: Final = 4
 _BUILTINS: Final = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__"}
 _STDLIB: Final = frozenset(sys.stdlib_module_names)
+_DEFS: Final = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 WELL_KNOWN: Final[dict[str, str]] = {
     **dict.fromkeys(("dataclass", "field", "asdict", "astuple", "fields"), "dataclasses"),
@@ -105,9 +107,22 @@ def restore_dropped(code: str, starter: str, *, exported: bool = False) -> tuple
             restored.append(source)
         if not added:
             break
-    if any(source in starter for source in restored):  # the starter's own statements
+    if any(source in starter for source in restored) or _rewrites(code, starter_tree):
         code = _with_futures(code, starter_tree, starter, restored)
     return code, restored
+
+
+def _rewrites(code: str, starter: ast.Module) -> bool:
+    """Whether ``code`` defines at module level a function or class ``starter`` defines."""
+    try:
+        tree = ast.parse(code)
+    except PARSE_ERRORS:
+        return False
+    return bool(_definitions(tree) & _definitions(starter))
+
+
+def _definitions(tree: ast.Module) -> set[str]:
+    return {stmt.name for stmt in tree.body if isinstance(stmt, _DEFS)}
 
 
 def _with_futures(code: str, starter: ast.Module, starter_src: str, restored: list[str]) -> str:
@@ -135,9 +150,7 @@ def _is_future(stmt: ast.stmt) -> bool:
 def _exported(starter: ast.Module, tree: ast.Module) -> set[str]:
     """The starter's public top-level functions and classes that ``tree`` does not bind."""
     bound = {n for stmt in tree.body for n in _binds(stmt)}
-    defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    public = {n.name for n in starter.body if isinstance(n, defs) and not n.name.startswith("_")}
-    return public - bound
+    return {name for name in _definitions(starter) if not name.startswith("_")} - bound
 
 
 def _star_import(tree: ast.Module) -> bool:
