@@ -103,6 +103,13 @@ def test_a_role_knob_sets_that_role_and_nothing_else() -> None:
     assert arm.roles == {**base.roles, "open": "planner"}
     assert arm.pipeline.draws == 2 and arm.models == base.models
     assert arm_profile(base, "pipeline:roles.code=critic").roles["code"] == "critic"
+    # a one-shot arm is its code model's, whatever the task: no open role
+    assert "open" not in arm_profile(arm, "single").roles
+    assert arm_profile(arm, "single:critic").roles == {
+        **base.roles,
+        "code": "critic",
+        "fix": "critic",
+    }
     for bad, says in [
         ("pipeline:roles.open=nope", "no model 'nope'; roles name one of planner"),
         ("pipeline:roles.=planner", "not KNOB=VALUE"),

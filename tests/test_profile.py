@@ -101,7 +101,7 @@ def test_a_manifest_entry_is_trusted_only_while_size_and_digest_match(tmp_path: 
 @pytest.mark.real_model
 def test_the_default_profile_runs_two_real_instruct_coder_models() -> None:
     profile = default_profile()
-    assert set(profile.roles) == {"reason", "code", "critic", "fix"}
+    assert set(profile.roles) == {"reason", "code", "critic", "fix", "open"}
     specs = model_specs(profile)
     paths = {specs[m].path for m in profile.roles.values()}
     assert len(paths) == 2
@@ -110,6 +110,7 @@ def test_the_default_profile_runs_two_real_instruct_coder_models() -> None:
         assert "Qwen2.5 Coder" in str(meta["general.name"])
         assert "tokenizer.chat_template" in meta
     assert profile.roles["code"] != profile.roles["fix"]
+    assert profile.roles["open"] == profile.roles["fix"]  # the 1.5B writes opened first answers
 
 
 def _footprints(profile: Profile) -> list[int]:

@@ -18,6 +18,7 @@ from swapos.actors.system import System
 from swapos.data.task import Task
 from swapos.errors import SwapOSError
 from swapos.models.profile import Mode, ModelConfig, PipelineConfig, Profile
+from swapos.pipeline.routing import OPEN_ROLE
 
 ARMS = ("pipeline", "single")
 MODEL_KNOBS = ("draft",)
@@ -161,8 +162,8 @@ def arm_profile(profile: Profile, arm: str) -> Profile:
     knobs split by :func:`split_knobs` and set on its ``[pipeline]`` (:func:`pipeline_knobs`:
     the same pipeline with one lever changed, so both run interleaved in one run), on every
     model (:func:`model_knobs`) and on its roles (:func:`role_knobs`); for ``single``, one
-    code attempt and no reason phase (so: code, grade); for ``single:<model>`` the same,
-    written by that
+    code attempt and no reason phase (so: code, grade), written by the ``code`` model
+    whatever the task (no ``open`` role); for ``single:<model>`` the same, written by that
     model (the ``code`` and ``fix`` roles point to it).
 
     Raises:
@@ -182,7 +183,7 @@ def arm_profile(profile: Profile, arm: str) -> Profile:
     pipeline = msgspec.structs.replace(
         profile.pipeline, max_attempts=1, skip_reason_max_difficulty=SINGLE_SKIP_REASON
     )
-    roles = profile.roles
+    roles = {role: model for role, model in profile.roles.items() if role != OPEN_ROLE}
     if arm.startswith("single:"):
         model = arm.partition(":")[2]
         if model not in profile.models:
@@ -190,7 +191,7 @@ def arm_profile(profile: Profile, arm: str) -> Profile:
                 f"arm {arm!r}: the profile has no model {model!r}; "
                 f"choose from {', '.join(arm_choices(profile))}"
             )
-        roles = {**profile.roles, "code": model, "fix": model}
+        roles = {**roles, "code": model, "fix": model}
     return msgspec.structs.replace(profile, pipeline=pipeline, roles=roles)
 
 
