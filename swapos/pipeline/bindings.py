@@ -1,9 +1,19 @@
 """The names a piece of Python binds, anywhere in it: one definition of "bound" for the
-readers that ask whether a name is defined (brief scenarios, brief names, pre-grade defects)."""
+readers that ask whether a name is defined (brief scenarios, brief names, pre-grade defects);
+and the functions and classes a module defines at its top level."""
 
 from __future__ import annotations
 
 import ast
+from typing import Final
+
+DEFINITIONS: Final = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+"""The statements that define a function or a class."""
+
+
+def definitions(tree: ast.Module) -> list[str]:
+    """The names of the functions and classes ``tree`` defines at its top level, in order."""
+    return [stmt.name for stmt in tree.body if isinstance(stmt, DEFINITIONS)]
 
 
 def names_bound(node: ast.AST, *, attributes: bool = False) -> set[str]:
@@ -12,7 +22,7 @@ def names_bound(node: ast.AST, *, attributes: bool = False) -> set[str]:
     ``attributes``, also the attributes it assigns (``self.size = ...``)."""
     names: set[str] = set()
     for sub in ast.walk(node):
-        if isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        if isinstance(sub, DEFINITIONS):
             names.add(sub.name)
         elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
             names.add(sub.id)

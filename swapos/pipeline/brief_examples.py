@@ -76,6 +76,7 @@ from typing import Final, Literal
 
 import msgspec
 
+from swapos.pipeline.bindings import definitions
 from swapos.pipeline.brief_scenarios import Line, parsed_statements, scenarios
 from swapos.pipeline.example_values import (
     EVAL_ERRORS,
@@ -525,5 +526,4 @@ def _defined_names(starter: str) -> frozenset[str]:
         tree = ast.parse(starter)
     except PARSE_ERRORS:
         return frozenset()
-    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    return frozenset(n.name for n in tree.body if isinstance(n, kinds))
+    return frozenset(definitions(tree))

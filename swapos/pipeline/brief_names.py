@@ -51,7 +51,7 @@ import keyword
 import re
 from typing import Final
 
-from swapos.pipeline.bindings import names_bound
+from swapos.pipeline.bindings import definitions, names_bound
 from swapos.pipeline.extract import PARSE_ERRORS
 
 MOVERS: Final = frozenset(
@@ -170,8 +170,7 @@ def _defined(code: str) -> list[str]:
         tree = ast.parse(code)
     except PARSE_ERRORS:
         return re.findall(r"^(?:async\s+def|def|class)\s+([A-Za-z_]\w*)", code, re.M)
-    defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    return [node.name for node in tree.body if isinstance(node, defs)]
+    return definitions(tree)
 
 
 def _asked(sentence: str, called: frozenset[str], classes: frozenset[str]) -> list[str]:

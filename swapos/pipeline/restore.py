@@ -46,12 +46,12 @@ import sys
 from collections.abc import Iterator
 from typing import Final
 
+from swapos.pipeline.bindings import DEFINITIONS, definitions
 from swapos.pipeline.extract import PARSE_ERRORS
 
 MAX_ROUNDS: Final = 4
 _BUILTINS: Final = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__"}
 _STDLIB: Final = frozenset(sys.stdlib_module_names)
-_DEFS: Final = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 WELL_KNOWN: Final[dict[str, str]] = {
     **dict.fromkeys(("dataclass", "field", "asdict", "astuple", "fields"), "dataclasses"),
@@ -107,31 +107,21 @@ def restore_dropped(code: str, starter: str, *, exported: bool = False) -> tuple
             restored.append(source)
         if not added:
             break
-    if any(source in starter for source in restored) or _rewrites(code, starter_tree):
-        code = _with_futures(code, starter_tree, starter, restored)
+    try:
+        tree = ast.parse(code)
+    except PARSE_ERRORS:
+        return code, restored
+    rewrites = set(definitions(tree)) & set(definitions(starter_tree))  # the starter's file
+    if rewrites or any(source in starter for source in restored):  # or its statements
+        code = _with_futures(code, tree, starter_tree, starter, restored)
     return code, restored
 
 
-def _rewrites(code: str, starter: ast.Module) -> bool:
-    """Whether ``code`` defines at module level a function or class ``starter`` defines."""
-    try:
-        tree = ast.parse(code)
-    except PARSE_ERRORS:
-        return False
-    return bool(_definitions(tree) & _definitions(starter))
-
-
-def _definitions(tree: ast.Module) -> set[str]:
-    return {stmt.name for stmt in tree.body if isinstance(stmt, _DEFS)}
-
-
-def _with_futures(code: str, starter: ast.Module, starter_src: str, restored: list[str]) -> str:
-    """``code`` with the starter's ``from __future__`` imports it lacks put first (rule 4),
-    each appended to ``restored``."""
-    try:
-        tree = ast.parse(code)
-    except PARSE_ERRORS:
-        return code
+def _with_futures(
+    code: str, tree: ast.Module, starter: ast.Module, starter_src: str, restored: list[str]
+) -> str:
+    """``code`` (parsed: ``tree``) with the starter's ``from __future__`` imports it lacks put
+    first (rule 4), each appended to ``restored``."""
     have = {ast.unparse(s) for s in tree.body if _is_future(s)}
     wanted = [s for s in starter.body if _is_future(s) and ast.unparse(s) not in have]
     sources = [src for s in wanted if (src := _segment(s, starter_src)) is not None]
@@ -150,7 +140,7 @@ def _is_future(stmt: ast.stmt) -> bool:
 def _exported(starter: ast.Module, tree: ast.Module) -> set[str]:
     """The starter's public top-level functions and classes that ``tree`` does not bind."""
     bound = {n for stmt in tree.body for n in _binds(stmt)}
-    return {name for name in _definitions(starter) if not name.startswith("_")} - bound
+    return {name for name in definitions(starter) if not name.startswith("_")} - bound
 
 
 def _star_import(tree: ast.Module) -> bool:
@@ -209,7 +199,7 @@ def _starter_binding(name: str, stmt: ast.stmt, source: str) -> str | None:
                 return f"import {spelled}"
             return f"from {'.' * stmt.level}{stmt.module or ''} import {spelled}"
         return None
-    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+    if isinstance(stmt, DEFINITIONS):
         return _segment(stmt, source) if stmt.name == name else None
     targets: list[ast.expr] = []
     if isinstance(stmt, ast.Assign):
@@ -303,7 +293,7 @@ def _first_line(stmt: ast.stmt) -> int:
 
 def _binds(stmt: ast.stmt) -> set[str]:
     """The module-level names ``stmt`` binds."""
-    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+    if isinstance(stmt, DEFINITIONS):
         return {stmt.name}
     if isinstance(stmt, ast.Import | ast.ImportFrom):
         return {(a.asname or a.name).split(".")[0] for a in stmt.names}

@@ -57,27 +57,34 @@ def route(task: Task, profile: Profile) -> RoutePlan:
         where = "docstring" if task.category == "completion" else "brief"
         why.append(f"self-check: {len(examples)} {where} examples run before grading")
     models = {p: model_for(profile, p) for p in PHASES}
-    opener = opened_by(task, profile)
-    if opener is not None and opener != models["code"]:
+    opened = opened_by(task, profile)
+    if opened is not None and opened.model != models["code"]:
         why.append(
-            f"the first answer opens {code_opening(task, open_asked=True)!r}: "
-            f"code -> {opener} (roles.{OPEN_ROLE})"
+            f"the first answer opens {opened.opening!r}: code -> {opened.model} (roles.{OPEN_ROLE})"
         )
-        models["code"] = opener
+        models["code"] = opened.model
     why.extend(f"{p} -> {m}" for p, m in models.items() if p != "reason" or reason)
     return RoutePlan(reason=reason, models=models, why=why, selfcheck=examples)
 
 
-def opened_by(task: Task, profile: Profile) -> str | None:
-    """The model of the :data:`OPEN_ROLE` role when ``profile`` sets one, asks for opened
-    first requests (``pipeline.open_asked``) and ``task``'s brief asks for a definition its
-    first request opens with (:func:`swapos.pipeline.chat_prompts.code_opening`); else
-    ``None``. A model whose API cannot continue a turn still writes that first answer, asked
-    without the opening."""
-    opener = profile.roles.get(OPEN_ROLE)
-    if opener is None or not profile.pipeline.open_asked or task.category == "completion":
+class Opened(msgspec.Struct, frozen=True, kw_only=True):
+    """Who writes an opened first answer, and what it opens with."""
+
+    model: str
+    opening: str
+
+
+def opened_by(task: Task, profile: Profile) -> Opened | None:
+    """The model of the :data:`OPEN_ROLE` role and the opening, when ``profile`` sets that
+    role, asks for opened first requests (``pipeline.open_asked``) and ``task``'s brief asks
+    for a definition its first request opens with
+    (:func:`swapos.pipeline.chat_prompts.code_opening`); else ``None``. A model whose API
+    cannot continue a turn still writes that first answer, asked without the opening."""
+    model = profile.roles.get(OPEN_ROLE)
+    if model is None or not profile.pipeline.open_asked or task.category == "completion":
         return None
-    return opener if code_opening(task, open_asked=True) else None
+    opening = code_opening(task, open_asked=True)
+    return Opened(model=model, opening=opening) if opening else None
 
 
 def first_use(task: Task, profile: Profile) -> tuple[str, str]:
