@@ -11,8 +11,9 @@ DEFINITIONS: Final = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 """The statements that define a function or a class."""
 
 
-def definitions(tree: ast.Module) -> list[str]:
-    """The names of the functions and classes ``tree`` defines at its top level, in order."""
+def definitions(tree: ast.Module | ast.ClassDef) -> list[str]:
+    """The names of the functions and classes ``tree`` defines at its top level (a class: in
+    its body), in order."""
     return [stmt.name for stmt in tree.body if isinstance(stmt, DEFINITIONS)]
 
 

@@ -32,9 +32,9 @@ from collections.abc import Sequence
 from typing import Final
 
 from swapos.data.task import Task
+from swapos.pipeline.bindings import DEFINITIONS, definitions
 from swapos.pipeline.extract import PARSE_ERRORS
 
-_DEFS: Final = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _IMPORTS: Final = (ast.Import, ast.ImportFrom)
 EDIT_CATEGORIES: Final = frozenset({"bugfix", "feature"})
 """The task categories whose coders are asked for edits when ``pipeline.edit`` is on."""
@@ -53,8 +53,7 @@ def merge_edit(base: str, answer: str) -> str | None:
         base_tree, answer_tree = ast.parse(base), ast.parse(answer)
     except PARSE_ERRORS:
         return None
-    defined = {n.name for n in base_tree.body if isinstance(n, _DEFS)}
-    written = {n.name for n in answer_tree.body if isinstance(n, _DEFS)}
+    defined, written = set(definitions(base_tree)), set(definitions(answer_tree))
     if defined and defined <= written:
         return answer
     lines = base.splitlines()
@@ -115,7 +114,7 @@ class _Level:
         at = _same(self.body, node)
         if at is None:
             gap = ["", ""] if self.module else [""]
-            self.appended.extend([*gap, *text] if isinstance(node, _DEFS) else text)
+            self.appended.extend([*gap, *text] if isinstance(node, DEFINITIONS) else text)
             return
         old = self.body[at]
         if isinstance(old, ast.ClassDef) and isinstance(node, ast.ClassDef) and _partial(old, node):
@@ -177,7 +176,7 @@ def _same(body: Sequence[ast.stmt], node: ast.stmt) -> int | None:
 
 
 def _key(node: ast.stmt) -> tuple[str, ...] | None:
-    if isinstance(node, _DEFS):
+    if isinstance(node, DEFINITIONS):
         return ("def", node.name)
     targets: list[ast.expr] = []
     if isinstance(node, ast.Assign):
@@ -201,16 +200,14 @@ def _owner(body: Sequence[ast.stmt], node: ast.stmt) -> int | None:
         i
         for i, cls in enumerate(body)
         if isinstance(cls, ast.ClassDef)
-        and any(isinstance(m, _DEFS) and m.name == node.name for m in cls.body)
+        and any(isinstance(m, DEFINITIONS) and m.name == node.name for m in cls.body)
     ]
     return owners[0] if len(owners) == 1 else None
 
 
 def _partial(old: ast.ClassDef, new: ast.ClassDef) -> bool:
     """The answer's class leaves out a method the file's class has: merge, not replace."""
-    have = {n.name for n in old.body if isinstance(n, _DEFS)}
-    written = {n.name for n in new.body if isinstance(n, _DEFS)}
-    return not have <= written
+    return not set(definitions(old)) <= set(definitions(new))
 
 
 def _span(node: ast.stmt) -> tuple[int, int]:

@@ -16,6 +16,7 @@ from typing import Final, Literal
 import msgspec
 
 from swapos.data.task import Task
+from swapos.pipeline.bindings import definitions
 
 How = Literal[
     "fenced",  # a complete fenced block
@@ -80,11 +81,7 @@ def expected_names(task: Task) -> tuple[str, ...]:
     """Top-level functions and classes of the starter, plus the entry point."""
     try:
         tree = ast.parse(task.starter)
-        names = [
-            node.name
-            for node in tree.body
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-        ]
+        names = definitions(tree)
     except PARSE_ERRORS:
         names = _DEF_NAME.findall(task.starter)
     if task.entry_point and task.entry_point not in names:
