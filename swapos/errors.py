@@ -24,7 +24,7 @@ class ModelFileError(SwapOSError):
 
 
 class TaskError(SwapOSError):
-    """A task folder does not follow the task format (DESIGN §5)."""
+    """A task folder does not follow the task format (docs/tasks.md)."""
 
 
 class SystemClosedError(SwapOSError):

@@ -1,4 +1,4 @@
-"""``comparison.json``: the ratios that matter between modes and arms (DESIGN §8). Pure.
+"""``comparison.json``: the ratios that matter between modes and arms (docs/reports.md). Pure.
 
 Built from the per-mode/arm run summaries alone, so ``report`` can rebuild it at any time
 from the results files.

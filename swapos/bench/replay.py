@@ -6,7 +6,7 @@ Several logs (a cluster run's workers, ``<mode>-<arm>/events-*.jsonl``) replay a
 their tasks together, counters added up; the trace shows each node as its own process.
 
 Records are rebuilt by the same :class:`~swapos.records.aggregate.Aggregator` the Recorder
-runs live, so a replayed summary equals the live one exactly (DESIGN §6).
+runs live, so a replayed summary equals the live one exactly (docs/events.md).
 """
 
 from __future__ import annotations

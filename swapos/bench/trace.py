@@ -1,4 +1,4 @@
-"""Spans and a Chrome trace from an event log (DESIGN §6).
+"""Spans and a Chrome trace from an event log (docs/reports.md).
 
 :func:`spans` pairs start and end events into intervals on *lanes*: one lane per actor
 (``router``, ``grader``, ``generator``, ``prefetcher``, ``evictor``) and one per model

@@ -1,4 +1,4 @@
-"""The context capsule: the structured state handed from phase to phase (DESIGN §5).
+"""The context capsule: the structured state handed from phase to phase (docs/architecture.md).
 
 A :class:`Capsule` is plain, frozen data. It is versioned (:data:`CAPSULE_VERSION`) and
 round-trips through JSON byte for byte: ``encode_capsule(decode_capsule(b)) == b`` for every

@@ -1,4 +1,4 @@
-"""The task format (DESIGN §5) as data: one coding task, loaded into memory."""
+"""The task format (docs/tasks.md) as data: one coding task, loaded into memory."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Events: what happened, in the past tense. Every actor sends them to the Recorder, which
-appends each as one JSONL line (DESIGN §6). ``t`` is seconds since the run started."""
+appends each as one JSONL line (docs/events.md). ``t`` is seconds since the run started."""
 
 from __future__ import annotations
 

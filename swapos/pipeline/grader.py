@@ -1,4 +1,4 @@
-"""The sandboxed grader (DESIGN §7, docs/grader.md): run tests against an untrusted candidate.
+"""The sandboxed grader (docs/grader.md): run tests against an untrusted candidate.
 
 :func:`grade` writes the candidate (as ``solution.py``) and the task's tests into a fresh
 temporary directory and runs them with pytest in a subprocess, through the launcher in

@@ -1,4 +1,4 @@
-"""Prompts for the reason, code and critic phases (DESIGN §5).
+"""Prompts for the reason, code and critic phases (docs/architecture.md).
 
 The default models are small *base* models, so a prompt is a markdown document the model
 continues, not an instruction: ``## Task``, ``## Starter solution.py`` in a fence, ``## Plan``,

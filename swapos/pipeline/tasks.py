@@ -1,4 +1,4 @@
-"""Loading tasks and suites (DESIGN §5): task folders, the builtin suite, HumanEval.
+"""Loading tasks and suites (docs/tasks.md): task folders, the builtin suite, HumanEval.
 
 A task folder holds ``meta.json``, ``problem.md``, ``starter/solution.py``, ``tests/test_*.py``
 and optionally ``reference/solution.py``. A suite is any folder of task folders, at any depth.
@@ -87,7 +87,7 @@ def discover_tasks(suite_path: str | os.PathLike[str]) -> list[Task]:
     """
     suite = Path(suite_path)
     if not suite.is_dir():
-        raise TaskError(f"{suite}: not a folder; give a folder of task folders (DESIGN §5)")
+        raise TaskError(f"{suite}: not a folder; give a folder of task folders (docs/tasks.md)")
     tasks: dict[str, Task] = {}
     for folder in _task_folders(suite):
         task = load_task(folder)
@@ -175,7 +175,7 @@ def _read(path: Path, what: str) -> str:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise TaskError(
-            f"{path}: missing ({what}); every task folder needs it (DESIGN §5)"
+            f"{path}: missing ({what}); every task folder needs it (docs/tasks.md)"
         ) from None
     except (OSError, UnicodeDecodeError) as e:
         raise TaskError(

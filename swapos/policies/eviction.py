@@ -1,6 +1,6 @@
 """Which models to evict to make room: pure decisions over a snapshot of the ledger.
 
-The rule (DESIGN §3): evict idle models, the one needed *farthest in the future* first
+The rule (docs/architecture.md): evict idle models, the one needed *farthest in the future* first
 (Belady on the published schedule), least recently used breaking ties; never a leased
 model; never exceed either budget (host memory, and GPU memory for offloaded layers: one
 ledger, two budgets; a victim is taken only if it frees a kind still lacking). A

@@ -1,2 +1,2 @@
-"""Per-phase, per-task and per-run records (DESIGN §6), and the pure aggregation that builds
+"""Per-phase, per-task and per-run records (docs/timings.md), and the pure aggregation that builds
 them from events. The Recorder uses it live; replay uses it on a log: same code, same numbers."""

@@ -1,4 +1,4 @@
-"""The result records of DESIGN §6: what a phase, a task and a run report."""
+"""The result records of docs/timings.md: what a phase, a task and a run report."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A run's summary from its finished tasks: every aggregate of DESIGN §6, one function."""
+"""A run's summary from its finished tasks: every aggregate of docs/timings.md, one function."""
 
 from __future__ import annotations
 

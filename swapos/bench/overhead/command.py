@@ -1,4 +1,4 @@
-"""The overhead microbench (DESIGN §8): message hop, Recorder throughput, phase overhead.
+"""The overhead microbench (docs/benchmarks.md): message hop, Recorder throughput, phase overhead.
 
 ``python -m swapos.bench overhead [--out FILE.json]`` measures, on asyncio and trio, what
 :mod:`swapos.bench.overhead.measure` describes, and checks the figures against the issue's
