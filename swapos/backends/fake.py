@@ -7,6 +7,7 @@ that a load overlaps a generation or that a warm-up shortens a load.
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -18,6 +19,7 @@ from swapos.backends.base import DrawOutput, GenerationOutput
 from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
 from swapos.backends.stops import StopStream
 from swapos.clock import Clock
+from swapos.data.constraint import Constraint
 from swapos.data.generation import GenerationStats, StopReason
 from swapos.data.prefix import PrefixState
 from swapos.data.residency import Offload
@@ -25,7 +27,7 @@ from swapos.data.sampling import SamplingParams
 from swapos.errors import GenerationError, ModelFileError
 from swapos.models.resolve import refuse_offload
 from swapos.models.spec import ModelSpec
-from swapos.models.templates import ChatFormat
+from swapos.models.templates import ChatFormat, FimTokens
 from swapos.policies.draws import curve_from_ratios
 from swapos.policies.tokens import can_cut_back, common_prefix_len
 
@@ -64,6 +66,7 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
         draw_step_cost: for :meth:`FakeModel.generate_draws`, the time of one lockstep step
             of ``k`` draws as a multiple of ``token_s`` (item ``k - 1``; past the end, the
             last item); empty: 1.0 for every ``k`` (a flat cost curve).
+        fim: the model's fill-in-the-middle tokens (None: it has none).
     """
 
     load_s: float = 1.0
@@ -84,6 +87,7 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
     fail_generations: tuple[int, ...] = ()
     kv_window: int | None = None
     draw_step_cost: tuple[float, ...] = ()
+    fim: FimTokens | None = None
 
 
 Fault = Literal[
@@ -223,6 +227,7 @@ class FakeModel:
         reply = script.reply
         if script.replies:
             reply = script.replies[min(done, len(script.replies) - 1)]
+        reply = constrained_reply(reply, params.constraint)
         words = reply.split(" ") if reply else []
         pieces = words[:1] + [" " + w for w in words[1:]]  # joined, exactly the reply
         text, n, reason, first_at = await self._decode(pieces, params, on_token)
@@ -359,6 +364,33 @@ class FakeModel:
             self._backend.resident_bytes -= self._script.footprint_bytes
             if self._offload is not None:
                 self._backend.device_resident_bytes -= self._offload.device_bytes
+
+
+def constrained_reply(reply: str, constraint: Constraint | None) -> str:
+    """What a fake model answers under ``constraint``: its scripted reply where that has
+    the shape of the constraint's example (the same text around one JSON value that
+    parses), else the example itself; a lazy constraint (free text until a call starts)
+    leaves the reply as scripted."""
+    if constraint is None or constraint.lazy or _same_shape(reply, constraint.example):
+        return reply
+    return constraint.example
+
+
+def _same_shape(reply: str, example: str) -> bool:
+    starts = [i for i in (example.find("{"), example.find("[")) if i >= 0]
+    start = min(starts) if starts else 0
+    try:
+        _, end = json.JSONDecoder().raw_decode(example, start)
+    except json.JSONDecodeError:
+        return reply == example
+    before, after = example[:start], example[end:]
+    if not (reply.startswith(before) and reply.endswith(after)):
+        return False
+    try:
+        json.loads(reply[len(before) : len(reply) - len(after)])
+    except json.JSONDecodeError:
+        return False
+    return True
 
 
 class _FakeDraw:
@@ -564,6 +596,10 @@ class FakeBackend:
     def token_counter(self, spec: ModelSpec) -> Callable[[str], int]:
         """Fake tokens are characters."""
         return len
+
+    def fim_tokens(self, spec: ModelSpec) -> FimTokens | None:
+        """The script's fill-in-the-middle tokens, if it has them."""
+        return self._script(spec).fim
 
     def chat_format(self, spec: ModelSpec) -> ChatFormat | None:
         """The script's chat template, if it has one."""

@@ -31,9 +31,10 @@ import numpy as np
 from swapos.backends.base import GenerationOutput
 from swapos.backends.llama import kv_state
 from swapos.backends.llama.batch import VerifyBatch, decode_chunks
+from swapos.backends.llama.grammar import GrammarGate
 from swapos.backends.llama.model_draft import ModelDrafter
 from swapos.backends.llama.runtime import Aborted
-from swapos.backends.llama.sampling import sample_logits
+from swapos.backends.llama.sampling import adjust_logits, sample_logits
 from swapos.backends.llama.vocab import piece, tokenize
 from swapos.backends.stops import StopStream
 from swapos.data.generation import DraftCosts, GenerationStats, StopReason
@@ -71,13 +72,10 @@ class _Drafts:
     steps: int = 0
 
 
-def sample(
-    ctx: Any, n_vocab: int, params: SamplingParams, rng: np.random.Generator, row: int = -1
-) -> int:
-    """Sample from the logits of output ``row`` of the last batch (-1: its last): argmax
-    when greedy, else top-k, then top-p, at ``params.temperature``, one draw of ``rng``."""
+def logits_row(ctx: Any, n_vocab: int, row: int = -1) -> np.ndarray:
+    """The logits of output ``row`` of the last batch (-1: its last), as a view."""
     ptr = llama_cpp.llama_get_logits_ith(ctx, row)
-    return sample_logits(np.ctypeslib.as_array(ptr, shape=(n_vocab,)), params, rng)
+    return np.ctypeslib.as_array(ptr, shape=(n_vocab,))
 
 
 class Decoder:
@@ -104,6 +102,7 @@ class Decoder:
         self.drafter = handles.drafter if handles.window is None else None
         self.prompt: list[int] = []
         self.max_tokens = 0
+        self.gate: GrammarGate | None = None
 
     def run(
         self,
@@ -114,8 +113,30 @@ class Decoder:
         *,
         save_final: bool = False,
     ) -> GenerationOutput:
-        """Restore, prefill (snapshotting at ``save_at``), sample until a stop, then
-        snapshot the final state if ``save_final``."""
+        """Restore, prefill (snapshotting at ``save_at``), sample until a stop (under
+        ``params.constraint``'s grammar, if any), then snapshot the final state if
+        ``save_final``.
+
+        Raises:
+            GenerationError: the constraint's grammar does not compile or reaches a dead end.
+        """
+        if params.constraint is not None:
+            self.gate = GrammarGate(self.h.vocab, self.h.n_vocab, params.constraint)
+        try:
+            return self._run(prompt, params, restore, save_at, save_final=save_final)
+        finally:
+            if self.gate is not None:
+                self.gate.close()
+
+    def _run(
+        self,
+        prompt: list[int],
+        params: SamplingParams,
+        restore: PrefixState | None,
+        save_at: int | None,
+        *,
+        save_final: bool,
+    ) -> GenerationOutput:
         kv_state.clear(self.ctx)
         restored = self.n_past = kv_state.restore(
             self.ctx, self.h.model, self.h.name, prompt, restore
@@ -169,7 +190,19 @@ class Decoder:
         return True
 
     def _sample(self, params: SamplingParams, rng: np.random.Generator, row: int = -1) -> int:
-        return sample(self.ctx, self.h.n_vocab, params, rng, row)
+        """The next token from output ``row``'s logits: biased and penalised over the prompt
+        and answer so far, sampled, then (under a grammar) checked alone and, if the grammar
+        rejects it, sampled again from the logits the grammar allows."""
+        logits = logits_row(self.ctx, self.h.n_vocab, row)
+        if params.adjusts_logits:
+            logits = adjust_logits(logits, params, [*self.prompt, *self.generated])
+        token = sample_logits(logits, params, rng)
+        gate = self.gate
+        if gate is not None:
+            if not gate.allows(token):
+                token = sample_logits(gate.mask(logits), params, rng)
+            gate.accept(token)
+        return token
 
     def _emit(self, text: str) -> None:
         if text and self.on_token is not None:
@@ -178,7 +211,12 @@ class Decoder:
     def _policy(
         self, params: SamplingParams, prompt: list[int]
     ) -> tuple[DraftPolicy, list[NgramIndex]]:
-        """The drafting policy and the sources it looks drafts up in (prediction first)."""
+        """The drafting policy and the sources it looks drafts up in (prediction first).
+        A constrained or penalised generation does not draft: its grammar and penalties
+        follow the tokens one at a time."""
+        if params.constraint is not None or params.adjusts_logits:
+            self.drafter = None
+            return DraftPolicy(None, None), []
         if self.h.window is not None:  # a rolled-back step may have pushed cells out of it
             return DraftPolicy(None, None), []
         if self.drafter is not None:

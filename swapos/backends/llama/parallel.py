@@ -104,9 +104,18 @@ class DrawsDecoder:
     def run(
         self, prompt: list[int], draws: Sequence[SamplingParams], restore: PrefixState | None
     ) -> list[DrawOutput]:
-        """Make the draws context, prefill, decode every draw to its end; free the context."""
+        """Make the draws context, prefill, decode every draw to its end; free the context.
+
+        Raises:
+            GenerationError: a draw asks for a grammar or logit adjustments (draws sample
+                plain logits; such a generation runs alone).
+        """
         if not draws:
             return []
+        if any(d.constraint is not None or d.adjusts_logits for d in draws):
+            raise GenerationError(
+                "draws side by side take no grammar, logit bias or repetition penalty"
+            )
         cells = draws_context_cells(len(prompt), [d.max_tokens for d in draws], self.h.n_ctx)
         ctx = _new_context(self.h.model, self.spec, n_seq=len(draws), cells=max(cells, 1))
         batch = VerifyBatch(max(len(draws), 1))
