@@ -30,7 +30,7 @@ FLOORS: tuple[frozenset[str], ...] = (
         }
     ),
     # 1: pure decisions, model files and profiles, capsules, the message vocabulary
-    frozenset({"policies", "models", "capsule", "messages"}),
+    frozenset({"policies", "models", "capsule", "messages", "structured"}),
     # 2: what the actors use: model backends, KV stores, the pipeline's logic, records
     frozenset({"backends", "kvstore", "pipeline", "records"}),
     # 3: the actor system and its test clock
