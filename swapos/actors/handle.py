@@ -45,7 +45,7 @@ from swapos.messages.commands import (
 from swapos.messages.inboxes import ClientInbox
 from swapos.models.profile import Profile
 from swapos.models.spec import ModelSpec
-from swapos.models.templates import ChatFormat
+from swapos.models.templates import ChatFormat, FimTokens
 from swapos.records.schema import PhaseRecord, RunSummary, TaskResult
 
 
@@ -198,6 +198,10 @@ class System:
         """A function counting tokens of text as ``model``'s tokenizer does (blocking for
         real models: call it in a worker thread for long texts)."""
         return await self._texts.token_counter(model)
+
+    async def fim_tokens(self, model: str) -> FimTokens | None:
+        """``model``'s fill-in-the-middle tokens, None when its vocabulary has none."""
+        return await self._texts.fim_tokens(model)
 
     async def models(self) -> list[ModelState]:
         """Every model's state, leases and measured footprint, as the Loader has them."""

@@ -13,7 +13,7 @@ from swapos.backends.base import ModelBackend
 from swapos.errors import SwapOSError
 from swapos.models.profile import Profile
 from swapos.models.spec import ModelSpec
-from swapos.models.templates import CHATML, ChatFormat
+from swapos.models.templates import CHATML, ChatFormat, FimTokens
 
 log = structlog.get_logger(__name__)
 
@@ -36,6 +36,7 @@ class ModelTexts:
         self._profile = profile
         self._counters: dict[str, Callable[[str], int]] = {}
         self._chat: dict[str, ChatFormat | None] = {}
+        self._fim: dict[str, FimTokens | None] = {}
         self._curves: dict[str, dict[int, float]] = {}
 
     async def read_all(self) -> None:
@@ -77,6 +78,17 @@ class ModelTexts:
                 fmt = ChatFormat(template=CHATML)
             self._chat.setdefault(model, fmt)
         return self._chat[model]
+
+    async def fim_tokens(self, model: str) -> FimTokens | None:
+        """``model``'s fill-in-the-middle tokens (None: none), read once, off the loop.
+
+        Raises:
+            SwapOSError: the model file cannot be read.
+        """
+        if model not in self._fim:
+            fim = await anyio.to_thread.run_sync(self._backend.fim_tokens, self._specs[model])
+            self._fim.setdefault(model, fim)
+        return self._fim[model]
 
     async def draw_curve(self, model: str) -> dict[int, float]:
         """``model``'s measured cost of a batch of ``k`` tokens against one (``{k: ratio}``;

@@ -19,7 +19,7 @@ from swapos.data.prefix import PrefixState
 from swapos.data.residency import Offload
 from swapos.data.sampling import SamplingParams
 from swapos.models.spec import ModelSpec
-from swapos.models.templates import ChatFormat
+from swapos.models.templates import ChatFormat, FimTokens
 
 
 class GenerationOutput(msgspec.Struct, frozen=True, kw_only=True):
@@ -269,4 +269,14 @@ class ModelBackend(Protocol):
     def token_counter(self, spec: ModelSpec) -> Callable[[str], int]:
         """A function counting tokens of text as ``spec``'s tokenizer does, without loading
         the weights. Blocking (it may read the vocabulary): call it from a worker thread."""
+        ...
+
+    def fim_tokens(self, spec: ModelSpec) -> FimTokens | None:
+        """The text of ``spec``'s fill-in-the-middle tokens, as its vocabulary has them
+        (None: it has none). Blocking (it may read the vocabulary): call it from a worker
+        thread.
+
+        Raises:
+            ModelFileError: the file is missing or not loadable.
+        """
         ...

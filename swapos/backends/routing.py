@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 from swapos.backends.base import LoadedModel, ModelBackend
 from swapos.models.spec import ModelSpec
-from swapos.models.templates import ChatFormat
+from swapos.models.templates import ChatFormat, FimTokens
 
 
 class RoutingBackend:
@@ -65,3 +65,6 @@ class RoutingBackend:
 
     def token_counter(self, spec: ModelSpec) -> Callable[[str], int]:
         return self.backend_for(spec).token_counter(spec)
+
+    def fim_tokens(self, spec: ModelSpec) -> FimTokens | None:
+        return self.backend_for(spec).fim_tokens(spec)

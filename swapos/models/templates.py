@@ -29,7 +29,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from swapos.errors import TemplateError as TemplateError  # noqa: PLC0414 (re-exported)
 
-Role = Literal["system", "user", "assistant"]
+Role = Literal["system", "user", "assistant", "tool"]
 
 CHATML: Final = (
     "{% for message in messages %}"
@@ -40,11 +40,64 @@ CHATML: Final = (
 """The template used when a profile forces ``prompt = "chat"`` on a model without one."""
 
 
-class ChatMessage(msgspec.Struct, frozen=True, kw_only=True):
-    """One turn of a conversation."""
+class TemplateToolCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A tool call an assistant turn made, as chat templates read it: ``arguments`` is the
+    decoded object (Hugging Face's convention; a template writes it with ``tojson``), or
+    the text as sent where it is not JSON."""
+
+    name: str
+    arguments: Any
+    id: str = ""
+
+
+class ChatMessage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One turn of a conversation.
+
+    Attributes:
+        role: who speaks; ``tool`` is a tool's result, answering a call of the turn before.
+        content: the text.
+        tool_calls: the calls an assistant turn made (its content may then be empty).
+        tool_call_id: (a ``tool`` turn) the call it answers.
+        name: (a ``tool`` turn) the function that answered.
+    """
 
     role: Role
     content: str
+    tool_calls: tuple[TemplateToolCall, ...] = ()
+    tool_call_id: str = ""
+    name: str = ""
+
+    def as_template_dict(self) -> dict[str, Any]:
+        """The turn as a chat template reads it (keys beyond role and content only where
+        set, so a template's ``message.tool_calls is defined`` tests stay false)."""
+        turn: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            turn["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in self.tool_calls
+            ]
+        if self.tool_call_id:
+            turn["tool_call_id"] = self.tool_call_id
+        if self.name:
+            turn["name"] = self.name
+        return turn
+
+
+class FimTokens(msgspec.Struct, frozen=True, kw_only=True):
+    """The text of a model's fill-in-the-middle tokens (read from its vocabulary)."""
+
+    prefix: str
+    suffix: str
+    middle: str
+
+    def prompt(self, before: str, after: str) -> str:
+        """The prompt asking for the text between ``before`` and ``after`` (the
+        prefix-suffix-middle order the FIM-trained coders use)."""
+        return f"{self.prefix}{before}{self.suffix}{after}{self.middle}"
 
 
 class ChatFormat(msgspec.Struct, frozen=True, kw_only=True):
@@ -89,6 +142,7 @@ def render_chat(
     messages: Sequence[ChatMessage],
     *,
     add_generation_prompt: bool = True,
+    tools: Sequence[dict[str, Any]] = (),
 ) -> str:
     """The conversation as the model reads it.
 
@@ -96,6 +150,9 @@ def render_chat(
         fmt: the model's template and special tokens.
         messages: the turns, oldest first.
         add_generation_prompt: end with the header of the assistant's next turn.
+        tools: the functions offered, in OpenAI's shape (``{"type": "function",
+            "function": {...}}``), given to the template as ``tools`` (how Hugging Face
+            renders them); none: the template sees no ``tools``.
 
     With ``fmt.messages`` the result is the messages as JSON (:func:`encode_messages`), and
     ``add_generation_prompt`` is the API's business.
@@ -107,7 +164,8 @@ def render_chat(
         return encode_messages(messages)
     try:
         text = _compiled(fmt.template).render(
-            messages=[{"role": m.role, "content": m.content} for m in messages],
+            messages=[m.as_template_dict() for m in messages],
+            **({"tools": list(tools)} if tools else {}),
             bos_token=fmt.bos_token,
             eos_token=fmt.eos_token,
             add_generation_prompt=add_generation_prompt,

@@ -14,7 +14,7 @@ from swapos.backends.api import wire
 from swapos.backends.api.model import HTTP_ERRORS, ApiModel
 from swapos.errors import ModelFileError
 from swapos.models.spec import ModelSpec, RemoteEndpoint
-from swapos.models.templates import MESSAGES, MESSAGES_CONTINUED, ChatFormat
+from swapos.models.templates import MESSAGES, MESSAGES_CONTINUED, ChatFormat, FimTokens
 
 log = structlog.get_logger(__name__)
 
@@ -106,6 +106,10 @@ class ApiBackend:
     def token_counter(self, spec: ModelSpec) -> Callable[[str], int]:
         """An estimate (:func:`estimate_tokens`): the remote tokenizer is not reachable."""
         return estimate_tokens
+
+    def fim_tokens(self, spec: ModelSpec) -> FimTokens | None:
+        """None: a remote chat API takes no raw special tokens."""
+        return None
 
 
 def _endpoint(spec: ModelSpec) -> RemoteEndpoint:

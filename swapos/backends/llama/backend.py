@@ -27,7 +27,7 @@ from swapos.errors import ModelFileError
 from swapos.models.gguf import GGUFInfo
 from swapos.models.resolve import refuse_offload
 from swapos.models.spec import ModelSpec
-from swapos.models.templates import ChatFormat
+from swapos.models.templates import ChatFormat, FimTokens
 from swapos.policies.draws import curve_from_ratios
 from swapos.sysinfo import gpu_offload_supported
 
@@ -130,6 +130,18 @@ class LlamaBackend:
             return None
         with _reading_vocabulary(spec):
             return shared_counter(spec.path, info).chat_format(template)
+
+    def fim_tokens(self, spec: ModelSpec) -> FimTokens | None:
+        """The fill-in-the-middle tokens of ``spec``'s vocabulary (None without them).
+
+        Blocking (reads the vocabulary): call it from a worker thread.
+
+        Raises:
+            ModelFileError: the file is missing or not loadable.
+        """
+        info = gguf_info(spec.path)
+        with _reading_vocabulary(spec):
+            return shared_counter(spec.path, info).fim_tokens()
 
     async def load(self, spec: ModelSpec) -> LlamaModel:
         """Load ``spec`` in a worker thread.

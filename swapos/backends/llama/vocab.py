@@ -12,7 +12,7 @@ import llama_cpp
 from swapos.backends.llama.runtime import init_llama
 from swapos.errors import ModelFileError
 from swapos.models.gguf import GGUFInfo
-from swapos.models.templates import ChatFormat
+from swapos.models.templates import ChatFormat, FimTokens
 
 
 def tokenize(vocab: Any, text: str, *, special: bool = False) -> list[int]:
@@ -66,6 +66,20 @@ class TokenCounter:
             eos_token=self._text(llama_cpp.llama_vocab_eos(self._vocab)),
             adds_bos=bool(llama_cpp.llama_vocab_get_add_bos(self._vocab)),
         )
+
+    def fim_tokens(self) -> FimTokens | None:
+        """The fill-in-the-middle tokens llama.cpp found in this vocabulary (from the
+        GGUF's ``tokenizer.ggml.fim_*_token_id`` keys, or by their text when it loaded the
+        token table), None unless all three are there."""
+        ids = (
+            llama_cpp.llama_vocab_fim_pre(self._vocab),
+            llama_cpp.llama_vocab_fim_suf(self._vocab),
+            llama_cpp.llama_vocab_fim_mid(self._vocab),
+        )
+        if min(ids) < 0:
+            return None
+        prefix, suffix, middle = (self._text(t) for t in ids)
+        return FimTokens(prefix=prefix, suffix=suffix, middle=middle)
 
     def _text(self, token: int) -> str:
         if token < 0:
