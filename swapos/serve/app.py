@@ -23,19 +23,12 @@ from starlette.routing import Route
 from swapos.actors.system import System
 from swapos.serve import admin
 from swapos.serve.bodies import decode, read_body
-from swapos.serve.completions import (
-    Prepared,
-    failure,
-    new_response_id,
-    prepare_chat,
-    prepare_text,
-    run,
-    streamer,
-    whole_response,
-)
+from swapos.serve.completions import Prepared, failure, prepare_chat, prepare_text, run
 from swapos.serve.errors import RequestError
+from swapos.serve.fields import checked_fields
 from swapos.serve.metrics import Metrics
 from swapos.serve.ollama import Ollama, OllamaError
+from swapos.serve.responses import new_response_id, streamer, whole_response
 from swapos.serve.scheduler import Scheduler
 from swapos.serve.schemas import ChatCompletionRequest, CompletionRequest
 from swapos.serve.sse import EventStream
@@ -146,12 +139,16 @@ def client_key(request: Request) -> str | None:
 
 
 async def chat_completions(server: Server, request: Request) -> Any:
-    body = decode(await read_body(request, server.settings.max_body_bytes), ChatCompletionRequest)
+    raw = await read_body(request, server.settings.max_body_bytes)
+    checked_fields("openai.chat", raw)
+    body = decode(raw, ChatCompletionRequest)
     return await _complete(server, await prepare_chat(server, body, client_key(request)))
 
 
 async def completions(server: Server, request: Request) -> Any:
-    body = decode(await read_body(request, server.settings.max_body_bytes), CompletionRequest)
+    raw = await read_body(request, server.settings.max_body_bytes)
+    checked_fields("openai.completions", raw)
+    body = decode(raw, CompletionRequest)
     return await _complete(server, await prepare_text(server, body, client_key(request)))
 
 

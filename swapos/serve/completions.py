@@ -1,68 +1,66 @@
-"""``/v1/chat/completions`` and ``/v1/completions``: from a decoded body to a phase and back.
+"""``/v1/chat/completions`` and ``/v1/completions``: from a decoded body to a phase.
 
 A request is checked and rendered (:func:`prepare_chat`, :func:`prepare_text`), waits for
 its model's turn in the :class:`~swapos.serve.scheduler.Scheduler`, and runs as one phase
 of its own task in the event log (:meth:`System.generate
 <swapos.actors.system.System.generate>`), with the queued and predicted models as the
-schedule after it. The response carries the phase's numbers in ``swapos``.
+schedule after it. :mod:`swapos.serve.responses` turns what ran into the response.
 """
 
 from __future__ import annotations
 
-import contextlib
-import math
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
-import msgspec
 
 from swapos.actors.system import PhasesOutcome
+from swapos.data.constraint import Constraint
 from swapos.data.generation import DraftRequest
 from swapos.data.sampling import SamplingParams
-from swapos.messages.base import new_id
 from swapos.messages.commands import PhaseSpec
 from swapos.models.templates import CHATML, ChatFormat, ChatMessage, TemplateError, render_chat
 from swapos.records.schema import PhaseRecord
 from swapos.serve.errors import RequestError
+from swapos.serve.sampling import Sampling, sampling_of
 from swapos.serve.schemas import (
-    ChatChoice,
-    ChatCompletion,
-    ChatCompletionChunk,
     ChatCompletionRequest,
     ChatMessageIn,
-    ChatMessageOut,
-    ChunkChoice,
     CompletionRequest,
-    Delta,
-    FinishReason,
     Prediction,
-    TextChoice,
-    TextCompletion,
-    TextCompletionChunk,
-    Timings,
-    Usage,
 )
-from swapos.serve.sse import Emit, sse_event
 from swapos.serve.state import Server
+from swapos.serve.tools import (
+    ToolPlan,
+    plan_tools,
+    response_schema,
+    schema_constraint,
+    template_calls,
+)
 
 Kind = Literal["chat", "text"]
 INLINE_COUNT_CHARS = 16_384
 """Prompts up to this long are counted on the event loop (well under a millisecond)."""
-ROLES: dict[str, Literal["system", "user", "assistant"]] = {
+ROLES: dict[str, Literal["system", "user", "assistant", "tool"]] = {
     "system": "system",
     "developer": "system",
     "user": "user",
     "assistant": "assistant",
+    "tool": "tool",
 }
 
 
 @dataclass(frozen=True)
 class Prepared:
-    """A checked request, ready to run."""
+    """A checked request, ready to run.
+
+    Attributes:
+        tools: how the request's tools were offered (its answer's calls are parsed by it);
+            None when none were.
+        echo: text that comes back before the completion (``echo``: the prompt).
+    """
 
     kind: Kind
     model: str
@@ -73,6 +71,8 @@ class Prepared:
     prompt_tokens: int
     key: str | None
     stream: bool
+    tools: ToolPlan | None = None
+    echo: str = ""
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,15 @@ def _messages(messages: list[ChatMessageIn]) -> list[ChatMessage]:
                     param=f"messages[{i}].content",
                 )
             content = "".join(p.text for p in content)
-        out.append(ChatMessage(role=role, content=content or ""))
+        out.append(
+            ChatMessage(
+                role=role,
+                content=content or "",
+                tool_calls=template_calls(m.tool_calls),
+                tool_call_id=m.tool_call_id or "",
+                name=(m.name or "") if role == "tool" else "",
+            )
+        )
     return out
 
 
@@ -138,24 +146,15 @@ def _prediction(prediction: Prediction | None) -> str:
     return content if isinstance(content, str) else "".join(p.text for p in content)
 
 
-def _stops(stop: str | list[str] | None) -> tuple[str, ...]:
-    if stop is None:
-        return ()
-    return (stop,) if isinstance(stop, str) else tuple(stop)
-
-
 async def _params_for(
     server: Server,
     model: str,
     prompt: str,
+    sampling: Sampling,
     *,
-    max_tokens: int | None,
-    temperature: float | None,
-    top_p: float | None,
-    seed: int | None,
-    stop: str | list[str] | None,
     param: str,
     prediction: str = "",
+    constraint: Constraint | None = None,
 ) -> tuple[SamplingParams, int]:
     """Sampling parameters and the prompt's token count; a prompt that leaves no room in
     the model's context is refused naming the limit."""
@@ -173,45 +172,25 @@ async def _params_for(
             param=param,
             code="context_length_exceeded",
         )
-    if max_tokens is not None and max_tokens < 1:
-        raise RequestError(400, f"max_tokens must be at least 1, got {max_tokens}", "max_tokens")
-    check_sampling(temperature=temperature, top_p=top_p, seed=seed)
-    wanted = max_tokens if max_tokens is not None else server.settings.default_max_tokens
-    params = SamplingParams(
+    if sampling.num_ctx is not None and sampling.num_ctx > n_ctx:
+        raise RequestError(
+            400,
+            f"options.num_ctx {sampling.num_ctx} is more than the {n_ctx} tokens {model!r} is "
+            "loaded with (n_ctx in the profile)",
+            param="options.num_ctx",
+        )
+    wanted = sampling.max_tokens or server.settings.default_max_tokens
+    params = sampling.params(
         max_tokens=min(wanted, n_ctx - count),
-        stop=_stops(stop),
-        temperature=temperature if temperature is not None else 0.0,
-        seed=seed if seed is not None else 0,
-        top_p=top_p if top_p is not None else SamplingParams().top_p,
         draft=DraftRequest(kind="prediction" if prediction else "serve", prediction=prediction),
+        constraint=constraint,
     )
     return params, count
 
 
-SEED_MAX = 2**63 - 1
-
-
-def check_sampling(*, temperature: float | None, top_p: float | None, seed: int | None) -> None:
-    """Refuse sampling values no backend can use, with a 400 naming the field (instead of
-    a generation failing later as a server error).
-
-    Raises:
-        RequestError: ``temperature`` not a finite number >= 0, ``top_p`` not in [0, 1],
-            ``seed`` not in [0, 2**63 - 1].
-    """
-    if temperature is not None and not (math.isfinite(temperature) and temperature >= 0):
-        raise RequestError(
-            400, f"temperature must be a number >= 0, got {temperature}", "temperature"
-        )
-    if top_p is not None and not (math.isfinite(top_p) and 0 <= top_p <= 1):
-        raise RequestError(400, f"top_p must be between 0 and 1, got {top_p}", "top_p")
-    if seed is not None and not 0 <= seed <= SEED_MAX:
-        raise RequestError(400, f"seed must be between 0 and {SEED_MAX}, got {seed}", "seed")
-
-
 async def prepare_chat(server: Server, body: ChatCompletionRequest, key: str | None) -> Prepared:
     """Check a chat request and render its conversation with the model's chat template
-    (ChatML as plain text for a model prompted as a base model).
+    (ChatML as plain text for a model prompted as a base model), its tools included.
 
     The stable prefix is the conversation before the last message: the KV cache keeps the
     state after each answer, so the next turn of the same chat re-reads only what is new.
@@ -226,35 +205,37 @@ async def prepare_chat(server: Server, body: ChatCompletionRequest, key: str | N
         raise RequestError(400, "n must be 1: SwapOS generates one choice", param="n")
     _check_model(server, body.model)
     messages = _messages(body.messages)
-    fmt = await server.system.chat_format(body.model)
-    special = fmt is not None
-    fmt = fmt or ChatFormat(template=CHATML)
+    chat = await server.system.chat_format(body.model)
+    sampling = sampling_of(body)
+    answer = response_schema(body.response_format)
+    plan = plan_tools(
+        body.model, chat, body.tools, body.tool_choice,
+        parallel=body.parallel_tool_calls, answer=answer[0] if answer else None,
+    )  # fmt: skip
+    constraint = plan.constraint if plan is not None else None
+    if constraint is None and answer is not None:
+        constraint = schema_constraint(*answer, param="response_format")
+    fmt = chat or ChatFormat(template=CHATML)
+    tools = plan.template_tools if plan is not None else ()
     try:
-        prompt, stable = _render_conversation(fmt, messages, _continues(body, messages))
+        prompt, stable = _render_conversation(fmt, messages, _continues(body, messages), tools)
     except TemplateError as exc:
         raise RequestError(400, str(exc), param="messages") from exc
     params, count = await _params_for(
-        server,
-        body.model,
-        prompt,
-        max_tokens=body.max_completion_tokens or body.max_tokens,
-        temperature=body.temperature,
-        top_p=body.top_p,
-        seed=body.seed,
-        stop=body.stop,
-        param="messages",
-        prediction=_prediction(body.prediction),
-    )
+        server, body.model, prompt, sampling, param="messages",
+        prediction=_prediction(body.prediction), constraint=constraint,
+    )  # fmt: skip
     return Prepared(
         kind="chat",
         model=body.model,
         prompt=prompt,
         stable_prefix=stable,
-        special=special,
+        special=chat is not None,
         params=params,
         prompt_tokens=count,
         key=body.user or key,
         stream=body.stream,
+        tools=plan,
     )
 
 
@@ -285,7 +266,10 @@ def _continues(body: ChatCompletionRequest, messages: list[ChatMessage]) -> bool
 
 
 def _render_conversation(
-    fmt: ChatFormat, messages: list[ChatMessage], continues: bool
+    fmt: ChatFormat,
+    messages: list[ChatMessage],
+    continues: bool,
+    tools: tuple[dict[str, Any], ...],
 ) -> tuple[str, str]:
     """(prompt, stable prefix) of a conversation; with ``continues`` its final assistant
     message is the opening of the answer.
@@ -295,16 +279,29 @@ def _render_conversation(
     """
     if continues:
         *turns, opened = messages
-        prompt = render_chat(fmt, turns) + opened.content
+        prompt = render_chat(fmt, turns, tools=tools) + opened.content
     else:
-        turns, prompt = messages, render_chat(fmt, messages)
+        turns, prompt = messages, render_chat(fmt, messages, tools=tools)
     before = turns[:-1]
-    stable = render_chat(fmt, before, add_generation_prompt=False) if before else ""
+    stable = render_chat(fmt, before, add_generation_prompt=False, tools=tools) if before else ""
     return prompt, stable
 
 
-async def prepare_text(server: Server, body: CompletionRequest, key: str | None) -> Prepared:
-    """Check a completion request: one prompt the model continues as is."""
+async def prepare_text(
+    server: Server,
+    body: CompletionRequest,
+    key: str | None,
+    *,
+    constraint: Constraint | None = None,
+) -> Prepared:
+    """Check a completion request: one prompt the model continues as is, or, with
+    ``suffix``, the gap between the prompt and the suffix it fills in (for a model whose
+    vocabulary has fill-in-the-middle tokens); ``constraint``: a grammar the continuation
+    follows (Ollama's ``format`` on a raw prompt).
+
+    Raises:
+        RequestError: the request cannot be served (its status and message say why).
+    """
     if body.n != 1:
         raise RequestError(400, "n must be 1: SwapOS generates one choice", param="n")
     _check_model(server, body.model)
@@ -313,27 +310,29 @@ async def prepare_text(server: Server, body: CompletionRequest, key: str | None)
         if len(prompt) != 1:
             raise RequestError(400, "prompt must be one string", param="prompt")
         prompt = prompt[0]
-    params, count = await _params_for(
-        server,
-        body.model,
-        prompt,
-        max_tokens=body.max_tokens,
-        temperature=body.temperature,
-        top_p=body.top_p,
-        seed=body.seed,
-        stop=body.stop,
-        param="prompt",
-    )
+    text = prompt
+    if body.suffix is not None:
+        fim = await server.system.fim_tokens(body.model)
+        if fim is None:
+            raise RequestError(
+                400,
+                f"{body.model!r} cannot fill in the middle: its vocabulary has no "
+                "fill-in-the-middle tokens (send the prompt without suffix)",
+                param="suffix",
+            )
+        text = fim.prompt(prompt, body.suffix)
+    params, count = await _params_for(server, body.model, text, sampling_of(body), param="prompt")
     return Prepared(
         kind="text",
         model=body.model,
-        prompt=prompt,
+        prompt=text,
         stable_prefix="",
-        special=False,
+        special=body.suffix is not None,
         params=params,
         prompt_tokens=count,
         key=body.user or key,
         stream=body.stream,
+        echo=prompt if body.echo else "",
     )
 
 
@@ -393,190 +392,3 @@ def failure(ran: Ran) -> RequestError:
     if "does not fit n_ctx" in reason:
         return RequestError(400, reason, param="messages", code="context_length_exceeded")
     return RequestError(500, f"generation failed: {reason}", kind="server_error")
-
-
-# --- responses ----------------------------------------------------------------------------
-
-
-def timings(ran: Ran) -> Timings:
-    r = ran.record
-    return Timings(
-        queue_wait_s=ran.queue_wait_s,
-        load_s=r.load_s,
-        load_hidden_s=r.load_hidden_s,
-        evict_s=r.evict_s,
-        prefill_tokens=r.prefill_tokens,
-        kv_restored_tokens=r.kv_restored_tokens,
-        ttft_s=r.ttft_s,
-        decode_tok_s=r.tok_s,
-        predicted_next=ran.predicted,
-        task_id=ran.task_id,
-        stop_reason=stop_reason(r.outcome),
-    )
-
-
-def stop_reason(outcome: str) -> str:
-    """The phase outcome as docs/serve.md's ``stop_reason`` (``eos``, ``stop``, ``length``,
-    ``context``): the phase record says ``cap`` where generation hit ``max_tokens``."""
-    return "length" if outcome == "cap" else outcome
-
-
-def _usage(prep: Prepared, ran: Ran) -> Usage:
-    prompt = ran.record.prompt_tokens or prep.prompt_tokens
-    return Usage(
-        prompt_tokens=prompt,
-        completion_tokens=ran.record.tokens,
-        total_tokens=prompt + ran.record.tokens,
-    )
-
-
-def _finish(ran: Ran) -> FinishReason:
-    return "length" if ran.record.hit_cap else "stop"
-
-
-def _load_ns(ran: Ran) -> int:
-    """Ollama's ``load_duration``: the swap this request paid (evictions waited for + the
-    paid load), in nanoseconds, as the Ollama routes report it. With it go Ollama's
-    ``prompt_eval_count`` (prompt tokens evaluated: not restored from the KV cache) and
-    ``eval_count`` (tokens generated)."""
-    return round((ran.record.evict_s + ran.record.load_s) * 1e9)
-
-
-def whole_response(prep: Prepared, ran: Ran, response_id: str) -> bytes:
-    """The non-streamed response body."""
-    created = int(time.time())
-    if prep.kind == "chat":
-        return msgspec.json.encode(
-            ChatCompletion(
-                id=response_id,
-                created=created,
-                model=prep.model,
-                choices=[
-                    ChatChoice(
-                        index=0,
-                        message=ChatMessageOut(content=ran.text),
-                        finish_reason=_finish(ran),
-                    )
-                ],
-                usage=_usage(prep, ran),
-                swapos=timings(ran),
-                load_duration=_load_ns(ran),
-                prompt_eval_count=ran.record.prefill_tokens,
-                eval_count=ran.record.tokens,
-            )
-        )
-    return msgspec.json.encode(
-        TextCompletion(
-            id=response_id,
-            created=created,
-            model=prep.model,
-            choices=[TextChoice(index=0, text=ran.text, finish_reason=_finish(ran))],
-            usage=_usage(prep, ran),
-            swapos=timings(ran),
-            load_duration=_load_ns(ran),
-            prompt_eval_count=ran.record.prefill_tokens,
-            eval_count=ran.record.tokens,
-        )
-    )
-
-
-class _Chunks:
-    """Builds the events of one streamed response."""
-
-    def __init__(self, prep: Prepared, response_id: str) -> None:
-        self.prep = prep
-        self.id = response_id
-        self.created = int(time.time())
-
-    def piece(self, text: str, *, role: bool = False) -> bytes:
-        if self.prep.kind == "chat":
-            delta = Delta(role="assistant", content=text) if role else Delta(content=text)
-            return sse_event(
-                msgspec.json.encode(
-                    ChatCompletionChunk(
-                        id=self.id,
-                        created=self.created,
-                        model=self.prep.model,
-                        choices=[ChunkChoice(index=0, delta=delta)],
-                    )
-                )
-            )
-        return sse_event(
-            msgspec.json.encode(
-                TextCompletionChunk(
-                    id=self.id,
-                    created=self.created,
-                    model=self.prep.model,
-                    choices=[TextChoice(index=0, text=text, finish_reason=None)],
-                )
-            )
-        )
-
-    def last(self, ran: Ran) -> bytes:
-        usage, swapos, load_ns = _usage(self.prep, ran), timings(ran), _load_ns(ran)
-        chunk: ChatCompletionChunk | TextCompletionChunk
-        if self.prep.kind == "chat":
-            chunk = ChatCompletionChunk(
-                id=self.id,
-                created=self.created,
-                model=self.prep.model,
-                choices=[ChunkChoice(index=0, delta=Delta(), finish_reason=_finish(ran))],
-                usage=usage,
-                swapos=swapos,
-                load_duration=load_ns,
-                prompt_eval_count=ran.record.prefill_tokens,
-                eval_count=ran.record.tokens,
-            )
-        else:
-            chunk = TextCompletionChunk(
-                id=self.id,
-                created=self.created,
-                model=self.prep.model,
-                choices=[TextChoice(index=0, text="", finish_reason=_finish(ran))],
-                usage=usage,
-                swapos=swapos,
-                load_duration=load_ns,
-                prompt_eval_count=ran.record.prefill_tokens,
-                eval_count=ran.record.tokens,
-            )
-        return sse_event(msgspec.json.encode(chunk))
-
-
-def streamer(server: Server, prep: Prepared, response_id: str) -> Callable[[Emit], Awaitable[None]]:
-    """The producer of a streamed response: a role chunk, one chunk per decoded piece, a
-    last chunk with ``finish_reason``, ``usage`` and ``swapos``, then ``[DONE]``. A phase
-    that fails mid-stream ends with an ``error`` event in the OpenAI error shape."""
-    chunks = _Chunks(prep, response_id)
-
-    async def produce(emit: Emit) -> None:
-        if prep.kind == "chat":
-            await emit(chunks.piece("", role=True))
-        send, recv = anyio.create_memory_object_stream[str](prep.params.max_tokens + 8)
-        ran: Ran | None = None
-
-        def tap(piece: str) -> None:
-            with contextlib.suppress(anyio.BrokenResourceError, anyio.WouldBlock):
-                send.send_nowait(piece)
-
-        async def generate() -> None:
-            nonlocal ran
-            with send:
-                ran = await run(server, prep, response_id, on_token=tap)
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(generate)
-            with recv:
-                async for piece in recv:
-                    await emit(chunks.piece(piece))
-        assert ran is not None
-        if ran.error is not None:
-            await emit(sse_event(failure(ran).body()))
-        else:
-            await emit(chunks.last(ran))
-        await emit(sse_event("[DONE]"))
-
-    return produce
-
-
-def new_response_id(kind: Kind) -> str:
-    return new_id("chatcmpl" if kind == "chat" else "cmpl")

@@ -26,31 +26,33 @@ from starlette.routing import Route
 
 from swapos.policies.keepalive import FOREVER, KeepAlive, KeepAliveError, parse_keep_alive
 from swapos.serve.bodies import decode, read_body
-from swapos.serve.completions import (
-    Prepared,
-    Ran,
-    failure,
-    new_response_id,
-    prepare_chat,
-    prepare_text,
-    run,
-    timings,
-)
+from swapos.serve.completions import Prepared, Ran, failure, prepare_chat, prepare_text, run
 from swapos.serve.errors import RequestError
+from swapos.serve.fields import checked_fields
 from swapos.serve.ollama_admin import ps, show, tags, version
 from swapos.serve.ollama_models import now_rfc3339, profile_name
+from swapos.serve.ollama_requests import (
+    chat_request,
+    ollama_calls,
+    response_format,
+    sampling_fields,
+)
 from swapos.serve.ollama_schemas import (
     ChatChunk,
     ChatRequest,
     GenerateChunk,
     GenerateRequest,
+    OllamaToolCall,
     Options,
     OutMessage,
     Stats,
 )
+from swapos.serve.responses import new_response_id, read_calls, timings
 from swapos.serve.schemas import ChatCompletionRequest, ChatMessageIn, CompletionRequest
 from swapos.serve.sse import Emit, EventStream
 from swapos.serve.state import Server
+from swapos.serve.tools import response_schema, schema_constraint
+from swapos.structured.stream import CallStream
 
 T = TypeVar("T")
 NDJSON = "application/x-ndjson"
@@ -141,72 +143,49 @@ class Ollama:
 
     async def chat(self, request: Request) -> Any:
         started = self.server.system.clock.now()
-        body = await self._body(request, ChatRequest)
+        body = await self._body(request, ChatRequest, "ollama.chat")
         model = self._model(body.model)
         keep = _keep(body.keep_alive)
-        _refuse(body.model, tools=body.tools, think=body.think, fmt=body.format)
-        for i, m in enumerate(body.messages):
-            if m.images:
-                raise OllamaError(400, f"messages[{i}].images: SwapOS serves text models only")
-            if m.tool_calls:
-                raise OllamaError(400, f"{body.model!r} does not support tools")
         if not body.messages:
             return await self._load_or_unload(model, body.model, keep, chat=True)
         options = body.options or Options()
-        oa = ChatCompletionRequest(
-            model=model,
-            messages=[ChatMessageIn(role=m.role, content=m.content or "") for m in body.messages],
-            max_tokens=_max_tokens(options, self.server, model),
-            temperature=options.temperature,
-            top_p=options.top_p,
-            seed=options.seed,
-            stop=options.stop,
-        )
-        prep = _with_top_k(await prepare_chat(self.server, oa, self._client_key(request)), options)
+        self._check_context(model, options)
+        oa = chat_request(body, model, _max_tokens(options, self.server, model))
+        prep = await prepare_chat(self.server, oa, self._client_key(request))
         ask = _Ask(prep=dataclasses.replace(prep, stream=body.stream), requested=body.model,
                    keep=keep, started=started)  # fmt: skip
         return await self._answer(ask)
 
     async def generate(self, request: Request) -> Any:
         started = self.server.system.clock.now()
-        body = await self._body(request, GenerateRequest)
+        body = await self._body(request, GenerateRequest, "ollama.generate")
         model = self._model(body.model)
         keep = _keep(body.keep_alive)
-        _refuse(body.model, tools=None, think=body.think, fmt=body.format)
-        if body.images:
-            raise OllamaError(400, "images: SwapOS serves text models only")
-        if body.suffix:
-            raise OllamaError(400, f"{body.model!r} does not support insert")
-        if body.context:
-            raise OllamaError(400, "context (deprecated) is not supported: use /api/chat")
-        if body.template:
-            raise OllamaError(400, "template is not supported: the profile's template is used")
         if body.raw and body.system:
             raise OllamaError(400, "raw mode does not support template, system, or context")
-        if not body.prompt:
+        if not body.prompt and body.suffix is None:
             return await self._load_or_unload(model, body.model, keep, chat=False)
         options = body.options or Options()
+        self._check_context(model, options)
         key = self._client_key(request)
-        max_tokens = _max_tokens(options, self.server, model)
+        fields = sampling_fields(options, _max_tokens(options, self.server, model))
+        answer = response_format(body.format)
         prep: Prepared
-        if not body.raw and await self.server.system.chat_format(model) is not None:
+        chat = await self.server.system.chat_format(model)
+        if not body.raw and body.suffix is None and chat is not None:
             turns = [ChatMessageIn(role="system", content=body.system)] if body.system else []
             turns.append(ChatMessageIn(role="user", content=body.prompt))
             oa = ChatCompletionRequest(
-                model=model, messages=turns, max_tokens=max_tokens,
-                temperature=options.temperature, top_p=options.top_p, seed=options.seed,
-                stop=options.stop,
-            )  # fmt: skip
+                model=model, messages=turns, response_format=answer, **fields
+            )
             prep = await prepare_chat(self.server, oa, key)
-        else:  # raw, or a base model: the prompt as is (after the system text, if any)
+        else:  # raw, fill-in-the-middle, or a base model: the prompt as is
             text = f"{body.system}\n\n{body.prompt}" if body.system else body.prompt
-            ot = CompletionRequest(
-                model=model, prompt=text, max_tokens=max_tokens,
-                temperature=options.temperature, top_p=options.top_p, seed=options.seed,
-                stop=options.stop,
-            )  # fmt: skip
-            prep = await prepare_text(self.server, ot, key)
-        prep = dataclasses.replace(_with_top_k(prep, options), kind="text", stream=body.stream)
+            ot = CompletionRequest(model=model, prompt=text, suffix=body.suffix, **fields)
+            schema = response_schema(answer)
+            constraint = schema_constraint(*schema, param="format") if schema else None
+            prep = await prepare_text(self.server, ot, key, constraint=constraint)
+        prep = dataclasses.replace(prep, kind="text", stream=body.stream)
         ask = _Ask(prep=prep, requested=body.model, keep=keep, started=started)
         return await self._answer(ask)
 
@@ -221,13 +200,17 @@ class Ollama:
                 await self._after(ask)
                 raise OllamaError.of(failure(ran))
             await self._after(ask)
-            return _json(self._last(ask, ran, ended, text=ran.text))
+            parsed = read_calls(ask.prep, ran.text)
+            calls = ollama_calls(parsed.calls) or None
+            return _json(self._last(ask, ran, ended, text=parsed.content, calls=calls))
         return EventStream(self._streamer(ask, task_id), media_type=NDJSON)
 
     def _streamer(self, ask: _Ask, task_id: str) -> Callable[[Emit], Awaitable[None]]:
         async def produce(emit: Emit) -> None:
             send, recv = anyio.create_memory_object_stream[str](ask.prep.params.max_tokens + 8)
             ran: Ran | None = None
+            tools = ask.prep.tools
+            split = CallStream(tools.fmt, tools.offered) if tools is not None else None
 
             def tap(piece: str) -> None:
                 with contextlib.suppress(anyio.BrokenResourceError, anyio.WouldBlock):
@@ -242,27 +225,46 @@ class Ollama:
                 tg.start_soon(generate)
                 with recv:
                     async for piece in recv:
-                        await emit(_line(self._piece(ask, piece)))
+                        text = split.add(piece) if split is not None else piece
+                        if text:
+                            await emit(_line(self._piece(ask, text)))
             assert ran is not None
             ended = self.server.system.clock.now()
             await self._after(ask)
             if ran.error is not None:
                 await emit(OllamaError.of(failure(ran)).body() + b"\n")
-            else:
-                await emit(_line(self._last(ask, ran, ended, text="")))
+                return
+            if split is not None:
+                rest, parsed = split.finish()
+                if rest:
+                    await emit(_line(self._piece(ask, rest)))
+                if parsed.calls:
+                    calls = ollama_calls(read_calls(ask.prep, split.text).calls)
+                    await emit(_line(self._piece(ask, "", calls=calls)))
+            await emit(_line(self._last(ask, ran, ended, text="")))
 
         return produce
 
-    def _piece(self, ask: _Ask, text: str) -> ChatChunk | GenerateChunk:
+    def _piece(
+        self, ask: _Ask, text: str, calls: list[OllamaToolCall] | None = None
+    ) -> ChatChunk | GenerateChunk:
         created = now_rfc3339()
         if ask.prep.kind == "chat":
             return ChatChunk(
-                model=ask.requested, created_at=created, message=OutMessage(content=text),
-                done=False,
+                model=ask.requested, created_at=created,
+                message=OutMessage(content=text, tool_calls=calls or msgspec.UNSET), done=False,
             )  # fmt: skip
         return GenerateChunk(model=ask.requested, created_at=created, response=text, done=False)
 
-    def _last(self, ask: _Ask, ran: Ran, ended: float, *, text: str) -> ChatChunk | GenerateChunk:
+    def _last(
+        self,
+        ask: _Ask,
+        ran: Ran,
+        ended: float,
+        *,
+        text: str,
+        calls: list[OllamaToolCall] | None = None,
+    ) -> ChatChunk | GenerateChunk:
         r = ran.record
         stats = Stats(
             total_duration=_ns(ended - ask.started),
@@ -281,7 +283,8 @@ class Ollama:
             "swapos": timings(ran),
         }
         if ask.prep.kind == "chat":
-            return ChatChunk(message=OutMessage(content=text), **common)
+            message = OutMessage(content=text, tool_calls=calls or msgspec.UNSET)
+            return ChatChunk(message=message, **common)
         return GenerateChunk(response=text, **common)
 
     async def _after(self, ask: _Ask) -> None:
@@ -363,11 +366,22 @@ class Ollama:
 
     # --- checks ---------------------------------------------------------------------------
 
-    async def _body(self, request: Request, kind: type[T]) -> T:
+    async def _body(self, request: Request, kind: type[T], api: str) -> T:
         raw = await read_body(request, self.server.settings.max_body_bytes)
         if not raw.strip():
             raise OllamaError(400, "missing request body")
+        checked_fields(api, raw)
         return decode(raw, kind)
+
+    def _check_context(self, model: str, options: Options) -> None:
+        """``num_ctx``: a request may ask for up to the context ``model`` is loaded with."""
+        n_ctx = self.server.system.specs[model].n_ctx
+        if options.num_ctx is not None and options.num_ctx > n_ctx:
+            raise OllamaError(
+                400,
+                f"options.num_ctx {options.num_ctx} is more than the {n_ctx} tokens "
+                f"{model!r} is loaded with (n_ctx in the profile)",
+            )
 
     def _model(self, requested: str) -> str:
         if not requested:
@@ -395,16 +409,6 @@ def _keep(value: float | str | None) -> float | None:
         raise OllamaError(400, str(exc)) from exc
 
 
-def _refuse(requested: str, *, tools: list[Any] | None, think: bool | str | None, fmt: Any) -> None:
-    """Ollama's 400s for what SwapOS's models cannot do."""
-    if tools:
-        raise OllamaError(400, f"{requested!r} does not support tools")
-    if think not in (None, False):
-        raise OllamaError(400, f"{requested!r} does not support thinking")
-    if fmt not in (None, ""):
-        raise OllamaError(400, "format (JSON mode, structured outputs) is not supported by SwapOS")
-
-
 def _max_tokens(options: Options, server: Server, model: str) -> int | None:
     """``num_predict``: a count, or -1 (until the answer ends) / -2 (fill the context): both
     as many as the context has room for."""
@@ -416,15 +420,6 @@ def _max_tokens(options: Options, server: Server, model: str) -> int | None:
     if n < 1:
         raise OllamaError(400, f"options.num_predict must be at least 1, or -1 or -2; got {n}")
     return n
-
-
-def _with_top_k(prep: Prepared, options: Options) -> Prepared:
-    if options.top_k is None:
-        return prep
-    if options.top_k < 0:
-        raise OllamaError(400, f"options.top_k must be at least 0, got {options.top_k}")
-    params = msgspec.structs.replace(prep.params, top_k=options.top_k)
-    return dataclasses.replace(prep, params=params)
 
 
 def _line(chunk: ChatChunk | GenerateChunk) -> bytes:

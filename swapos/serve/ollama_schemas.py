@@ -1,9 +1,9 @@
 """The Ollama request and response shapes ``swapos serve`` speaks under ``/api/``.
 
 The subset Ollama's clients use (its ``docs/api.md``): chat, generate, tags, ps, show,
-version. Requests are decoded with msgspec; fields SwapOS does not use are ignored, as
-Ollama ignores unknown ones; fields it cannot honour (tools, images, ``format``) are refused
-by the handlers with Ollama's 400. Durations in responses are nanoseconds.
+version. Requests are decoded with msgspec; which documented fields are honoured or
+refused is :mod:`swapos.serve.fields`' table, checked first (refused with Ollama's 400).
+Durations in responses are nanoseconds.
 """
 
 from __future__ import annotations
@@ -12,26 +12,46 @@ from typing import Any
 
 import msgspec
 
+from swapos.serve.schemas import Tool
+
 # --- requests -----------------------------------------------------------------------------
 
 
 class Options(msgspec.Struct, frozen=True, kw_only=True):
-    """``options``: the sampling parameters SwapOS honours (the rest are ignored: load
-    settings such as ``num_ctx`` come from the profile)."""
+    """``options``: the sampling parameters SwapOS honours, and ``num_ctx`` (a request may
+    ask for up to the context its model is loaded with). Load settings are refused
+    (:mod:`swapos.serve.fields`)."""
 
     num_predict: int | None = None
     temperature: float | None = None
     top_p: float | None = None
     top_k: int | None = None
+    min_p: float | None = None
     seed: int | None = None
     stop: str | list[str] | None = None
+    repeat_penalty: float | None = None
+    repeat_last_n: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    num_ctx: int | None = None
+
+
+class CallFunction(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool call's function in Ollama's shape: ``arguments`` is an object."""
+
+    name: str
+    arguments: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class OllamaToolCall(msgspec.Struct, frozen=True, kw_only=True):
+    function: CallFunction
 
 
 class Message(msgspec.Struct, frozen=True, kw_only=True):
     role: str
     content: str | None = None
-    images: list[str] | None = None
-    tool_calls: list[Any] | None = None
+    tool_calls: list[OllamaToolCall] | None = None
+    tool_name: str | None = None
 
 
 KeepAliveValue = float | str | None
@@ -47,8 +67,7 @@ class ChatRequest(msgspec.Struct, frozen=True, kw_only=True):
     options: Options | None = None
     keep_alive: KeepAliveValue = None
     format: Any = None
-    tools: list[Any] | None = None
-    think: bool | str | None = None
+    tools: list[Tool] | None = None
 
 
 class GenerateRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -63,11 +82,7 @@ class GenerateRequest(msgspec.Struct, frozen=True, kw_only=True):
     options: Options | None = None
     keep_alive: KeepAliveValue = None
     suffix: str | None = None
-    template: str | None = None
-    context: list[int] | None = None
-    images: list[str] | None = None
     format: Any = None
-    think: bool | str | None = None
 
 
 class ShowRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -84,6 +99,7 @@ class ShowRequest(msgspec.Struct, frozen=True, kw_only=True):
 class OutMessage(msgspec.Struct, frozen=True, kw_only=True):
     role: str = "assistant"
     content: str = ""
+    tool_calls: list[OllamaToolCall] | msgspec.UnsetType = msgspec.UNSET
 
 
 class Stats(msgspec.Struct, frozen=True, kw_only=True):

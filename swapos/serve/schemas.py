@@ -1,8 +1,9 @@
 """The OpenAI request and response shapes ``swapos serve`` speaks, as msgspec Structs.
 
 Requests are decoded with msgspec, so a body of the wrong shape is refused with the field
-it got wrong (a 400 in the OpenAI error shape). Fields SwapOS does not use are ignored, as
-OpenAI-compatible servers do; fields it cannot honour (``n > 1``, tool calls) are refused.
+it got wrong (a 400 in the OpenAI error shape). Which documented fields are honoured, taken
+as metadata or refused is :mod:`swapos.serve.fields`' table, checked before a body is
+decoded here; these Structs hold the fields that are honoured.
 """
 
 from __future__ import annotations
@@ -21,9 +22,71 @@ class ContentPart(msgspec.Struct, frozen=True, kw_only=True):
     text: str = ""
 
 
+class FunctionCall(msgspec.Struct, frozen=True, kw_only=True):
+    """A call's function: its name and its arguments as JSON text (OpenAI's shape)."""
+
+    name: str
+    arguments: str = "{}"
+
+
+class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
+    """One tool call of an assistant message (in a request's history, or an answer)."""
+
+    id: str
+    function: FunctionCall
+    type: Literal["function"] = "function"
+
+
 class ChatMessageIn(msgspec.Struct, frozen=True, kw_only=True):
     role: str
     content: str | list[ContentPart] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+
+
+class FunctionSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """``tools[i].function``: a function the model may call."""
+
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class Tool(msgspec.Struct, frozen=True, kw_only=True):
+    type: str
+    function: FunctionSpec
+
+
+class NamedFunction(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+
+
+class NamedToolChoice(msgspec.Struct, frozen=True, kw_only=True):
+    """``tool_choice`` naming the one function the answer must call."""
+
+    function: NamedFunction
+    type: str = "function"
+
+
+ToolChoice = Literal["none", "auto", "required"] | NamedToolChoice
+
+
+class JsonSchemaFormat(msgspec.Struct, frozen=True, kw_only=True):
+    """``response_format.json_schema``."""
+
+    name: str = "response"
+    description: str | None = None
+    schema: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class ResponseFormat(msgspec.Struct, frozen=True, kw_only=True):
+    """``response_format``: ``text``, ``json_object`` or ``json_schema``."""
+
+    type: str
+    json_schema: JsonSchemaFormat | None = None
 
 
 class StreamOptions(msgspec.Struct, frozen=True, kw_only=True):
@@ -59,6 +122,19 @@ class ChatCompletionRequest(msgspec.Struct, frozen=True, kw_only=True):
     starting a new turn; with it ``add_generation_prompt`` must be false."""
     add_generation_prompt: bool = True
     prediction: Prediction | None = None
+    tools: list[Tool] | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool = True
+    response_format: ResponseFormat | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None
+    modalities: list[str] | None = None
+    top_k: int | None = None
+    """llama.cpp's sampling extras (not OpenAI's): each as llama.cpp's server takes it."""
+    min_p: float | None = None
+    repeat_penalty: float | None = None
+    repeat_last_n: int | None = None
 
 
 class CompletionRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -75,6 +151,17 @@ class CompletionRequest(msgspec.Struct, frozen=True, kw_only=True):
     stream_options: StreamOptions | None = None
     n: int = 1
     user: str | None = None
+    suffix: str | None = None
+    """The text after the gap: a fill-in-the-middle request (models with FIM tokens)."""
+    echo: bool = False
+    best_of: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    repeat_penalty: float | None = None
+    repeat_last_n: int | None = None
 
 
 class UnloadRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -112,10 +199,11 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
 
 class ChatMessageOut(msgspec.Struct, frozen=True, kw_only=True):
     role: Literal["assistant"] = "assistant"
-    content: str = ""
+    content: str | None = ""
+    tool_calls: list[ToolCall] | None = None
 
 
-FinishReason = Literal["stop", "length"]
+FinishReason = Literal["stop", "length", "tool_calls"]
 
 
 class ChatChoice(msgspec.Struct, frozen=True, kw_only=True):
@@ -161,9 +249,25 @@ class TextCompletion(msgspec.Struct, frozen=True, kw_only=True):
     object: Literal["text_completion"] = "text_completion"
 
 
+class FunctionDelta(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class ToolCallDelta(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A piece of a streamed tool call: the first names it (``id``, ``type``, the
+    function's name), later ones add to its ``arguments``; ``index`` says which call."""
+
+    index: int
+    function: FunctionDelta
+    id: str | None = None
+    type: str | None = None
+
+
 class Delta(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     role: str | None = None
     content: str | None = None
+    tool_calls: list[ToolCallDelta] | None = None
 
 
 class ChunkChoice(msgspec.Struct, frozen=True, kw_only=True):
