@@ -82,3 +82,25 @@ async def wait_until(check: Callable[[], bool]) -> None:
     states a worker thread or a socket changes, which no event of ours announces."""
     while not check():  # noqa: ASYNC110
         await anyio.sleep(0.01)
+
+
+HERMES_TEMPLATE = (
+    "{%- if tools %}<|im_start|>system\nYou may call functions.\n<tools>"
+    "{%- for tool in tools %}\n{{ tool | tojson }}{%- endfor %}\n</tools>\n"
+    "Return each call as <tool_call>\n"
+    '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n'
+    "{%- endif %}"
+    "{%- for message in messages %}"
+    "{%- if message.role == 'assistant' and message.tool_calls %}<|im_start|>assistant"
+    "{%- if message.content %}\n{{ message.content }}{%- endif %}"
+    "{%- for call in message.tool_calls %}\n<tool_call>\n"
+    '{"name": "{{ call.function.name }}", "arguments": {{ call.function.arguments | tojson }}}'
+    "\n</tool_call>{%- endfor %}<|im_end|>\n"
+    "{%- elif message.role == 'tool' %}<|im_start|>user\n<tool_response>\n"
+    "{{ message.content }}\n</tool_response><|im_end|>\n"
+    "{%- else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n"
+    "{%- endif %}{%- endfor %}"
+    "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}"
+)
+"""A chat template in the shape of Qwen2.5's (tools in ``<tools>``, calls in
+``<tool_call>`` tags, results in ``<tool_response>``), for fake models that take tools."""

@@ -17,9 +17,11 @@ class Constraint(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         gbnf: the grammar in llama.cpp's GBNF, its start rule named ``root``.
         triggers: empty, the grammar holds from the first token; otherwise a *lazy*
-            grammar: the text is free until one of these regular expressions (ECMAScript,
-            as llama.cpp reads them) matches it, and from the match (its first capturing
-            group, if it has one) on it must follow the grammar.
+            grammar: the text is free until the model samples one of these tokens (each
+            text is one token of the model's vocabulary: a tool call's opening tag), and
+            from that token on (it included) it must follow the grammar. A trigger that is
+            not one token in a model's vocabulary is dropped; with none left the text is
+            free (the answer is still parsed for calls).
         example: a short text the grammar accepts (the fake backend's answer where its
             script does not fit; a check that the grammar is satisfiable).
         what: what it constrains to, for logs and errors (``"json_schema 'weather'"``,

@@ -10,7 +10,7 @@ schedule after it. :mod:`swapos.serve.responses` turns what ran into the respons
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import anyio
@@ -311,6 +311,7 @@ async def prepare_text(
             raise RequestError(400, "prompt must be one string", param="prompt")
         prompt = prompt[0]
     text = prompt
+    sampling = sampling_of(body)
     if body.suffix is not None:
         fim = await server.system.fim_tokens(body.model)
         if fim is None:
@@ -321,7 +322,10 @@ async def prepare_text(
                 param="suffix",
             )
         text = fim.prompt(prompt, body.suffix)
-    params, count = await _params_for(server, body.model, text, sampling_of(body), param="prompt")
+        sampling = replace(sampling, stop=(*sampling.stop, *fim_stop(body.suffix)))
+    params, count = await _params_for(
+        server, body.model, text, sampling, param="prompt", constraint=constraint
+    )
     return Prepared(
         kind="text",
         model=body.model,
@@ -334,6 +338,14 @@ async def prepare_text(
         stream=body.stream,
         echo=prompt if body.echo else "",
     )
+
+
+def fim_stop(suffix: str) -> tuple[str, ...]:
+    """Where a filled-in middle ends: at the suffix's first line that is not blank (with
+    its indentation). A model that writes past the gap writes the suffix next; the middle
+    is what comes before it. Empty for a blank suffix."""
+    line = next((ln for ln in suffix.splitlines() if ln.strip()), "")
+    return (line,) if line else ()
 
 
 # --- running ------------------------------------------------------------------------------

@@ -44,13 +44,14 @@ class ToolPlan:
         fmt: the model's call format.
         offered: the functions the answer may call.
         template_tools: the tools as the chat template is given them (OpenAI's shape).
-        constraint: the grammar of the calls (lazy for ``auto``).
+        constraint: the grammar of the calls (lazy for ``auto``; None: ``auto`` in a format
+            whose calls have no opening tag, read from the answer unconstrained).
     """
 
     fmt: CallFormat
     offered: tuple[str, ...]
     template_tools: tuple[dict[str, Any], ...]
-    constraint: Constraint
+    constraint: Constraint | None
 
     def parse(self, text: str) -> Parsed:
         """The answer's text and calls."""

@@ -63,6 +63,11 @@ class SchemaLimits(msgspec.Struct, frozen=True, kw_only=True):
 
 
 LIMITS: Final = SchemaLimits()
+SPACE: Final = 'space ::= | " " | "\\n"{1,2} [ \\t]{0,20}'
+"""Whitespace between JSON tokens as llama.cpp's own converter allows it (a newline and
+indentation too): llama-cpp-python's port allows one space only, which would fight a
+model that pretty-prints its JSON at every line."""
+_PY_SPACE: Final = 'space ::= " "?'
 _REPEAT_KEYS: Final = ("minItems", "maxItems", "minLength", "maxLength", "minProperties")
 _QUANTIFIER: Final = re.compile(r"\{\s*(\d+)\s*(?:,\s*(\d*)\s*)?\}")
 _SUBSCHEMA_LISTS: Final = ("anyOf", "oneOf", "allOf", "prefixItems")
@@ -167,7 +172,7 @@ def compile_rules(schemas: dict[str, Any], limits: SchemaLimits = LIMITS) -> str
             raise SchemaError("references recurse too deeply to compile", name) from exc
         except Exception as exc:  # the converter raises AssertionError, ValueError, KeyError
             raise SchemaError(f"cannot be compiled to a grammar ({exc})", name) from exc
-    grammar: str = converter.format_grammar()
+    grammar: str = converter.format_grammar().replace(_PY_SPACE, SPACE, 1)
     if len(grammar) > limits.max_grammar_bytes:
         raise SchemaError(
             f"compiles to a grammar of {len(grammar)} bytes; at most {limits.max_grammar_bytes}",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from swapos.structured.tools import CallFormat, Parsed, parse_calls
+from swapos.structured.tools import CallFormat, Parsed, opens_call, parse_calls
 
 _PYTHON_TAG = "<|python_tag|>"
 
@@ -39,11 +39,13 @@ class CallStream:
         if self._held:
             return ""
         if self._sent == 0:  # an answer that opens with a bare JSON call is all call
-            body = self._text.lstrip()
-            if not body or _PYTHON_TAG.startswith(body[: len(_PYTHON_TAG)]):
-                self._held = body.startswith(_PYTHON_TAG)
+            body = self._text.lstrip().removeprefix(_PYTHON_TAG)
+            if _PYTHON_TAG.startswith(self._text.lstrip()):
                 return ""
-            if body.startswith("{"):
+            opening = opens_call(body)
+            if opening is None:
+                return ""
+            if opening:
                 self._held = True
                 return ""
         if not self._mark:

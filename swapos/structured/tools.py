@@ -63,6 +63,9 @@ class CallFormat(msgspec.Struct, frozen=True, kw_only=True):
         closing: what ends a call ("" where the JSON's end does).
         arguments: the key of the arguments object.
         listed: calls are one JSON array after one opening (else one object per opening).
+        doubled: the template shows a call's object in doubled braces (``{{"name": ..}}``,
+            as Qwen2.5-Coder's templates do), so its models write calls that way: they are
+            read with one brace taken off each end.
     """
 
     name: str
@@ -71,6 +74,7 @@ class CallFormat(msgspec.Struct, frozen=True, kw_only=True):
     closing: str
     arguments: str = "arguments"
     listed: bool = False
+    doubled: bool = False
 
 
 HERMES: Final = CallFormat(
@@ -89,6 +93,7 @@ LLAMA3: Final = CallFormat(
 FORMATS: Final = (HERMES, MISTRAL, LLAMA3)
 """Known call formats, tried in order."""
 _TAKES_TOOLS: Final = re.compile(r"\btools\b")
+_DOUBLED: Final = re.compile(r'\{\{\\?"name\\?"')
 
 
 def takes_tools(template: str) -> bool:
@@ -101,7 +106,10 @@ def call_format(template: str) -> CallFormat | None:
     format is none of :data:`FORMATS`."""
     if not takes_tools(template):
         return None
-    return next((f for f in FORMATS if any(m in template for m in f.marks)), None)
+    fmt = next((f for f in FORMATS if any(m in template for m in f.marks)), None)
+    if fmt is not None and _DOUBLED.search(template):
+        fmt = msgspec.structs.replace(fmt, doubled=True)
+    return fmt
 
 
 # --- grammars -----------------------------------------------------------------------------
@@ -114,8 +122,10 @@ def call_constraint(
     forced: bool,
     parallel: bool,
     answer: Any = None,
-) -> Constraint:
-    """The grammar of a call (or, with ``parallel``, of several) of one of ``tools``.
+) -> Constraint | None:
+    """The grammar of a call (or, with ``parallel``, of several) of one of ``tools``; None
+    where there is none to give: ``auto`` in a format without an opening tag (llama3's
+    call is a bare JSON answer: it is parsed, not constrained).
 
     Args:
         fmt: the model's call format.
@@ -159,11 +169,10 @@ def call_constraint(
         root = bare
     if answer is not None and not forced:
         root = f"({root}) | {bare} | answer" if fmt.closing or fmt.listed else f"{root} | answer"
-    elif not forced:
-        triggers = (BARE_TRIGGER,)
-        if fmt.closing or fmt.listed:  # a small model may also write the call bare
-            root = f"({root}) | {bare}"
-            triggers = (_regex_literal(fmt.opening.strip()), BARE_TRIGGER)
+    elif not forced:  # lazy: from the opening tag, a token of the model's own vocabulary
+        if not (fmt.closing or fmt.listed):
+            return None
+        triggers = (fmt.opening.strip(),)
     what = ", ".join(t.name for t in tools)
     return Constraint(
         gbnf=f"root ::= {root}\n{rules}",
@@ -171,11 +180,6 @@ def call_constraint(
         example=_example(fmt, tools[0]),
         what=f"a call of {what}",
     )
-
-
-BARE_TRIGGER: Final = r'^\s*(\{\s*"name")[\s\S]*$'
-"""An answer that opens with a JSON object's ``"name"`` key: a call written without its
-format's tags (small models do; the parser reads it too)."""
 
 
 def _moved_defs(tool: ToolFunction, key: str) -> dict[str, Any]:
@@ -213,10 +217,6 @@ def _moved_defs(tool: ToolFunction, key: str) -> dict[str, Any]:
 
 def _literal(text: str) -> str:
     return json.dumps(text)
-
-
-def _regex_literal(text: str) -> str:
-    return re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\1", text)
 
 
 def _example(fmt: CallFormat, tool: ToolFunction) -> str:
@@ -290,7 +290,7 @@ def _parse_listed(fmt: CallFormat, text: str, offered: Sequence[str]) -> Parsed:
     body = text[start + len(fmt.opening.strip()) :].strip()
     try:
         items, end = json.JSONDecoder().raw_decode(body)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         return Parsed(content=text.strip(), problems=(f"calls that do not parse: {exc}",))
     if not isinstance(items, list):
         items = [items]
@@ -308,8 +308,9 @@ def _parse_listed(fmt: CallFormat, text: str, offered: Sequence[str]) -> Parsed:
 
 
 def _parse_bare(fmt: CallFormat, text: str, offered: Sequence[str]) -> Parsed:
-    """An answer that is nothing but JSON call objects (``;`` or whitespace between)."""
-    stripped = text.strip().removeprefix("<|python_tag|>")
+    """An answer that is nothing but JSON call objects (``;`` or whitespace between),
+    alone or in one code fence."""
+    stripped = _undoubled(fmt, _unfenced(text.strip().removeprefix("<|python_tag|>")))
     if not stripped.startswith("{"):
         return Parsed(content=text.strip())
     decoder, calls, problems = json.JSONDecoder(), [], []
@@ -317,7 +318,7 @@ def _parse_bare(fmt: CallFormat, text: str, offered: Sequence[str]) -> Parsed:
     while rest:
         try:
             item, end = decoder.raw_decode(rest)
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:
             problems.append(f"a call that does not parse: {exc}")
             break
         call, problem = _call_of(item, fmt, offered)
@@ -331,11 +332,50 @@ def _parse_bare(fmt: CallFormat, text: str, offered: Sequence[str]) -> Parsed:
     return Parsed(content="", calls=tuple(calls))
 
 
+def opens_call(text: str) -> bool | None:
+    """Whether an answer that begins with ``text`` is a bare call (``{"name"``, maybe after
+    a ```` ```json ```` fence, the way Qwen2.5-Coder 1.5B writes one): True once it is, False
+    once it cannot be, None while it may still become one."""
+    s = text.lstrip()
+    i = 0
+    if s.startswith("`") or s == "":
+        if not "```".startswith(s[:3]) or len(s) < 3:
+            return None if "```".startswith(s) else False
+        after = s[3:]
+        if after and len(after) < 4 and "json".startswith(after):
+            return None
+        i = 7 if after.startswith("json") else 3
+        while i < len(s) and s[i].isspace():
+            i += 1
+    rest = s[i:]
+    if not rest:
+        return None
+    if rest[0] != "{":
+        return False
+    rest = rest[1:].removeprefix("{").lstrip()
+    if rest.startswith('"name"'):
+        return True
+    return None if '"name"'.startswith(rest) else False
+
+
+def _unfenced(text: str) -> str:
+    """``text`` without a code fence around it (```` ```json ... ``` ````), if it has one."""
+    match = re.fullmatch(r"```(?:json)?\s*(.*?)\s*(?:```)?", text, flags=re.DOTALL)
+    return match.group(1) if match else text
+
+
+def _undoubled(fmt: CallFormat, text: str) -> str:
+    """``text`` with one brace off each end where ``fmt`` doubles them and it has both."""
+    if fmt.doubled and text.startswith("{{") and text.endswith("}}"):
+        return text[1:-1]
+    return text
+
+
 def _read_call(
     inner: str, fmt: CallFormat, offered: Sequence[str]
 ) -> tuple[ParsedCall | None, str]:
     try:
-        item = json.loads(inner)
+        item = json.loads(_undoubled(fmt, inner.strip()))
     except (json.JSONDecodeError, RecursionError) as exc:
         return None, f"a call that does not parse: {exc}"
     return _call_of(item, fmt, offered)
@@ -351,7 +391,7 @@ def _call_of(item: Any, fmt: CallFormat, offered: Sequence[str]) -> tuple[Parsed
     if isinstance(args, str):  # some models write the arguments as a JSON string
         try:
             args = json.loads(args)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return None, f"arguments of {name!r} that do not parse"
     if not isinstance(args, dict):
         return None, f"arguments of {name!r} that are not an object"

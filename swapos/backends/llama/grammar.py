@@ -27,19 +27,33 @@ assert _TOKEN_DATA.itemsize == ctypes.sizeof(llama_cpp.llama_token_data)
 
 
 class GrammarGate:
-    """One generation's grammar over a model's vocabulary (create, use, :meth:`close`)."""
+    """One generation's grammar over a model's vocabulary (create, use, :meth:`close`).
+
+    A lazy constraint is triggered by whole tokens only (llama.cpp's trigger tokens, not its
+    trigger patterns): a pattern's match may start inside a token, and llama.cpp replays
+    that token's text into the grammar, aborting the process when the grammar rejects it.
+    A trigger that is not one token of this vocabulary is dropped; with none left the gate
+    is :attr:`idle` (the text is free).
+    """
+
+    idle = False
 
     def __init__(self, vocab: Any, n_vocab: int, constraint: Constraint) -> None:
         gbnf = constraint.gbnf.encode()
         if constraint.lazy:
-            triggers = [t.encode() for t in constraint.triggers]
-            patterns = (ctypes.c_char_p * len(triggers))(*triggers)
-            self._sampler = llama_cpp.llama_sampler_init_grammar_lazy_patterns(
-                vocab, gbnf, b"root", patterns, len(triggers), None, 0
+            ids = [t for t in (_one_token(vocab, text) for text in constraint.triggers) if t >= 0]
+            tokens = (llama_cpp.llama_token * len(ids))(*ids)
+            self._sampler = (
+                llama_cpp.llama_sampler_init_grammar_lazy_patterns(
+                    vocab, gbnf, b"root", None, 0, tokens, len(ids)
+                )
+                if ids
+                else None
             )
+            self.idle = not ids
         else:
             self._sampler = llama_cpp.llama_sampler_init_grammar(vocab, gbnf, b"root")
-        if not self._sampler:
+        if not self._sampler and not self.idle:
             raise GenerationError(
                 f"llama.cpp could not compile the grammar of {constraint.what or 'the request'}"
             )
@@ -51,6 +65,8 @@ class GrammarGate:
 
     def allows(self, token: int) -> bool:
         """Whether the grammar accepts ``token`` next."""
+        if self.idle:
+            return True
         self._one["id"][0], self._one["logit"][0] = token, 0.0
         self._one_array.size, self._one_array.selected = 1, -1
         llama_cpp.llama_sampler_apply(self._sampler, ctypes.byref(self._one_array))
@@ -76,12 +92,22 @@ class GrammarGate:
 
     def accept(self, token: int) -> None:
         """Advance the grammar past ``token`` (one it allowed)."""
-        llama_cpp.llama_sampler_accept(self._sampler, token)
+        if not self.idle:
+            llama_cpp.llama_sampler_accept(self._sampler, token)
 
     def close(self) -> None:
         if self._sampler:
             llama_cpp.llama_sampler_free(self._sampler)
             self._sampler = None
+
+
+def _one_token(vocab: Any, text: str) -> int:
+    """The id of the one token ``text`` is in this vocabulary (special tokens parsed), or
+    -1 when it is several or none."""
+    data = text.encode()
+    buf = (llama_cpp.llama_token * 8)()
+    n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, 8, False, True)
+    return int(buf[0]) if n == 1 else -1
 
 
 def _array_of(data: np.ndarray) -> Any:
