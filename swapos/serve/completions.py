@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Literal
 
 import anyio
@@ -32,13 +33,7 @@ from swapos.serve.schemas import (
     Prediction,
 )
 from swapos.serve.state import Server
-from swapos.serve.tools import (
-    ToolPlan,
-    plan_tools,
-    response_schema,
-    schema_constraint,
-    template_calls,
-)
+from swapos.serve.tools import ToolPlan, grammar_of, template_calls
 
 Kind = Literal["chat", "text"]
 INLINE_COUNT_CHARS = 16_384
@@ -207,14 +202,8 @@ async def prepare_chat(server: Server, body: ChatCompletionRequest, key: str | N
     messages = _messages(body.messages)
     chat = await server.system.chat_format(body.model)
     sampling = sampling_of(body)
-    answer = response_schema(body.response_format)
-    plan = plan_tools(
-        body.model, chat, body.tools, body.tool_choice,
-        parallel=body.parallel_tool_calls, answer=answer[0] if answer else None,
-    )  # fmt: skip
-    constraint = plan.constraint if plan is not None else None
-    if constraint is None and answer is not None:
-        constraint = schema_constraint(*answer, param="response_format")
+    # compiling a schema takes up to ~0.1 s within its bounds: off the event loop
+    plan, constraint = await anyio.to_thread.run_sync(partial(grammar_of, body, chat))
     fmt = chat or ChatFormat(template=CHATML)
     tools = plan.template_tools if plan is not None else ()
     try:

@@ -21,7 +21,13 @@ from typing import Any
 from swapos.data.constraint import Constraint
 from swapos.models.templates import ChatFormat, TemplateToolCall
 from swapos.serve.errors import RequestError
-from swapos.serve.schemas import ResponseFormat, Tool, ToolCall, ToolChoice
+from swapos.serve.schemas import (
+    ChatCompletionRequest,
+    ResponseFormat,
+    Tool,
+    ToolCall,
+    ToolChoice,
+)
 from swapos.structured.schema import SchemaError, compile_schema, example_instance
 from swapos.structured.tools import (
     CallFormat,
@@ -126,6 +132,28 @@ def plan_tools(
         template_tools=tuple(_template_tool(t) for t in tools),
         constraint=constraint,
     )
+
+
+def grammar_of(
+    body: ChatCompletionRequest, chat: ChatFormat | None
+) -> tuple[ToolPlan | None, Constraint | None]:
+    """A chat request's tool plan and the grammar its answer is sampled under (the plan's,
+    or its ``response_format``'s). Blocking: compiling a schema takes up to ~0.1 s within
+    :class:`~swapos.structured.schema.SchemaLimits` (``bench grammar``).
+
+    Raises:
+        RequestError: as :func:`plan_tools` and :func:`response_schema` (a 400).
+    """
+    answer = response_schema(body.response_format)
+    plan = plan_tools(
+        body.model, chat, body.tools, body.tool_choice,
+        parallel=body.parallel_tool_calls, answer=answer[0] if answer else None,
+    )  # fmt: skip
+    if plan is not None:
+        return plan, plan.constraint
+    if answer is None:
+        return None, None
+    return None, schema_constraint(*answer, param="response_format")
 
 
 def _function(tool: Tool) -> ToolFunction:

@@ -48,6 +48,9 @@ class SchemaLimits(msgspec.Struct, frozen=True, kw_only=True):
         max_depth: nesting of schemas within schemas.
         max_nodes: subschemas in all.
         max_repeat: any count the converter unrolls (``maxItems``, ``maxLength``, ``{m,n}``).
+        max_optional: optional properties of one object.
+        max_optional_work: the sum, over the schema's objects, of the square of their
+            optional properties (the converter's rules for them grow with that square).
         max_enum: values in one ``enum``.
         max_pattern: characters in one ``pattern``.
         max_grammar_bytes: the compiled grammar.
@@ -57,6 +60,8 @@ class SchemaLimits(msgspec.Struct, frozen=True, kw_only=True):
     max_depth: int = 24
     max_nodes: int = 4096
     max_repeat: int = 256
+    max_optional: int = 128
+    max_optional_work: int = 2 * 128 * 128
     max_enum: int = 1024
     max_pattern: int = 512
     max_grammar_bytes: int = 512 * 1024
@@ -86,7 +91,13 @@ def check_schema(schema: Any, limits: SchemaLimits = LIMITS) -> None:
     size = len(json.dumps(schema))
     if size > limits.max_bytes:
         raise SchemaError(f"{size} bytes is more than the {limits.max_bytes} allowed", "schema")
+    work = 0
     for nodes, (pointer, depth, node) in enumerate(_walk(schema, "#", 0), start=1):
+        work += _optional(node) ** 2
+        if work > limits.max_optional_work:
+            raise SchemaError(
+                "too many optional properties in all (mark more of them required)", pointer
+            )
         if nodes > limits.max_nodes:
             raise SchemaError(f"more than {limits.max_nodes} subschemas", "schema")
         if depth > limits.max_depth:
@@ -99,6 +110,13 @@ def _check_node(node: dict[str, Any], pointer: str, limits: SchemaLimits) -> Non
         value = node.get(key)
         if isinstance(value, int | float) and value > limits.max_repeat:
             raise SchemaError(f"{key} {value} is more than {limits.max_repeat}", pointer)
+    optional = _optional(node)
+    if optional > limits.max_optional:
+        raise SchemaError(
+            f"{optional} optional properties; at most {limits.max_optional} (mark more "
+            "of them required)",
+            pointer,
+        )
     enum = node.get("enum")
     if enum is not None:
         if not isinstance(enum, list) or not enum:
@@ -121,6 +139,15 @@ def _check_node(node: dict[str, Any], pointer: str, limits: SchemaLimits) -> Non
     ref = node.get("$ref")
     if ref is not None and (not isinstance(ref, str) or not ref.startswith("#")):
         raise SchemaError(f"only local references (#/...) are followed, not {ref!r}", pointer)
+
+
+def _optional(node: dict[str, Any]) -> int:
+    """How many of ``node``'s properties are optional."""
+    props = node.get("properties")
+    if not isinstance(props, dict):
+        return 0
+    required = node.get("required")
+    return len(set(props) - set(required if isinstance(required, list) else []))
 
 
 def _walk(node: Any, pointer: str, depth: int) -> Iterator[tuple[str, int, dict[str, Any]]]:
@@ -166,7 +193,7 @@ def compile_rules(schemas: dict[str, Any], limits: SchemaLimits = LIMITS) -> str
     for name, schema in schemas.items():
         check_schema(schema, limits)
         try:
-            resolved = converter.resolve_refs(schema, name)
+            resolved = converter.resolve_refs(_ref_wrapped(schema), name)
             converter.visit(resolved, "" if name == "root" else name)
         except RecursionError as exc:
             raise SchemaError("references recurse too deeply to compile", name) from exc
@@ -179,6 +206,16 @@ def compile_rules(schemas: dict[str, Any], limits: SchemaLimits = LIMITS) -> str
             "schema",
         )
     return grammar
+
+
+def _ref_wrapped(schema: Any) -> Any:
+    """A copy of ``schema`` the converter can read: a ``$ref`` at the top moved into a
+    one-branch ``anyOf`` (the converter does not follow the references inside ``$defs``
+    when the top itself is a reference)."""
+    copy = json.loads(json.dumps(schema))  # the converter rewrites references in place
+    if isinstance(copy, dict) and "$ref" in copy:
+        copy["anyOf"] = [{"$ref": copy.pop("$ref")}]
+    return copy
 
 
 def example_instance(schema: Any, defs: dict[str, Any] | None = None, depth: int = 0) -> Any:
