@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from swapos.data.task import Task, TaskMeta
-from swapos.pipeline import grader as grader_module
-from swapos.pipeline.grader import GradeResult, SandboxLimits, grade
+from swapos.grader import GradeResult, SandboxLimits, grade
+from swapos.grader import grading as grader_module
 from swapos.pipeline.tasks import builtin_suite_path, load_task
 
 REPO = Path(__file__).resolve().parents[1]
@@ -362,7 +362,7 @@ def test_total_memory_of_the_run_is_bounded(hoard: str) -> None:
 
 
 def test_memfd_is_denied_where_no_cgroup_bounds_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from swapos.pipeline._cgroup import Cgroup
+    from swapos.grader._cgroup import Cgroup
 
     none = Cgroup(dirs=[], kill_file=None, memory_bounded=False, notes=["cgroup: (test) none"])
     monkeypatch.setattr(grader_module, "create_cgroup", lambda **_: none)
@@ -441,7 +441,7 @@ def test_host_tmp_is_not_visible_when_python_lives_under_tmp(tmp_path: Path) -> 
             import sys
             sys.path.insert(0, {str(REPO)!r})
             from swapos.data.task import Task, TaskMeta
-            from swapos.pipeline.grader import grade
+            from swapos.grader import grade
             task = Task(meta=TaskMeta(task_id="t", category="bugfix"), root="", problem="p",
                         starter="", tests={{"test_tmp.py": {TMP_PROBE!r}}})
             r = grade(task, {_tmp_probe(secret, sock_path, ("venv",))!r}, timeout_s=60)
@@ -488,7 +488,7 @@ def test_host_tmp_is_not_visible_from_the_sandbox() -> None:
 
 def test_the_kill_loop_empties_a_cgroup_without_cgroup_kill() -> None:
     """The v1 path (no ``cgroup.kill``): a kill loop over ``cgroup.procs``, forks included."""
-    from swapos.pipeline._cgroup import create_cgroup
+    from swapos.grader._cgroup import create_cgroup
 
     cgroup = create_cgroup(memory_bytes=256 << 20, processes=64)
     if not cgroup.dirs:
@@ -536,7 +536,7 @@ sandbox.main()
 def test_without_namespaces_grading_still_works_and_says_what_is_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_cgroup: bool
 ) -> None:
-    from swapos.pipeline._cgroup import Cgroup
+    from swapos.grader._cgroup import Cgroup
 
     wrapper = tmp_path / "launcher.py"
     wrapper.write_text(NO_NAMESPACES.format(launcher=grader_module._LAUNCHER))

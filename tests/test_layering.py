@@ -29,8 +29,9 @@ FLOORS: tuple[frozenset[str], ...] = (
             "tempdirs",
         }
     ),
-    # 1: pure decisions, model files and profiles, capsules, the message vocabulary
-    frozenset({"policies", "models", "capsule", "messages", "structured"}),
+    # 1: pure decisions, model files and profiles, capsules, the message vocabulary, and the
+    # sandboxed grader (usable alone: it imports the bottom floor only)
+    frozenset({"policies", "models", "capsule", "messages", "structured", "grader"}),
     # 2: what the actors use: model backends, KV stores, the pipeline's logic, records
     frozenset({"backends", "kvstore", "pipeline", "records"}),
     # 3: the actor system and its test clock
