@@ -1,6 +1,7 @@
 """What of the host the grader's sandbox keeps (docs/grader.md): the system directories, the
 Python installation, the package directories it empties, pytest's own packages it binds back
-into them, and the run's environment. Read once per process (the installation does not move).
+into them (wherever they are installed: :func:`placements`), and the run's environment. Read
+once per process (the installation does not move).
 """
 
 from __future__ import annotations
@@ -39,9 +40,16 @@ def site_dirs() -> list[str]:
 
 
 @functools.cache
+def pytest_packages() -> list[tuple[str, str]]:
+    """pytest and its dependencies as the sandbox binds them: ``(real path, path in the
+    sandbox)`` of each top-level file and directory (with their metadata), all of
+    ``site-packages`` the sandbox keeps; see :func:`placements`."""
+    return placements(pytest_paths(), isolated_site_dirs())
+
+
 def pytest_paths() -> list[str]:
     """The top-level files and directories of pytest and its dependencies (with their
-    metadata): all of ``site-packages`` the sandbox keeps."""
+    metadata), real paths, wherever this interpreter finds them."""
     paths: set[str] = set()
     for dist in closure("pytest"):
         for file in dist.files or ():
@@ -49,6 +57,28 @@ def pytest_paths() -> list[str]:
             if top and top not in ("..", "__pycache__") and not top.endswith(".pth"):
                 paths.add(os.path.realpath(str(dist.locate_file(top))))
     return sorted(paths)
+
+
+def isolated_site_dirs() -> list[str]:
+    """The package directories this interpreter reads under ``-I`` (as the runner runs), in
+    its order, real paths: a venv's own (and its base's, with system site packages); never
+    the user's, nor ``.pth`` or ``PYTHONPATH`` entries."""
+    found = (os.path.realpath(d) for d in site.getsitepackages() if os.path.isdir(d))
+    return list(dict.fromkeys(found))
+
+
+def placements(paths: list[str], homes: list[str]) -> list[tuple[str, str]]:
+    """Where the sandbox binds each of ``paths`` (pytest's packages, real paths): at its own
+    path when it lies in one of ``homes`` (the package directories the sandboxed interpreter
+    reads under ``-I``), else into the first home, where ``python -I`` finds it all the same
+    (a ``--user`` install, or pytest reached through a ``.pth`` or ``PYTHONPATH`` entry). One
+    package per place: one at home wins over one brought in. Without a home, own paths."""
+    at_home = [p for p in paths if os.path.dirname(p) in homes or not homes]
+    brought = [(p, os.path.join(homes[0], os.path.basename(p))) for p in paths if p not in at_home]
+    placed: dict[str, str] = {p: p for p in at_home}
+    for src, dst in brought:
+        placed.setdefault(dst, src)
+    return sorted((src, dst) for dst, src in placed.items())
 
 
 def closure(name: str) -> list[importlib.metadata.Distribution]:

@@ -46,7 +46,7 @@ from swapos.grader._host import (
     SYSTEM_FILES,
     environment,
     installation,
-    pytest_paths,
+    pytest_packages,
     site_dirs,
 )
 from swapos.grader._teardown import Ended, wait_until_ended
@@ -278,7 +278,7 @@ def _launcher_config(
         "files": list(SYSTEM_FILES),
         "keep_readable": installation(),
         "site_dirs": site_dirs(),
-        "packages": pytest_paths(),
+        "packages": pytest_packages(),
         "runner": _RUNNER,
         "python": sys.executable,
         "tests": _test_files(task),
