@@ -9,8 +9,8 @@ import ast
 import pytest
 
 from swapos.data.task import Task, TaskMeta
+from swapos.grader import grade
 from swapos.pipeline.example_values import MAX_EXPONENT, is_value, make_example, value_makers
-from swapos.pipeline.grader import grade
 from swapos.pipeline.selfcheck import brief_examples, selfcheck_task
 
 

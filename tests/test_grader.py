@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from swapos.data.task import Task, TaskMeta
-from swapos.pipeline.grader import GradeResult, count_tests, grade
+from swapos.grader import GradeResult, count_tests, grade
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -225,7 +225,7 @@ def test_missing_pytest_is_a_clear_error_not_a_crash(monkeypatch: pytest.MonkeyP
         importlib.util, "find_spec", lambda name, *a: None if name == "pytest" else real(name, *a)
     )
     from swapos.data.task import Task, TaskMeta
-    from swapos.pipeline.grader import grade
+    from swapos.grader import grade
 
     task = Task(
         meta=TaskMeta(task_id="t", category="bugfix"),

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from swapos.data.task import Task, TaskMeta
-from swapos.pipeline.grader import GradeResult, SandboxLimits, grade, remove_tree
+from swapos.grader import GradeResult, SandboxLimits, grade
+from swapos.tempdirs import remove_tree
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 
 from swapos.data.task import Task, TaskMeta
-from swapos.pipeline import grader as grader_module
-from swapos.pipeline.grader import GradeResult, SandboxLimits, grade
+from swapos.grader import GradeResult, SandboxLimits, grade
+from swapos.grader import grading as grader_module
+from swapos.grader._host import placements
 from swapos.pipeline.tasks import builtin_suite_path, load_task
 
 REPO = Path(__file__).resolve().parents[1]
@@ -362,7 +363,7 @@ def test_total_memory_of_the_run_is_bounded(hoard: str) -> None:
 
 
 def test_memfd_is_denied_where_no_cgroup_bounds_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from swapos.pipeline._cgroup import Cgroup
+    from swapos.grader._cgroup import Cgroup
 
     none = Cgroup(dirs=[], kill_file=None, memory_bounded=False, notes=["cgroup: (test) none"])
     monkeypatch.setattr(grader_module, "create_cgroup", lambda **_: none)
@@ -415,6 +416,54 @@ def _tmp_probe(secret: Path, sock: Path, allowed: tuple[str, ...] = ()) -> str:
     )
 
 
+def test_pytest_installed_elsewhere_is_bound_where_python_isolated_reads() -> None:
+    venv, base = "/v/lib/python3.11/site-packages", "/b/lib/python3.11/site-packages"
+    user = "/home/u/.local/lib/python3.11/site-packages"
+    paths = [f"{venv}/pluggy", f"{base}/iniconfig", f"{user}/_pytest", f"{user}/pluggy"]
+    assert placements(paths, [venv, base]) == [
+        (f"{base}/iniconfig", f"{base}/iniconfig"),
+        (f"{user}/_pytest", f"{venv}/_pytest"),  # python -I reads no user site: brought in
+        (f"{venv}/pluggy", f"{venv}/pluggy"),  # one at home wins over one brought in
+    ]
+    assert placements([f"{user}/_pytest"], []) == [(f"{user}/_pytest", f"{user}/_pytest")]
+
+
+def venv_with_these_packages(venv: Path) -> Path:
+    """A venv at ``venv`` that imports what this interpreter imports; its python.
+
+    ``python -m venv`` run from a venv makes a venv of the *base* interpreter, which lacks
+    the project's packages (``--system-site-packages`` gives the base's, not ours), and a
+    ``--user`` install puts them where no venv looks. So the new venv is told where they
+    are: a ``.pth`` file lists this interpreter's import path, wherever it points. pytest
+    then lives outside the venv's installation, as it does for a ``--user`` install; the
+    grader binds it into the sandbox all the same.
+    """
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
+    python = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.strip()
+    paths = [p for p in sys.path if p and os.path.isdir(p)]
+    (Path(purelib) / "_these_packages.pth").write_text("\n".join(paths) + "\n")
+    return python
+
+
+def test_venv_with_these_packages_imports_what_this_interpreter_does(tmp_path: Path) -> None:
+    python = venv_with_these_packages(tmp_path / "venv")
+    probe = "import msgspec, pytest, sys; print(sys.prefix); print(pytest.__file__)"
+    run = subprocess.run([python, "-c", probe], check=False, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    prefix, found = run.stdout.split()
+    assert Path(prefix).resolve() == (tmp_path / "venv").resolve()
+    assert found == pytest.__file__
+
+
 def test_host_tmp_is_not_visible_when_python_lives_under_tmp(tmp_path: Path) -> None:
     """A venv under /tmp (as in the issue): its /tmp neighbours stay out of reach."""
     import socket
@@ -422,12 +471,7 @@ def test_host_tmp_is_not_visible_when_python_lives_under_tmp(tmp_path: Path) -> 
     base = Path("/tmp") / f"swapos-probe-{uuid.uuid4().hex[:8]}"
     base.mkdir()
     try:
-        venv = base / "venv"
-        subprocess.run(
-            [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
-            check=True,
-            timeout=120,
-        )
+        python = venv_with_these_packages(base / "venv")
         secret = base / "secret.txt"
         secret.write_text("host secret")
         secret.chmod(0o644)
@@ -441,7 +485,7 @@ def test_host_tmp_is_not_visible_when_python_lives_under_tmp(tmp_path: Path) -> 
             import sys
             sys.path.insert(0, {str(REPO)!r})
             from swapos.data.task import Task, TaskMeta
-            from swapos.pipeline.grader import grade
+            from swapos.grader import grade
             task = Task(meta=TaskMeta(task_id="t", category="bugfix"), root="", problem="p",
                         starter="", tests={{"test_tmp.py": {TMP_PROBE!r}}})
             r = grade(task, {_tmp_probe(secret, sock_path, ("venv",))!r}, timeout_s=60)
@@ -452,7 +496,7 @@ def test_host_tmp_is_not_visible_when_python_lives_under_tmp(tmp_path: Path) -> 
             """
         )
         proc = subprocess.run(
-            [str(venv / "bin" / "python"), "-c", code],
+            [str(python), "-c", code],
             check=False,
             capture_output=True,
             text=True,
@@ -488,7 +532,7 @@ def test_host_tmp_is_not_visible_from_the_sandbox() -> None:
 
 def test_the_kill_loop_empties_a_cgroup_without_cgroup_kill() -> None:
     """The v1 path (no ``cgroup.kill``): a kill loop over ``cgroup.procs``, forks included."""
-    from swapos.pipeline._cgroup import create_cgroup
+    from swapos.grader._cgroup import create_cgroup
 
     cgroup = create_cgroup(memory_bytes=256 << 20, processes=64)
     if not cgroup.dirs:
@@ -536,7 +580,7 @@ sandbox.main()
 def test_without_namespaces_grading_still_works_and_says_what_is_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_cgroup: bool
 ) -> None:
-    from swapos.pipeline._cgroup import Cgroup
+    from swapos.grader._cgroup import Cgroup
 
     wrapper = tmp_path / "launcher.py"
     wrapper.write_text(NO_NAMESPACES.format(launcher=grader_module._LAUNCHER))

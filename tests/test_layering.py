@@ -29,8 +29,9 @@ FLOORS: tuple[frozenset[str], ...] = (
             "tempdirs",
         }
     ),
-    # 1: pure decisions, model files and profiles, capsules, the message vocabulary
-    frozenset({"policies", "models", "capsule", "messages", "structured"}),
+    # 1: pure decisions, model files and profiles, capsules, the message vocabulary, and the
+    # sandboxed grader (usable alone: it imports the bottom floor only, see below)
+    frozenset({"policies", "models", "capsule", "messages", "structured", "grader"}),
     # 2: what the actors use: model backends, KV stores, the pipeline's logic, records
     frozenset({"backends", "kvstore", "pipeline", "records"}),
     # 3: the actor system and its test clock
@@ -100,11 +101,56 @@ def test_the_check_catches_an_upward_import() -> None:
         "swapos.messages (floor 1) imports swapos.backends (2)",
     ]
     assert violations({"bench": {"cluster", "actors"}}) == []
+    assert violations({"grader": {"pipeline", "data"}}) == [
+        "swapos.grader (floor 1) imports swapos.pipeline (2)"
+    ]
 
 
 def test_every_package_has_a_floor() -> None:
     for package in package_edges():
         floor_of(package)
+
+
+# --- the grader stands alone ------------------------------------------------------------
+
+
+def reached_outside(edges: dict[str, set[str]], package: str, allowed: frozenset[str]) -> list[str]:
+    """The modules of ``swapos`` outside ``package`` and the ``allowed`` top-level packages
+    that ``package``'s modules import, directly or through the modules they import."""
+    inside = f"swapos.{package}"
+    todo = [m for m in edges if m == inside or m.startswith(inside + ".")]
+    seen = set(todo)
+    while todo:
+        for target in edges.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    top = {m: m.split(".")[1] if "." in m else "__init__" for m in seen}
+    return sorted(m for m in seen if top[m] != package and top[m] not in allowed)
+
+
+def test_the_grader_imports_nothing_of_the_pipeline() -> None:
+    """``swapos.grader`` is usable alone (``from swapos.grader import grade``): it reaches,
+    through any chain of imports, only its own modules and the bottom floor; never
+    ``swapos.pipeline``, nor actors, backends or benchmarks."""
+    assert "pipeline" not in package_edges()["grader"]
+    assert reached_outside(module_edges(ROOT, "swapos"), "grader", FLOORS[0]) == []
+
+
+def test_the_grader_check_catches_an_import_through_another_module() -> None:
+    edges = {
+        "swapos.grader.grading": {"swapos.grader.verdict", "swapos.tempdirs"},
+        "swapos.grader.verdict": {"swapos.data.task"},
+        "swapos.data.task": {"swapos.pipeline.tasks"},  # fabricated: the bottom floor reaching up
+        "swapos.pipeline.tasks": {"swapos.capsule.schema"},
+        "swapos.pipeline.steps": {"swapos.grader.grading"},  # importing the grader is fine
+    }
+    assert reached_outside(edges, "grader", FLOORS[0]) == [
+        "swapos.capsule.schema",
+        "swapos.pipeline.tasks",
+    ]
+    del edges["swapos.data.task"]
+    assert reached_outside(edges, "grader", FLOORS[0]) == []
 
 
 # --- no import cycle between modules ------------------------------------------------------
@@ -241,3 +287,54 @@ def test_the_cycle_check_finds_a_long_circle_and_no_false_one() -> None:
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"d", "a"}}
     assert cycles(edges) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+# --- modules stay small ---------------------------------------------------------------------
+
+MAX_LINES = 400
+LONG_MODULES_ALLOWED: dict[str, str] = {
+    "actors/loader.py": "six concerns in one actor; issue 53 item 3 splits it",
+    "actors/system.py": "the wiring tables (inbox sizes, edges, modes) beside open_system",
+    "backends/fake.py": "the scripted model, its faults and draws, mirroring the llama backend",
+    "bench/suite/command.py": "the suite benchmark's command, session and scoreboard",
+    "bench/swap/measure.py": "the swap benchmark's measurements and their result Structs",
+    "bench/trace.py": "span pairing for every event type beside the Chrome trace writer",
+    "grader/_sandbox.py": "a stdlib-only script run by path under -I: it cannot import a sibling",
+    "models/bundled.py": "the pinned table of the bundled models' chunks and their assembly",
+    "models/profile.py": "the profile Structs, one documented field per knob, and their checks",
+    "pipeline/brief_examples.py": "the tables of brief forms (regexes) and their readers",
+    "pipeline/chat_prompts.py": "every phase's chat prompt and the table of their assemblers",
+    "policies/retry.py": "the retry rules; issue 53 item 2 makes them declared tables",
+    "serve/ollama.py": "Ollama's routes, one translation each onto the OpenAI routes",
+}
+"""Modules over :data:`MAX_LINES` today, each with why; the list may only shrink."""
+
+
+def long_modules(root: Path, limit: int = MAX_LINES) -> dict[str, int]:
+    """Every module under ``root`` (data folders, :data:`DATA_ONLY`, left out) with more than
+    ``limit`` lines, by its path relative to ``root``."""
+    found: dict[str, int] = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.parts[0] in DATA_ONLY:
+            continue
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > limit:
+            found[rel.as_posix()] = lines
+    return found
+
+
+def test_no_module_is_over_400_lines_but_the_listed_ones() -> None:
+    found = long_modules(ROOT)
+    new = {path: n for path, n in found.items() if path not in LONG_MODULES_ALLOWED}
+    assert new == {}, f"split these modules (over {MAX_LINES} lines): {new}"
+    gone = sorted(set(LONG_MODULES_ALLOWED) - set(found))
+    assert not gone, f"no longer over {MAX_LINES} lines: take {gone} off LONG_MODULES_ALLOWED"
+
+
+def test_the_size_check_catches_a_long_module(tmp_path: Path) -> None:
+    files = {"a.py": 401, "sub/b.py": 402, "c.py": 400, "tasks/t/solution.py": 900}
+    for name, lines in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x = 1\n" * lines, encoding="utf-8")
+    assert long_modules(tmp_path) == {"a.py": 401, "sub/b.py": 402}

@@ -20,6 +20,7 @@ from swapos.actors.task_run import TaskRun
 from swapos.actors.texts import ModelTexts
 from swapos.backends.fake import FakeBackend, FakeModelScript
 from swapos.data.sampling import SamplingParams
+from swapos.grader import GradeResult
 from swapos.messages.commands import CancelTask, PhaseSpec, RunTask
 from swapos.messages.events import (
     AnyEvent,
@@ -30,7 +31,6 @@ from swapos.messages.events import (
     PhaseStarted,
     TaskFinished,
 )
-from swapos.pipeline.grader import GradeResult
 from swapos.testing import FakeClock
 from tests.fakes import ADD_TASK, coder_only_profile, fake_system
 

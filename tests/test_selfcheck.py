@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from swapos.data.task import Task, TaskMeta
-from swapos.pipeline.grader import grade
+from swapos.grader import grade
 from swapos.pipeline.selfcheck import (
     CandidateCheck,
     Example,

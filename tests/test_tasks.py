@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from swapos.errors import TaskError
-from swapos.pipeline.grader import grade
+from swapos.grader import grade
 from swapos.pipeline.tasks import (
     DEFAULT_TASK_ID,
     builtin_suite_path,

@@ -28,6 +28,7 @@ from swapos.actors.task_draws import DrawsBatch, DrawsSpec
 from swapos.backends.threads import run_in_worker
 from swapos.data.sampling import SamplingParams
 from swapos.data.task import Task
+from swapos.grader import GradeResult
 from swapos.messages.base import new_id
 from swapos.messages.commands import (
     AcquireFailed,
@@ -47,7 +48,6 @@ from swapos.messages.events import (
     TaskStarted,
 )
 from swapos.models.templates import ChatFormat
-from swapos.pipeline.grader import GradeResult
 from swapos.pipeline.phase_runner import PhaseOutput
 from swapos.policies.draws import DrawPlan, context_room, plan_draws
 from swapos.sysinfo import reset_peak_rss

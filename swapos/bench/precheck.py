@@ -160,7 +160,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _graded(rows: Sequence[Replayed], dirs: Sequence[str]) -> dict[int, tuple[int, int, int]]:
     """Each changed candidate's tests passed before and after its repair, and the total."""
-    from swapos.pipeline.grader import grade
+    from swapos.grader import grade
 
     tasks: dict[str, Task] = {}
     for d in dirs:

@@ -11,9 +11,9 @@ from anyio.abc import TaskGroup
 
 from swapos.data.sampling import SamplingParams
 from swapos.data.task import Task
+from swapos.grader import GradeResult
 from swapos.models.profile import Profile
 from swapos.models.templates import ChatFormat
-from swapos.pipeline.grader import GradeResult
 from swapos.policies.draws import DrawPlan
 
 

@@ -6,7 +6,7 @@ longer obeyed because the candidates' own evidence says they are wrong is
 
 from __future__ import annotations
 
-from swapos.pipeline.grader import GradeResult, grade
+from swapos.grader import GradeResult, grade
 from swapos.pipeline.identity import candidate_identity
 from swapos.pipeline.phase_runner import PhaseRunner
 from swapos.pipeline.routing import RoutePlan

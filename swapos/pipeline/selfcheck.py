@@ -28,10 +28,10 @@ from typing import Final
 import msgspec
 
 from swapos.data.task import Task, TaskMeta
+from swapos.grader import GradeResult
 from swapos.pipeline import brief_examples as briefs
 from swapos.pipeline.example_values import STDLIB_VALUE_TYPES, make_example, value_makers
 from swapos.pipeline.example_values import Example as Example  # noqa: PLC0414 (re-exported)
-from swapos.pipeline.grader import GradeResult
 
 MAX_EXAMPLES: Final = 12
 _ARROW: Final = re.compile(

@@ -30,13 +30,13 @@ from swapos.data.generation import DraftRequest
 from swapos.data.sampling import SamplingParams
 from swapos.data.task import Task
 from swapos.errors import SwapOSError
+from swapos.grader import GradeResult, count_tests, grade
 from swapos.models.templates import TemplateError
 from swapos.pipeline import side_by_side
 from swapos.pipeline.chat_prompts import Edit, build_chat_prompt, replace_answer
 from swapos.pipeline.defects import candidate_defect
 from swapos.pipeline.edits import EDIT_CATEGORIES, merge_edit
 from swapos.pipeline.extract import ExtractResult, extract_code, extract_feedback, extract_plan
-from swapos.pipeline.grader import GradeResult, count_tests, grade
 from swapos.pipeline.identity import candidate_identity, candidate_shape
 from swapos.pipeline.phase_runner import PhaseOutput, PhaseRunner
 from swapos.pipeline.prompts import Phase, Prompt, build_prompt, capsule_for_task

@@ -18,7 +18,7 @@ import msgspec
 
 from swapos.data.task import Task
 from swapos.errors import TaskError
-from swapos.pipeline.grader import GradeResult, grade
+from swapos.grader import GradeResult, grade
 from swapos.pipeline.tasks import load_suite
 
 

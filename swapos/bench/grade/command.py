@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def measure(rounds: int) -> dict[str, object]:
     """Grade each builtin task's reference ``rounds`` times; the durations and summary."""
     import swapos
-    from swapos.pipeline.grader import grade
+    from swapos.grader import grade
     from swapos.pipeline.tasks import load_suite
 
     tasks = [t for t in load_suite("builtin") if t.reference]

