@@ -18,6 +18,7 @@ import openai
 from serve_fakes import HERMES_TEMPLATE, Served, in_thread, over_http
 
 from swapos.backends.fake import FakeModelScript
+from swapos.models.templates import FimTokens
 from swapos.testing import FakeClock
 
 CALL = '<tool_call>\n{"name": "get_temperature", "arguments": {"city": "Paris"}}\n</tool_call>'
@@ -225,3 +226,24 @@ async def test_the_ollama_client_gets_tool_calls_and_a_format_schema() -> None:
             assert call.function.name == "get_temperature"
             assert dict(call.function.arguments) == {"city": "Paris"}
             jsonschema.validate(json.loads(formatted.message.content), WEATHER_SCHEMA)
+
+
+async def test_api_show_lists_tools_and_insert_where_the_model_can() -> None:
+    clock = FakeClock()
+    fim = FimTokens(prefix="<P>", suffix="<S>", middle="<M>")
+    models = {
+        **scripts("x"),
+        "plain": FakeModelScript(reply="x"),
+        "coder": FakeModelScript(reply="x", fim=fim),
+    }
+    with anyio.fail_after(60):
+        async with clock.autojump(), over_http(models, budget=300, clock=clock) as s:
+            found = {}
+            for name in models:
+                r = await s.client.post("/api/show", json={"model": name})
+                found[name] = r.json()["capabilities"]
+    assert found == {
+        "q": ["completion", "tools"],
+        "plain": ["completion"],
+        "coder": ["completion", "insert"],
+    }

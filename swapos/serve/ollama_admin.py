@@ -23,6 +23,7 @@ from swapos.serve.ollama_schemas import (
     Tags,
 )
 from swapos.serve.state import Server
+from swapos.structured.tools import call_format
 from swapos.version import __version__
 
 OLLAMA_API_VERSION = "0.5.0"
@@ -123,7 +124,20 @@ async def show(server: Server, raw: bytes) -> Response:
             template=fmt.template if fmt is not None else facts.chat_template,
             details=facts.details,
             model_info={**facts.model_info, "general.context_length": spec.n_ctx},
-            capabilities=["completion"],
+            capabilities=await capabilities(server, model),
             modified_at=facts.modified_at,
         )
     )
+
+
+async def capabilities(server: Server, model: str) -> list[str]:
+    """What ``model`` can do, in Ollama's words: ``completion``; ``tools`` where its chat
+    template renders tools in a call format SwapOS reads; ``insert`` where its vocabulary
+    has fill-in-the-middle tokens."""
+    fmt = await server.system.chat_format(model)
+    found = ["completion"]
+    if fmt is not None and not fmt.messages and call_format(fmt.template) is not None:
+        found.append("tools")
+    if await server.system.fim_tokens(model) is not None:
+        found.append("insert")
+    return found
