@@ -104,3 +104,29 @@ HERMES_TEMPLATE = (
 )
 """A chat template in the shape of Qwen2.5's (tools in ``<tools>``, calls in
 ``<tool_call>`` tags, results in ``<tool_response>``), for fake models that take tools."""
+
+
+TEMPERATURE_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_temperature",
+        "description": "The temperature of a city now, in degrees Celsius",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+"""A function tool the tool-call tests offer (fake and real models)."""
+WEATHER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string"},
+        "temp_c": {"type": "number"},
+        "sunny": {"type": "boolean"},
+    },
+    "required": ["city", "temp_c", "sunny"],
+    "additionalProperties": False,
+}
+"""A strict schema the structured-output tests ask for."""

@@ -18,6 +18,7 @@ import jsonschema
 import ollama
 import openai
 import pytest
+from serve_fakes import TEMPERATURE_TOOL, WEATHER_SCHEMA
 
 from swapos.actors.system import open_system
 from swapos.models.profile import ModelConfig, Profile
@@ -29,18 +30,7 @@ T = TypeVar("T")
 
 LARGE = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 SMALL = "qwen2.5-coder-0.5b-instruct-q4_k_m"
-TEMPERATURE = {
-    "type": "function",
-    "function": {
-        "name": "get_temperature",
-        "description": "The temperature of a city now, in degrees Celsius",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
+TEMPERATURE = TEMPERATURE_TOOL
 CONVERT = {
     "type": "function",
     "function": {
@@ -62,16 +52,7 @@ ASK = [
     {"role": "system", "content": INSTRUCTIONS},
     {"role": "user", "content": "What is the temperature in Paris right now?"},
 ]
-WEATHER = {
-    "type": "object",
-    "properties": {
-        "city": {"type": "string"},
-        "temp_c": {"type": "number"},
-        "sunny": {"type": "boolean"},
-    },
-    "required": ["city", "temp_c", "sunny"],
-    "additionalProperties": False,
-}
+WEATHER = WEATHER_SCHEMA
 
 
 @asynccontextmanager
@@ -118,7 +99,10 @@ async def test_the_real_15b_calls_tools_and_answers_json_through_the_openai_clie
                     out["named"] = ask(
                         messages=[{"role": "user", "content": "Convert 100 degrees Celsius."}],
                         tools=[TEMPERATURE, CONVERT],
-                        tool_choice={"type": "function", "function": {"name": CONVERT["function"]["name"]}},  # type: ignore[index]
+                        tool_choice={
+                            "type": "function",
+                            "function": {"name": CONVERT["function"]["name"]},
+                        },  # type: ignore[index]
                     )
                     out["json"] = ask(
                         messages=[{"role": "user", "content": "Describe the weather in Paris."}],

@@ -160,8 +160,10 @@ def _request(api: str, name: str) -> tuple[str, dict[str, Any], str]:
     """(route, body, the field's path in errors) sending ``name`` with its sample value."""
     value = SAMPLES[api][name]
     if api == "ollama.options":
-        return ROUTES["ollama.chat"], {**BASE["ollama.chat"], "options": {name: value}}, (
-            f"options.{name}"
+        return (
+            ROUTES["ollama.chat"],
+            {**BASE["ollama.chat"], "options": {name: value}},
+            (f"options.{name}"),
         )
     if api in ("openai.message", "ollama.message"):
         route_api = "openai.chat" if api == "openai.message" else "ollama.chat"

@@ -15,7 +15,14 @@ import anyio
 import jsonschema
 import ollama
 import openai
-from serve_fakes import HERMES_TEMPLATE, Served, in_thread, over_http
+from serve_fakes import (
+    HERMES_TEMPLATE,
+    TEMPERATURE_TOOL,
+    WEATHER_SCHEMA,
+    Served,
+    in_thread,
+    over_http,
+)
 
 from swapos.backends.fake import FakeModelScript
 from swapos.models.templates import FimTokens
@@ -23,18 +30,7 @@ from swapos.testing import FakeClock
 
 CALL = '<tool_call>\n{"name": "get_temperature", "arguments": {"city": "Paris"}}\n</tool_call>'
 TOOLS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_temperature",
-            "description": "The temperature of a city now, in degrees Celsius",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}},
-                "required": ["city"],
-            },
-        },
-    },
+    TEMPERATURE_TOOL,
     {
         "type": "function",
         "function": {
@@ -48,16 +44,6 @@ TOOLS: list[dict[str, Any]] = [
         },
     },
 ]
-WEATHER_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "city": {"type": "string"},
-        "temp_c": {"type": "number"},
-        "sunny": {"type": "boolean"},
-    },
-    "required": ["city", "temp_c", "sunny"],
-    "additionalProperties": False,
-}
 ASK = [{"role": "user", "content": "How warm is it in Paris?"}]
 
 
@@ -169,7 +155,10 @@ async def test_a_named_tool_choice_forces_a_call_of_that_function() -> None:
 async def test_tool_choice_none_offers_no_tools_and_auto_leaves_text_alone() -> None:
     clock = FakeClock()
     with anyio.fail_after(60):
-        async with clock.autojump(), over_http(scripts("plain words"), budget=100, clock=clock) as s:
+        async with (
+            clock.autojump(),
+            over_http(scripts("plain words"), budget=100, clock=clock) as s,
+        ):
 
             def ask(choice: str) -> Any:
                 with client(s) as c:
@@ -191,7 +180,10 @@ async def test_response_format_json_schema_strict_parses_and_validates() -> None
     clock = FakeClock()
     fits = '{"city": "Paris", "temp_c": 21.5, "sunny": true}'
     with anyio.fail_after(60):
-        async with clock.autojump(), over_http(scripts("prose", fits), budget=100, clock=clock) as s:
+        async with (
+            clock.autojump(),
+            over_http(scripts("prose", fits), budget=100, clock=clock) as s,
+        ):
             fmt = {
                 "type": "json_schema",
                 "json_schema": {"name": "weather", "schema": WEATHER_SCHEMA, "strict": True},

@@ -198,7 +198,9 @@ def test_huge_arguments_are_read_whole() -> None:
 def test_mistral_and_llama3_calls_are_parsed() -> None:
     mistral = '[TOOL_CALLS] [{"name": "convert", "arguments": {"celsius": 1}}]'
     assert [c.name for c in parse_calls(MISTRAL, mistral, OFFERED).calls] == ["convert"]
-    llama = '{"name": "convert", "parameters": {"celsius": 1}}; {"name": "convert", "parameters": {}}'
+    llama = (
+        '{"name": "convert", "parameters": {"celsius": 1}}; {"name": "convert", "parameters": {}}'
+    )
     calls = parse_calls(LLAMA3, llama, OFFERED).calls
     assert [json.loads(c.arguments) for c in calls] == [{"celsius": 1}, {}]
 
@@ -265,7 +267,9 @@ def test_text_streams_until_a_call_starts_and_the_call_comes_whole() -> None:
 
 def test_a_bare_call_is_held_from_the_start_and_plain_text_is_not() -> None:
     assert _stream(["```", "json\n{", '"name": "convert", "arguments": {}}', "\n```"]) == (
-        "", "", ["convert"]
+        "",
+        "",
+        ["convert"],
     )
     assert _stream(["```", "python\nx = 1\n```"]) == ("```python\nx = 1\n```", "", [])
 

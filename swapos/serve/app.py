@@ -23,12 +23,13 @@ from starlette.routing import Route
 from swapos.actors.system import System
 from swapos.serve import admin
 from swapos.serve.bodies import decode, read_body
-from swapos.serve.completions import Prepared, failure, prepare_chat, prepare_text, run
+from swapos.serve.completions import Prepared, prepare_chat, prepare_text
 from swapos.serve.errors import RequestError
 from swapos.serve.fields import checked_fields
 from swapos.serve.metrics import Metrics
 from swapos.serve.ollama import Ollama, OllamaError
 from swapos.serve.responses import new_response_id, streamer, whole_response
+from swapos.serve.running import failure, run
 from swapos.serve.scheduler import Scheduler
 from swapos.serve.schemas import ChatCompletionRequest, CompletionRequest
 from swapos.serve.sse import EventStream

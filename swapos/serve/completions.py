@@ -1,15 +1,12 @@
-"""``/v1/chat/completions`` and ``/v1/completions``: from a decoded body to a phase.
+"""``/v1/chat/completions`` and ``/v1/completions``: from a decoded body to a checked,
+rendered request (:func:`prepare_chat`, :func:`prepare_text`).
 
-A request is checked and rendered (:func:`prepare_chat`, :func:`prepare_text`), waits for
-its model's turn in the :class:`~swapos.serve.scheduler.Scheduler`, and runs as one phase
-of its own task in the event log (:meth:`System.generate
-<swapos.actors.system.System.generate>`), with the queued and predicted models as the
-schedule after it. :mod:`swapos.serve.responses` turns what ran into the response.
+:mod:`swapos.serve.running` runs it; :mod:`swapos.serve.responses` turns what ran into
+the response.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Literal
@@ -17,13 +14,10 @@ from typing import Any, Literal
 import anyio
 import anyio.to_thread
 
-from swapos.actors.system import PhasesOutcome
 from swapos.data.constraint import Constraint
 from swapos.data.generation import DraftRequest
 from swapos.data.sampling import SamplingParams
-from swapos.messages.commands import PhaseSpec
 from swapos.models.templates import CHATML, ChatFormat, ChatMessage, TemplateError, render_chat
-from swapos.records.schema import PhaseRecord
 from swapos.serve.errors import RequestError
 from swapos.serve.sampling import Sampling, sampling_of
 from swapos.serve.schemas import (
@@ -68,18 +62,6 @@ class Prepared:
     stream: bool
     tools: ToolPlan | None = None
     echo: str = ""
-
-
-@dataclass(frozen=True)
-class Ran:
-    """What running a request produced."""
-
-    task_id: str
-    record: PhaseRecord
-    text: str
-    error: str | None
-    queue_wait_s: float
-    predicted: str | None
 
 
 # --- preparing ----------------------------------------------------------------------------
@@ -335,61 +317,3 @@ def fim_stop(suffix: str) -> tuple[str, ...]:
     is what comes before it. Empty for a blank suffix."""
     line = next((ln for ln in suffix.splitlines() if ln.strip()), "")
     return (line,) if line else ()
-
-
-# --- running ------------------------------------------------------------------------------
-
-
-async def run(
-    server: Server, prep: Prepared, task_id: str, on_token: Callable[[str], None] | None = None
-) -> Ran:
-    """Queue ``prep`` for its model's turn and run it as one phase (task ``task_id``).
-
-    Cancelled (the client went away), the request leaves its queue or stops its generation
-    within a token; its turn and lease are released at once and the cancellation propagates.
-    """
-    server.next_models.arrived(prep.key, prep.model)
-    queue_wait = 0.0
-    try:
-        async with server.scheduler.turn(prep.model) as ticket:
-            queue_wait = ticket.queue_wait_s
-            queued = server.scheduler.queued_models(exclude=prep.model)
-            then = server.next_models.upcoming(prep.key, prep.model, queued)
-            outcome: PhasesOutcome = await server.system.generate(
-                task_id,
-                PhaseSpec(
-                    phase=prep.kind,
-                    model=prep.model,
-                    prompt=prep.prompt,
-                    stable_prefix=prep.stable_prefix,
-                    params=prep.params,
-                    special=prep.special,
-                ),
-                then=then,
-                on_token=on_token,
-            )
-    except anyio.get_cancelled_exc_class():
-        server.metrics.observe_cancelled(prep.model, queue_wait_s=queue_wait)
-        raise
-    record = (
-        outcome.records[-1]
-        if outcome.records
-        else PhaseRecord(task_id=task_id, phase_id="", phase=prep.kind)
-    )
-    server.metrics.observe(prep.model, record, queue_wait_s=queue_wait)
-    return Ran(
-        task_id=task_id,
-        record=record,
-        text=outcome.outputs[0] if outcome.outputs else "",
-        error=outcome.error,
-        queue_wait_s=queue_wait,
-        predicted=server.next_models.predict(prep.key, prep.model),
-    )
-
-
-def failure(ran: Ran) -> RequestError:
-    """The error a failed phase is reported as."""
-    reason = ran.error or "unknown error"
-    if "does not fit n_ctx" in reason:
-        return RequestError(400, reason, param="messages", code="context_length_exceeded")
-    return RequestError(500, f"generation failed: {reason}", kind="server_error")

@@ -12,7 +12,6 @@ long, and no ``keep_alive`` leaves it to the budget, as every SwapOS model is.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -26,7 +25,7 @@ from starlette.routing import Route
 
 from swapos.policies.keepalive import FOREVER, KeepAlive, KeepAliveError, parse_keep_alive
 from swapos.serve.bodies import decode, read_body
-from swapos.serve.completions import Prepared, Ran, failure, prepare_chat, prepare_text, run
+from swapos.serve.completions import Prepared, prepare_chat, prepare_text
 from swapos.serve.errors import RequestError
 from swapos.serve.fields import checked_fields
 from swapos.serve.ollama_admin import ps, show, tags, version
@@ -48,6 +47,7 @@ from swapos.serve.ollama_schemas import (
     Stats,
 )
 from swapos.serve.responses import new_response_id, read_calls, timings
+from swapos.serve.running import Ran, failure, run, run_streamed
 from swapos.serve.schemas import ChatCompletionRequest, ChatMessageIn, CompletionRequest
 from swapos.serve.sse import Emit, EventStream
 from swapos.serve.state import Server
@@ -207,28 +207,15 @@ class Ollama:
 
     def _streamer(self, ask: _Ask, task_id: str) -> Callable[[Emit], Awaitable[None]]:
         async def produce(emit: Emit) -> None:
-            send, recv = anyio.create_memory_object_stream[str](ask.prep.params.max_tokens + 8)
-            ran: Ran | None = None
             tools = ask.prep.tools
             split = CallStream(tools.fmt, tools.offered) if tools is not None else None
 
-            def tap(piece: str) -> None:
-                with contextlib.suppress(anyio.BrokenResourceError, anyio.WouldBlock):
-                    send.send_nowait(piece)
+            async def each(piece: str) -> None:
+                text = split.add(piece) if split is not None else piece
+                if text:
+                    await emit(_line(self._piece(ask, text)))
 
-            async def generate() -> None:
-                nonlocal ran
-                with send:
-                    ran = await run(self.server, ask.prep, task_id, on_token=tap)
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(generate)
-                with recv:
-                    async for piece in recv:
-                        text = split.add(piece) if split is not None else piece
-                        if text:
-                            await emit(_line(self._piece(ask, text)))
-            assert ran is not None
+            ran = await run_streamed(self.server, ask.prep, task_id, each)
             ended = self.server.system.clock.now()
             await self._after(ask)
             if ran.error is not None:

@@ -9,16 +9,15 @@ chunk naming it, one with its arguments).
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Awaitable, Callable
 
-import anyio
 import msgspec
 import structlog
 
 from swapos.messages.base import new_id
-from swapos.serve.completions import Kind, Prepared, Ran, failure, run
+from swapos.serve.completions import Kind, Prepared
+from swapos.serve.running import Ran, failure, run_streamed
 from swapos.serve.schemas import (
     ChatChoice,
     ChatCompletion,
@@ -230,26 +229,13 @@ def streamer(server: Server, prep: Prepared, response_id: str) -> Callable[[Emit
         elif prep.echo:
             await emit(chunks.piece(prep.echo))
         split = CallStream(prep.tools.fmt, prep.tools.offered) if prep.tools else None
-        send, recv = anyio.create_memory_object_stream[str](prep.params.max_tokens + 8)
-        ran: Ran | None = None
 
-        def tap(piece: str) -> None:
-            with contextlib.suppress(anyio.BrokenResourceError, anyio.WouldBlock):
-                send.send_nowait(piece)
+        async def each(piece: str) -> None:
+            text = split.add(piece) if split is not None else piece
+            if text:
+                await emit(chunks.piece(text))
 
-        async def generate() -> None:
-            nonlocal ran
-            with send:
-                ran = await run(server, prep, response_id, on_token=tap)
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(generate)
-            with recv:
-                async for piece in recv:
-                    text = split.add(piece) if split is not None else piece
-                    if text:
-                        await emit(chunks.piece(text))
-        assert ran is not None
+        ran = await run_streamed(server, prep, response_id, each)
         if ran.error is not None:
             await emit(sse_event(failure(ran).body()))
             await emit(sse_event("[DONE]"))
