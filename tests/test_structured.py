@@ -190,7 +190,8 @@ def test_what_is_not_a_call_stays_text_and_says_why(text: str, problem: str) -> 
 
 def test_huge_arguments_are_read_whole() -> None:
     big = "x" * 2_000_000
-    text = f'<tool_call>\n{{"name": "get_temperature", "arguments": {{"city": "{big}"}}}}\n</tool_call>'
+    call = json.dumps({"name": "get_temperature", "arguments": {"city": big}})
+    text = f"<tool_call>\n{call}\n</tool_call>"
     (call,) = parse_calls(HERMES, text, OFFERED).calls
     assert json.loads(call.arguments)["city"] == big
 
@@ -257,8 +258,8 @@ def _stream(pieces: list[str]) -> tuple[str, str, list[str]]:
 
 
 def test_text_streams_until_a_call_starts_and_the_call_comes_whole() -> None:
-    pieces = ["Sure", ", checking", ". <tool", "_call>\n", '{"name": "convert", ', '"arguments": {}}',
-              "\n</tool_call>"]  # fmt: skip
+    pieces = ["Sure", ", checking", ". <tool", "_call>\n", '{"name": "convert", ',
+              '"arguments": {}}', "\n</tool_call>"]  # fmt: skip
     sent, rest, calls = _stream(pieces)
     assert sent == "Sure, checking. "
     assert rest == ""
