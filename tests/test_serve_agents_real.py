@@ -7,6 +7,7 @@ in worker threads. Generations are greedy, so each answer is the model's own, ev
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -183,18 +184,21 @@ def _agent_run(base: str) -> tuple[str, list[tuple[str, Any]]]:
         made.append(("celsius_to_fahrenheit", celsius))
         return f"{celsius * 9 / 5 + 32:.1f} degrees Fahrenheit"
 
-    client = openai.AsyncOpenAI(base_url=base + "/v1", api_key="none", max_retries=0)
-    agent = agents.Agent(
-        name="weather",
-        instructions=INSTRUCTIONS,
-        tools=[get_temperature, celsius_to_fahrenheit],
-        model=agents.OpenAIChatCompletionsModel(model="large", openai_client=client),
-        model_settings=agents.ModelSettings(temperature=0),
-    )
-    result = agents.Runner.run_sync(
-        agent, "What is the temperature in Paris right now, in Fahrenheit?", max_turns=6
-    )
-    return str(result.final_output), made
+    async def run() -> str:
+        async with openai.AsyncOpenAI(base_url=base + "/v1", api_key="none", max_retries=0) as c:
+            agent = agents.Agent(
+                name="weather",
+                instructions=INSTRUCTIONS,
+                tools=[get_temperature, celsius_to_fahrenheit],
+                model=agents.OpenAIChatCompletionsModel(model="large", openai_client=c),
+                model_settings=agents.ModelSettings(temperature=0),
+            )
+            question = "What is the temperature in Paris right now, in Fahrenheit?"
+            result = await agents.Runner.run(agent, question, max_turns=6)
+            return str(result.final_output)
+
+    # the SDK runs on asyncio: its own loop in this worker thread, closed when it ends
+    return asyncio.run(run()), made
 
 
 async def test_an_openai_agents_sdk_agent_completes_a_two_tool_task_on_the_real_15b() -> None:
