@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from swapos.backends.fake import FakeModelScript
+from swapos.data.lifecycle import Lifecycle
 from swapos.data.sampling import SamplingParams
 from swapos.messages.commands import PhaseSpec
 from swapos.policies.eviction import LedgerEntry, count_loads, plan_room
@@ -21,13 +22,13 @@ def entry(
     nbytes: int = 100,
     leases: int = 0,
     last_used: float = 0.0,
-    status: str = "resident",
+    status: Lifecycle = Lifecycle.READY,
     speculative: bool = False,
 ) -> LedgerEntry:
     return LedgerEntry(
         model=model,
         nbytes=nbytes,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         leases=leases,
         last_used=last_used,
         speculative=speculative,
@@ -80,7 +81,7 @@ def test_speculative_request_never_evicts_a_model_needed_sooner() -> None:
 
 
 def test_urgent_request_cancels_a_speculative_load() -> None:
-    entries = [entry("a", leases=1), entry("b", status="reserved", speculative=True)]
+    entries = [entry("a", leases=1), entry("b", status=Lifecycle.LOADING, speculative=True)]
     plan = plan_room(entries, model="c", nbytes=100, budget=200, urgent=True, schedule=["c"])
     assert plan is not None and plan.cancel == ["b"] and plan.victims == []
 

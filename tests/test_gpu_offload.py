@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from swapos.actors.system import System, open_system
 from swapos.backends.fake import FakeBackend, FakeModelScript
+from swapos.data.lifecycle import Lifecycle
 from swapos.data.residency import LedgerEntry, RoomPlan
 from swapos.data.sampling import SamplingParams
 from swapos.errors import ProfileError
@@ -249,7 +250,7 @@ def test_checked_specs_refuse_layers_on_this_cpu_only_build_with_the_install_hin
 
 
 def entry(model: str, host: int, device: int, **kw: Any) -> LedgerEntry:
-    return LedgerEntry(model=model, nbytes=host, device_bytes=device, status="resident", **kw)
+    return LedgerEntry(model=model, nbytes=host, device_bytes=device, status=Lifecycle.READY, **kw)
 
 
 def test_a_load_lacking_only_device_memory_evicts_only_for_device_memory() -> None:
@@ -303,7 +304,7 @@ CLAIMS = st.lists(
         st.integers(0, 600),  # host bytes
         st.integers(0, 600),  # device bytes
         st.integers(0, 2),  # leases
-        st.sampled_from(["resident", "reserved", "evicting"]),
+        st.sampled_from([Lifecycle.READY, Lifecycle.LOADING, Lifecycle.EVICTING]),
         st.booleans(),  # speculative
     ),
     max_size=6,
@@ -320,7 +321,7 @@ CLAIMS = st.lists(
     schedule=st.permutations([f"m{i}" for i in range(7)]),
 )
 def test_plan_room_never_exceeds_either_budget_and_never_evicts_a_leased_model(  # noqa: PLR0917
-    claims: list[tuple[int, int, int, str, bool]],
+    claims: list[tuple[int, int, int, Lifecycle, bool]],
     want: tuple[int, int],
     budgets: tuple[int, int],
     urgent: bool,
@@ -332,13 +333,13 @@ def test_plan_room_never_exceeds_either_budget_and_never_evicts_a_leased_model( 
     for i, (host, device, leases, status, speculative) in enumerate(claims):
         entries.append(
             LedgerEntry(
-                model=f"m{i}", nbytes=host, device_bytes=device, status=status,  # type: ignore[arg-type]
-                leases=leases if status == "resident" else 0,
-                speculative=speculative and status == "reserved", last_used=float(i),
+                model=f"m{i}", nbytes=host, device_bytes=device, status=status,
+                leases=leases if status is Lifecycle.READY else 0,
+                speculative=speculative and status is Lifecycle.LOADING, last_used=float(i),
             )
         )  # fmt: skip
     # Only a ledger that holds its budgets is a valid starting point.
-    held = [e for e in entries if e.status != "waiting"]
+    held = [e for e in entries if e.status.holds_room]
     if sum(e.nbytes for e in held) > budget or sum(e.device_bytes for e in held) > device_budget:
         return
     plan = plan_room(
@@ -349,11 +350,11 @@ def test_plan_room_never_exceeds_either_budget_and_never_evicts_a_leased_model( 
         return
     by_name = {e.model: e for e in entries}
     for victim in plan.victims:
-        assert by_name[victim].status == "resident" and by_name[victim].leases == 0
+        assert by_name[victim].status is Lifecycle.READY and by_name[victim].leases == 0
     for cancelled in plan.cancel:
-        assert by_name[cancelled].status == "reserved" and by_name[cancelled].speculative
+        assert by_name[cancelled].status is Lifecycle.LOADING and by_name[cancelled].speculative
     going = set(plan.victims) | set(plan.cancel)
-    staying = [e for e in entries if e.model not in going and e.status != "evicting"]
+    staying = [e for e in entries if e.model not in going and e.status is not Lifecycle.EVICTING]
     assert sum(e.nbytes for e in staying) + want[0] <= budget
     assert sum(e.device_bytes for e in staying) + want[1] <= device_budget
 

@@ -7,6 +7,7 @@ import anyio
 import pytest
 
 from swapos.backends.fake import FakeModelScript
+from swapos.data.lifecycle import Lifecycle
 from swapos.data.residency import RoomPlan
 from swapos.data.sampling import SamplingParams
 from swapos.messages.commands import PhaseSpec
@@ -28,13 +29,17 @@ def resident(ledger: Ledger, model: str, nbytes: int, *, now: float = 0.0) -> No
 def test_a_load_holds_no_room_until_it_is_reserved() -> None:
     ledger = Ledger(100)
     ledger.want("a", speculative=False, now=0.0)
-    assert ledger.status("a") == "waiting"
+    assert ledger.status("a") is Lifecycle.WAITING
     assert ledger.used_bytes() == 0
     assert ledger.claims(excluding="b") == []  # the Evictor never sees a waiting load
     ledger.reserve("a", EMPTY, 60)
-    assert (ledger.status("a"), ledger.used_bytes()) == ("reserved", 60)
+    assert (ledger.status("a"), ledger.used_bytes()) == (Lifecycle.LOADING, 60)
     ledger.loaded("a", 40)  # the measured footprint replaces the estimate
-    assert (ledger.status("a"), ledger.used_bytes(), ledger.peak_used_bytes) == ("resident", 40, 60)
+    assert (ledger.status("a"), ledger.used_bytes(), ledger.peak_used_bytes) == (
+        Lifecycle.READY,
+        40,
+        60,
+    )
 
 
 def test_a_plan_made_stale_by_a_lease_is_not_admitted() -> None:
@@ -60,23 +65,31 @@ def test_two_plans_for_the_same_free_room_are_not_both_admitted() -> None:
     assert not ledger.admits("c", 70, EMPTY)  # the second answer is checked against the first
 
 
-def test_reserving_marks_victims_and_cancelled_loads_evicting() -> None:
+def _a_ready_and_a_prefetch_loading() -> Ledger:
     ledger = Ledger(100)
     resident(ledger, "a", 50)
     ledger.want("p", speculative=True, now=0.0)
     ledger.reserve("p", EMPTY, 50)
-    plan = RoomPlan(victims=["a"], cancel=["p"])
     ledger.want("b", speculative=False, now=0.0)
+    return ledger
+
+
+def test_an_upgraded_prefetch_is_no_longer_a_load_to_cancel() -> None:
+    ledger = _a_ready_and_a_prefetch_loading()
+    plan = RoomPlan(victims=["a"], cancel=["p"])
     assert ledger.admits("b", 100, plan)
     ledger.upgrade("p")  # an urgent waiter joined the prefetch: it may no longer be cancelled
     assert not ledger.admits("b", 100, plan)
-    ledger.want("p", speculative=True, now=0.0)
-    ledger.reserve("p", EMPTY, 50)
+
+
+def test_reserving_marks_victims_and_cancelled_loads_evicting() -> None:
+    ledger = _a_ready_and_a_prefetch_loading()
+    plan = RoomPlan(victims=["a"], cancel=["p"])
     ledger.reserve("b", plan, 100)
     assert (ledger.status("a"), ledger.status("p"), ledger.status("b")) == (
-        "evicting",
-        "evicting",
-        "reserved",
+        Lifecycle.EVICTING,
+        Lifecycle.EVICTING,
+        Lifecycle.LOADING,
     )
     for model in "ap":
         ledger.forget(model)

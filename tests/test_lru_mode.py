@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from swapos.actors.system import MODE_SETTINGS
 from swapos.backends.fake import FakeModelScript
+from swapos.data.lifecycle import Lifecycle
 from swapos.data.sampling import SamplingParams
 from swapos.messages.commands import PhaseSpec
 from swapos.models.profile import MODES
@@ -28,7 +29,7 @@ from tests.fakes import fake_system
 
 def idle(model: str, last_used: float, nbytes: int = 100, leases: int = 0) -> LedgerEntry:
     return LedgerEntry(
-        model=model, nbytes=nbytes, status="resident", leases=leases, last_used=last_used
+        model=model, nbytes=nbytes, status=Lifecycle.READY, leases=leases, last_used=last_used
     )
 
 
@@ -72,7 +73,7 @@ def test_lru_never_evicts_a_leased_model() -> None:
 
 
 def test_lru_counts_models_being_evicted_as_freed() -> None:
-    going = LedgerEntry(model="a", nbytes=100, status="evicting", last_used=0.0)
+    going = LedgerEntry(model="a", nbytes=100, status=Lifecycle.EVICTING, last_used=0.0)
     assert lru_victims([going], nbytes=100, budget=100) == []
 
 

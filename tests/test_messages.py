@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import inspect
 import typing
 
@@ -70,6 +71,8 @@ def _sample(tp: object) -> object:
         return {_sample(args[0]): _sample(args[1])}
     if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
         return _build(tp)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return list(tp)[-1]
     raise AssertionError(f"no sample for {tp!r}")
 
 

@@ -15,6 +15,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from swapos.actors.base import Events, Outbox, Pending, serving
 from swapos.actors.residency import Residency
 from swapos.backends.base import LoadedModel, ModelBackend
+from swapos.data.lifecycle import Lifecycle, ServedState
 from swapos.data.residency import RoomPlan
 from swapos.errors import SwapOSError, SystemClosedError
 from swapos.messages.base import new_id
@@ -56,7 +57,6 @@ from swapos.sysinfo import peak_rss_bytes, rss_bytes
 
 log = structlog.get_logger(__name__)
 
-State = Literal["absent", "loading", "ready", "evicting"]
 Outcome = Literal["none", "loaded", "failed", "denied", "cancelled", "evicted"]
 
 
@@ -81,16 +81,6 @@ class LoaderStatistics(msgspec.Struct, frozen=True, kw_only=True):
     kv_ram_bytes: int | None = None
     unseen_bytes: int = 0
     """Process RSS seen above the budget at lease releases (taken off the KV tier's share)."""
-
-
-_STATES: dict[str | None, State] = {
-    None: "absent",
-    "waiting": "loading",
-    "reserved": "loading",
-    "resident": "ready",
-    "evicting": "evicting",
-}
-"""A model's lifecycle state, from its ledger status (the ledger is the one record)."""
 
 
 @dataclass
@@ -202,8 +192,8 @@ class Loader:
             unseen_bytes=self._unseen,
         )
 
-    def _state(self, name: str) -> State:
-        return _STATES[self._ledger.status(name)]
+    def _state(self, name: str) -> ServedState:
+        return self._ledger.status(name).served
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -388,7 +378,7 @@ class Loader:
                 slot.room = (t_room, self._events.t())
                 t_load = self._events.t()
                 model = await self._backend.load(slot.spec)
-                if self._ledger.status(name) == "evicting":  # cancelled by an urgent plan
+                if self._ledger.status(name) is Lifecycle.EVICTING:  # cancelled by an urgent plan
                     with anyio.CancelScope(shield=True):  # just as the load finished
                         await model.close()
                     return
@@ -595,7 +585,8 @@ class Loader:
         """Room kept free for one KV state in flight: a state a resident (or reserved)
         model saves exists in full before the KV tier drops what it must to take it, so
         the largest one such a model can save is kept out of the tier's share."""
-        held = (n for n in self._table if self._ledger.status(n) in ("reserved", "resident"))
+        counted = (Lifecycle.LOADING, Lifecycle.READY)
+        held = (n for n in self._table if self._ledger.status(n) in counted)
         return max((self._state_bytes(n) for n in held), default=0)
 
     def _state_bytes(self, name: str) -> int:
@@ -633,7 +624,8 @@ class Loader:
 
     async def _close(self, name: str, slot: _Slot, *, reason: str) -> None:
         model = slot.model
-        self._ledger.evicting(name)
+        if self._ledger.status(name) is Lifecycle.READY:  # a victim is evicting already
+            self._ledger.evicting(name)
         t0 = self._events.t()
         await self._events.emit(ModelEvictStarted(t=t0, model=name, reason=reason))
         if model is not None:

@@ -10,13 +10,10 @@ from typing import Literal
 
 import msgspec
 
+from swapos.data.lifecycle import Lifecycle
+
 MemoryKind = Literal["host", "device"]
 """The two budgets a claim draws on: host RAM (``budget``) and GPU memory (``device_budget``)."""
-
-Status = Literal["waiting", "reserved", "resident", "evicting"]
-"""``waiting``: a load wants room and holds none yet. ``reserved``: room granted, loading.
-``resident``: loaded. ``evicting``: chosen as a victim (or closing); its bytes count until it
-is :meth:`Ledger.forget`-ten."""
 
 
 class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
@@ -27,7 +24,8 @@ class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
         nbytes: estimated (until loaded) or measured (once resident) host footprint.
         device_bytes: the same for GPU memory (offloaded layers and their KV cache; 0 for
             a model that offloads nothing).
-        status: see :data:`Status`.
+        status: where it is in its lifecycle (never ``ABSENT``: an absent model has no
+            entry).
         leases: leases held on it; a leased model is never a victim.
         speculative: wanted by a prefetch only (its load may be cancelled for urgent work).
         last_used: clock time of its last lease (LRU order and tie-break).
@@ -35,7 +33,7 @@ class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
 
     model: str
     nbytes: int
-    status: Status
+    status: Lifecycle
     leases: int = 0
     speculative: bool = False
     last_used: float = 0.0

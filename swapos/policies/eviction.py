@@ -16,6 +16,7 @@ from typing import Literal
 
 import msgspec
 
+from swapos.data.lifecycle import Lifecycle
 from swapos.data.residency import LedgerEntry, MemoryKind, RoomPlan
 from swapos.policies.ledger import KINDS, free_bytes
 
@@ -102,7 +103,7 @@ def plan_room(
         lru = _lru(entries, want, budgets)
         return None if lru is None else RoomPlan(victims=lru, cancel=[])
     room = _Room(entries, want, budgets)
-    idle = [e for e in entries if e.status == "resident" and e.leases == 0]
+    idle = [e for e in entries if e.status is Lifecycle.READY and e.leases == 0]
     if rule == "all_idle" and urgent:
         for entry in idle:
             room.take(entry)
@@ -122,7 +123,7 @@ def plan_room(
             room.take(entry)
     cancel: list[str] = []
     if urgent and not room.fits():
-        loading = [e for e in entries if e.status == "reserved" and e.speculative]
+        loading = [e for e in entries if e.status is Lifecycle.LOADING and e.speculative]
         for entry in sorted(loading, key=lambda e: -next_use_distance(e.model, schedule)):
             if room.fits():
                 break
@@ -174,7 +175,7 @@ def _lru(
     entries: Sequence[LedgerEntry], want: dict[MemoryKind, int], budgets: dict[MemoryKind, int]
 ) -> list[str] | None:
     room = _Room(entries, want, budgets)
-    idle = [e for e in entries if e.status == "resident" and e.leases == 0]
+    idle = [e for e in entries if e.status is Lifecycle.READY and e.leases == 0]
     victims: list[str] = []
     for entry in sorted(idle, key=lambda e: e.last_used):
         if room.fits():
@@ -239,7 +240,7 @@ def count_loads(
             model=model,
             nbytes=sizes[model],
             device_bytes=device.get(model, 0),
-            status="resident",
+            status=Lifecycle.READY,
             last_used=float(i),
         )
         loads += 1

@@ -21,10 +21,12 @@ Pure: no clock, no I/O; times are passed in.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
-from swapos.data.residency import LedgerEntry, MemoryKind, RoomPlan, Status
+from swapos.data.lifecycle import Lifecycle, check_transition
+from swapos.data.residency import LedgerEntry, MemoryKind, RoomPlan
 
 KINDS: tuple[MemoryKind, ...] = ("host", "device")
 
@@ -32,13 +34,13 @@ KINDS: tuple[MemoryKind, ...] = ("host", "device")
 def used_bytes(entries: Sequence[LedgerEntry], kind: MemoryKind = "host") -> int:
     """Bytes of ``kind`` counted against its budget (victims being evicted still count; a
     load still waiting for room holds none)."""
-    return sum(e.size(kind) for e in entries if e.status != "waiting")
+    return sum(e.size(kind) for e in entries if e.status.holds_room)
 
 
 def free_bytes(entries: Sequence[LedgerEntry], budget: int, kind: MemoryKind = "host") -> int:
     """Room of ``kind`` left for a new claim: bytes of models already being evicted are as
     good as free (the claim that chose them as victims is counted instead)."""
-    pending_free = sum(e.size(kind) for e in entries if e.status == "evicting")
+    pending_free = sum(e.size(kind) for e in entries if e.status is Lifecycle.EVICTING)
     return budget - used_bytes(entries, kind) + pending_free
 
 
@@ -75,10 +77,10 @@ class Ledger:
 
     # --- reading ------------------------------------------------------------------------
 
-    def status(self, model: str) -> Status | None:
-        """``model``'s status, or None when it holds nothing and no load wants it."""
+    def status(self, model: str) -> Lifecycle:
+        """Where ``model`` is in its lifecycle (``ABSENT``: it has no entry)."""
         entry = self._entries.get(model)
-        return None if entry is None else entry.status
+        return Lifecycle.ABSENT if entry is None else entry.status
 
     def entry(self, model: str) -> LedgerEntry | None:
         return self._entries.get(model)
@@ -89,33 +91,33 @@ class Ledger:
 
     def claims(self, *, excluding: str) -> list[LedgerEntry]:
         """The entries that hold budget, ``excluding`` one model: what the Evictor plans over."""
-        return [e for m, e in self._entries.items() if m != excluding and e.status != "waiting"]
+        return [e for m, e in self._entries.items() if m != excluding and e.status.holds_room]
 
     def used_bytes(self, kind: MemoryKind = "host") -> int:
         return used_bytes(list(self._entries.values()), kind)
 
     @property
     def peak_used_bytes(self) -> int:
-        """The most host bytes ever claimed by reserved and resident models at once."""
+        """The most host bytes ever claimed by loading and ready models at once."""
         return self._peak
 
     @property
     def peak_device_bytes(self) -> int:
-        """The most device bytes ever claimed by reserved and resident models at once."""
+        """The most device bytes ever claimed by loading and ready models at once."""
         return self._peak_device
 
     def admits(self, model: str, nbytes: int, plan: RoomPlan, device_bytes: int = 0) -> bool:
         """Whether carrying out ``plan`` now makes room for ``nbytes`` host and
-        ``device_bytes`` device bytes of ``model``: every victim is still resident and idle,
+        ``device_bytes`` device bytes of ``model``: every victim is still ready and idle,
         every load to cancel still speculative, and the claim fits both budgets once they
         are gone."""
         for victim in plan.victims:
             e = self._entries.get(victim)
-            if e is None or e.status != "resident" or e.leases:
+            if e is None or e.status is not Lifecycle.READY or e.leases:
                 return False
         for other in plan.cancel:
             e = self._entries.get(other)
-            if e is None or e.status != "reserved" or not e.speculative:
+            if e is None or e.status is not Lifecycle.LOADING or not e.speculative:
                 return False
         going = set(plan.victims) | set(plan.cancel)
         claims = self.claims(excluding=model)
@@ -127,12 +129,14 @@ class Ledger:
         return True
 
     # --- writing (the Loader) -----------------------------------------------------------
+    #
+    # Every change of a model's state goes through :meth:`_move`, which checks it against
+    # the declared transitions (swapos/data/lifecycle.py); the methods below name the moves.
 
     def want(self, model: str, *, speculative: bool, now: float) -> None:
-        """A load of ``model`` starts; it holds no room until :meth:`reserve`."""
-        self._entries[model] = LedgerEntry(
-            model=model, nbytes=0, status="waiting", speculative=speculative, last_used=now
-        )
+        """A load of ``model`` starts (absent -> waiting); it holds no room until
+        :meth:`reserve`."""
+        self._move(model, Lifecycle.WAITING, nbytes=0, speculative=speculative, last_used=now)
 
     def upgrade(self, model: str) -> None:
         """An urgent request joined ``model``'s speculative load: never cancel it."""
@@ -140,17 +144,18 @@ class Ledger:
 
     def reserve(self, model: str, plan: RoomPlan, nbytes: int, device_bytes: int = 0) -> None:
         """Claim ``nbytes`` host and ``device_bytes`` device bytes for ``model`` (its
-        estimates) by ``plan``: its victims and cancelled loads become ``evicting``."""
+        estimates) by ``plan`` (waiting -> loading): its victims (ready) and cancelled loads
+        (loading) become ``EVICTING``."""
         for other in plan.victims + plan.cancel:
-            self._replace(other, status="evicting")
-        self._replace(model, status="reserved", nbytes=nbytes, device_bytes=device_bytes)
+            self._move(other, Lifecycle.EVICTING)
+        self._move(model, Lifecycle.LOADING, nbytes=nbytes, device_bytes=device_bytes)
         self._note_peak()
 
     def loaded(self, model: str, nbytes: int, device_bytes: int = 0) -> None:
-        """``model`` is resident; ``nbytes`` and ``device_bytes`` are its measured
-        footprints (each replaces its estimate)."""
-        self._replace(
-            model, status="resident", nbytes=nbytes, device_bytes=device_bytes, speculative=False
+        """``model`` is ready (loading -> ready); ``nbytes`` and ``device_bytes`` are its
+        measured footprints (each replaces its estimate)."""
+        self._move(
+            model, Lifecycle.READY, nbytes=nbytes, device_bytes=device_bytes, speculative=False
         )
         self._note_peak()
 
@@ -169,17 +174,34 @@ class Ledger:
         return entry.leases - 1
 
     def evicting(self, model: str) -> None:
-        """``model`` is being closed (a victim already is)."""
-        self._replace(model, status="evicting")
+        """``model`` is being closed (ready -> evicting; a victim already is)."""
+        self._move(model, Lifecycle.EVICTING)
 
     def forget(self, model: str) -> None:
-        """``model`` holds no memory any more (evicted, failed, cancelled or denied)."""
-        self._entries.pop(model, None)
+        """``model`` holds no memory any more (-> absent: evicted, failed, cancelled or
+        refused)."""
+        self._move(model, Lifecycle.ABSENT)
 
-    def _replace(self, model: str, **changes: object) -> None:
+    def _move(self, model: str, new: Lifecycle, **changes: Any) -> None:
+        """The one place a model's state changes: checked, then recorded with ``changes``.
+
+        Raises:
+            LifecycleError: ``model``'s state may not move to ``new`` (a bug).
+        """
+        old = self.status(model)
+        check_transition(model, old, new)
+        if new is Lifecycle.ABSENT:
+            del self._entries[model]
+        elif old is Lifecycle.ABSENT:
+            self._entries[model] = LedgerEntry(model=model, status=new, **changes)
+        else:
+            self._replace(model, status=new, **changes)
+
+    def _replace(self, model: str, **changes: Any) -> None:
         self._entries[model] = msgspec.structs.replace(self._entries[model], **changes)
 
     def _note_peak(self) -> None:
-        held = [e for e in self._entries.values() if e.status in ("reserved", "resident")]
+        counted = (Lifecycle.LOADING, Lifecycle.READY)
+        held = [e for e in self._entries.values() if e.status in counted]
         self._peak = max(self._peak, sum(e.nbytes for e in held))
         self._peak_device = max(self._peak_device, sum(e.device_bytes for e in held))
