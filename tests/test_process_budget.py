@@ -197,13 +197,13 @@ async def test_rss_above_the_budget_at_a_release_comes_off_the_kv_tier(
     """With a measured overhead (the process is SwapOS's own), what the process holds above
     the budget when a generation ends is memory the ledger does not see (weights paged in
     after the load): the KV tier gives it up, and keeps it given up."""
-    import swapos.actors.loader as loader_module
+    import swapos.actors.accounting as accounting_module
     import swapos.actors.system as system_module
 
     monkeypatch.setattr(system_module, "process_baseline_bytes", lambda: 100)
     rss = iter([1000, 1150, 1100, 900])  # at each release: within, 150 over, 100 over, under
-    monkeypatch.setattr(loader_module, "rss_bytes", lambda: next(rss))
-    monkeypatch.setattr(loader_module, "peak_rss_bytes", lambda: 0)
+    monkeypatch.setattr(accounting_module, "rss_bytes", lambda: next(rss))
+    monkeypatch.setattr(accounting_module, "peak_rss_bytes", lambda: 0)
     scripts = {"a": FakeModelScript(load_s=1.0, token_s=0.1, reply="a b", footprint_bytes=420)}
     tiers, unseen = await _tiers_after_phases(scripts, 4)
     assert tiers == [480, 330, 230, 230]  # 1000 - 100 - 420, less 150, less 100; never back
@@ -216,13 +216,13 @@ async def test_a_peak_above_the_budget_during_a_phase_comes_off_the_kv_tier(
 ) -> None:
     """A transient (a state saved while the tier is full) is gone by the release: the
     phase's peak RSS is what counts."""
-    import swapos.actors.loader as loader_module
+    import swapos.actors.accounting as accounting_module
     import swapos.actors.system as system_module
 
     monkeypatch.setattr(system_module, "process_baseline_bytes", lambda: 100)
-    monkeypatch.setattr(loader_module, "rss_bytes", lambda: 900)
+    monkeypatch.setattr(accounting_module, "rss_bytes", lambda: 900)
     peaks = iter([1150, 1000])  # the first phase peaks 150 over, the second within
-    monkeypatch.setattr(loader_module, "peak_rss_bytes", lambda: next(peaks))
+    monkeypatch.setattr(accounting_module, "peak_rss_bytes", lambda: next(peaks))
     scripts = {"a": FakeModelScript(load_s=1.0, token_s=0.1, reply="a b", footprint_bytes=420)}
     tiers, unseen = await _tiers_after_phases(scripts, 2)
     assert (tiers, unseen) == ([330, 330], 150)
@@ -232,12 +232,12 @@ async def test_a_peak_above_the_budget_during_a_phase_comes_off_the_kv_tier(
 async def test_the_kv_tier_leaves_room_for_the_largest_state_a_held_model_saves(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import swapos.actors.loader as loader_module
+    import swapos.actors.accounting as accounting_module
     import swapos.actors.system as system_module
 
     monkeypatch.setattr(system_module, "process_baseline_bytes", lambda: 100)
-    monkeypatch.setattr(loader_module, "rss_bytes", lambda: 0)
-    monkeypatch.setattr(loader_module, "peak_rss_bytes", lambda: 0)
+    monkeypatch.setattr(accounting_module, "rss_bytes", lambda: 0)
+    monkeypatch.setattr(accounting_module, "peak_rss_bytes", lambda: 0)
     a = FakeModelScript(load_s=1.0, token_s=0.1, reply="a b", footprint_bytes=420, state_bytes=60)
     tiers, _ = await _tiers_after_phases({"a": a}, 1)
     assert tiers == [1000 - 100 - 420 - 60]
@@ -247,9 +247,9 @@ async def test_the_kv_tier_leaves_room_for_the_largest_state_a_held_model_saves(
 async def test_a_given_overhead_means_the_rss_is_not_watched(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import swapos.actors.loader as loader_module
+    import swapos.actors.accounting as accounting_module
 
-    monkeypatch.setattr(loader_module, "rss_bytes", lambda: 10**12)  # far over any budget
+    monkeypatch.setattr(accounting_module, "rss_bytes", lambda: 10**12)  # far over any budget
     clock = FakeClock()
     scripts = {"a": FakeModelScript(load_s=1.0, token_s=0.1, reply="a b", footprint_bytes=420)}
     with anyio.fail_after(30):
