@@ -141,3 +141,29 @@ async def test_hidden_load_is_credited_once_not_to_every_later_user() -> None:
     assert [p.load_hidden_s for p in second.records] == [0.0, 0.0]
     first = sys.summary().results[0].phases
     assert first[1].load_hidden_s > 0  # b's prefetch is credited to its first use
+
+
+async def test_the_residency_snapshot_is_frozen_data_that_a_later_change_leaves_alone() -> None:
+    """What ``swapos serve`` reads: the Loader's table as a frozen struct, equal to what
+    ``System.models()`` answers, and a copy (a later eviction does not change it)."""
+    clock = FakeClock()
+    scripts = {
+        "a": FakeModelScript(load_s=1.0, token_s=0.1, reply="x", footprint_bytes=300),
+        "b": FakeModelScript(load_s=1.0, token_s=0.1, reply="y", footprint_bytes=300),
+    }
+    with anyio.fail_after(10):
+        async with clock.autojump(), fake_system(scripts, budget=1000, clock=clock) as (sys, _):
+            assert (await sys.run_phases("t", [phase("a")])).error is None
+            before = sys.residency()
+            assert list(before.models) == await sys.models()
+            await sys.unload(["a"])
+            after = sys.residency()
+    assert (before.state("a"), before.ready()) == ("ready", frozenset({"a"}))
+    assert (after.state("a"), after.ready(), after.state("nope")) == (
+        "absent",
+        frozenset(),
+        "absent",
+    )
+    assert before.models[0].footprint_bytes == 300
+    with pytest.raises(AttributeError):
+        before.models = ()  # type: ignore[misc]

@@ -37,6 +37,7 @@ from swapos.messages.commands import (
     PhaseSpec,
     Preload,
     Preloaded,
+    ResidencySnapshot,
     RunPhases,
     RunTask,
     TaskDone,
@@ -277,6 +278,11 @@ class System:
         for box in self._outboxes.values():
             total.update(box.sent)
         return dict(total)
+
+    def residency(self) -> ResidencySnapshot:
+        """Every model's state, leases and measured footprint now, as frozen data (read
+        without a message: the Loader's snapshot, never its live table)."""
+        return self._actors.loader.residency()
 
     def statistics(self) -> SystemStatistics:
         """Frozen snapshots of every actor's counters, by actor (``["loader"]``: the model

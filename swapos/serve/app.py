@@ -56,8 +56,8 @@ def app(system: System, settings: ServeSettings | None = None) -> Starlette:
     """
     settings = settings or ServeSettings()
 
-    def resident() -> set[str]:
-        return {m for m, s in system.statistics()["loader"].states.items() if s == "ready"}
+    def resident() -> frozenset[str]:
+        return system.residency().ready()
 
     server = Server(
         system=system,
