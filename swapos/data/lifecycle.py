@@ -6,7 +6,8 @@ records each model's state and changes it only through :func:`check_transition`,
 move that is not in :data:`TRANSITIONS` is a bug that raises at once
 (:class:`LifecycleError`), never a model stuck half-way.
 
-The lifecycle drawn from the table is in ``docs/architecture.md`` ("The Loader").
+:func:`diagram` draws the table for ``docs/architecture.md`` ("A model's lifecycle"); a
+test keeps the page equal to it.
 
 Pure: no clock, no I/O.
 """
@@ -59,9 +60,9 @@ ABSENT, WAITING, LOADING, READY, EVICTING = Lifecycle
 
 TRANSITIONS: dict[tuple[Lifecycle, Lifecycle], str] = {
     (ABSENT, WAITING): "a load starts (an acquire or a prefetch)",
-    (WAITING, LOADING): "the Evictor's plan fits: room claimed, victims chosen",
+    (WAITING, LOADING): "the Evictor's plan fits; room claimed, victims chosen",
     (WAITING, ABSENT): "refused (too big, or a prefetch without room), or cancelled",
-    (LOADING, READY): "loaded: its measured footprint replaces the estimate",
+    (LOADING, READY): "loaded; its measured footprint replaces the estimate",
     (LOADING, EVICTING): "a prefetch's load cancelled by an urgent plan",
     (LOADING, ABSENT): "the load failed, or was cancelled (shutdown)",
     (READY, EVICTING): "chosen as a victim, unloaded, or closed at shutdown",
@@ -88,3 +89,12 @@ def check_transition(model: str, old: Lifecycle, new: Lifecycle) -> None:
             f"model {model!r} cannot move {old.value} -> {new.value} "
             f"(from {old.value}: {allowed}): a bug in the Loader"
         )
+
+
+def diagram() -> str:
+    """:data:`TRANSITIONS` as a Mermaid state diagram and a Markdown table (for the docs)."""
+    lines = ["```mermaid", "stateDiagram-v2", "    [*] --> absent"]
+    lines += [f"    {old.value} --> {new.value}: {why}" for (old, new), why in TRANSITIONS.items()]
+    lines += ["```", "", "| from | to | when |", "|---|---|---|"]
+    lines += [f"| `{o.value}` | `{n.value}` | {why} |" for (o, n), why in TRANSITIONS.items()]
+    return "\n".join(lines) + "\n"
