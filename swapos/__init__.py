@@ -15,6 +15,7 @@ from swapos.backends.base import ModelBackend as ModelBackend
 from swapos.clock import Clock as Clock
 from swapos.clock import MonotonicClock as MonotonicClock
 from swapos.data.generation import GenerationStats as GenerationStats
+from swapos.data.residency import ModelState as ModelState
 from swapos.data.sampling import SamplingParams as SamplingParams
 from swapos.data.task import Task as Task
 from swapos.errors import CapsuleError as CapsuleError
@@ -26,7 +27,6 @@ from swapos.errors import SwapOSError as SwapOSError
 from swapos.errors import SystemClosedError as SystemClosedError
 from swapos.errors import TaskError as TaskError
 from swapos.errors import TemplateError as TemplateError
-from swapos.messages.commands import ModelState as ModelState
 from swapos.messages.commands import ModelsUnloaded as ModelsUnloaded
 from swapos.messages.commands import PhaseSpec as PhaseSpec
 from swapos.messages.events import EVENT_DECODER as EVENT_DECODER

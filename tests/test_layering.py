@@ -293,7 +293,6 @@ def test_the_cycle_check_finds_a_long_circle_and_no_false_one() -> None:
 
 MAX_LINES = 400
 LONG_MODULES_ALLOWED: dict[str, str] = {
-    "actors/loader.py": "six concerns in one actor; issue 53 item 3 splits it",
     "actors/system.py": "the wiring tables (inbox sizes, edges, modes) beside open_system",
     "backends/fake.py": "the scripted model, its faults and draws, mirroring the llama backend",
     "bench/suite/command.py": "the suite benchmark's command, session and scoreboard",

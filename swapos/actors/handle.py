@@ -24,6 +24,7 @@ from swapos.actors.router import Router, RouterStatistics
 from swapos.actors.taps import Tap, TokenTaps
 from swapos.actors.texts import ModelTexts
 from swapos.clock import Clock
+from swapos.data.residency import ModelState, ResidencySnapshot
 from swapos.data.task import Task
 from swapos.errors import SystemClosedError
 from swapos.messages.base import Address, new_id
@@ -31,13 +32,11 @@ from swapos.messages.commands import (
     CancelTask,
     DescribeModels,
     ModelsDescribed,
-    ModelState,
     ModelsUnloaded,
     PhasesDone,
     PhaseSpec,
     Preload,
     Preloaded,
-    ResidencySnapshot,
     RunPhases,
     RunTask,
     TaskDone,

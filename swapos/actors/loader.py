@@ -26,6 +26,7 @@ from swapos.actors.model_table import ModelTable, Row
 from swapos.actors.residency import Residency
 from swapos.backends.base import ModelBackend
 from swapos.data.lifecycle import Lifecycle
+from swapos.data.residency import ResidencySnapshot
 from swapos.messages.base import new_id
 from swapos.messages.commands import (
     AcquireFailed,
@@ -39,7 +40,6 @@ from swapos.messages.commands import (
     PrefetchModel,
     PrefetchOutcome,
     ReleaseLease,
-    ResidencySnapshot,
     RoomPlanned,
     UnloadModels,
 )

@@ -30,9 +30,10 @@ from swapos.actors.cold import PageCache
 from swapos.actors.loads import Eviction, Load
 from swapos.backends.base import LoadedModel, ModelBackend
 from swapos.data.lifecycle import Lifecycle
+from swapos.data.residency import ModelState, ResidencySnapshot
 from swapos.errors import SwapOSError, SystemClosedError
 from swapos.messages.base import new_id
-from swapos.messages.commands import ModelState, ResidencySnapshot, ResizeKVRam
+from swapos.messages.commands import ResizeKVRam
 from swapos.messages.events import (
     ModelEvicted,
     ModelEvictStarted,

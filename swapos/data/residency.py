@@ -1,7 +1,9 @@
-"""Residency as data: a model's claim on the byte budgets, and a plan to make room.
+"""Residency as data: a model's claim on the byte budgets, a plan to make room, and the
+model table as its readers see it.
 
-Shared by the ledger (swapos/policies/ledger.py), the Evictor's decisions and the messages
-that carry a snapshot of the ledger to it.
+Shared by the ledger (swapos/policies/ledger.py), the Evictor's decisions, the messages
+that carry a snapshot of the ledger to it, and the residency snapshot ``swapos serve``
+reads (:class:`ResidencySnapshot`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from typing import Literal
 
 import msgspec
 
-from swapos.data.lifecycle import Lifecycle
+from swapos.data.lifecycle import Lifecycle, ServedState
 
 MemoryKind = Literal["host", "device"]
 """The two budgets a claim draws on: host RAM (``budget``) and GPU memory (``device_budget``)."""
@@ -67,3 +69,29 @@ class Offload(msgspec.Struct, frozen=True, kw_only=True):
     layers: int
     device_bytes: int
     upload_s: float
+
+
+class ModelState(msgspec.Struct, frozen=True, kw_only=True):
+    """One row of the Loader's model table, as data (``state``: the lifecycle state as it is
+    served, :attr:`~swapos.data.lifecycle.Lifecycle.served`)."""
+
+    model: str
+    state: ServedState
+    leases: int
+    footprint_bytes: int  # measured once loaded, 0 otherwise
+    device_footprint_bytes: int = 0  # GPU memory, measured once loaded
+
+
+class ResidencySnapshot(msgspec.Struct, frozen=True, kw_only=True):
+    """Every model's row of the Loader's table at one moment: read-only data, so a reader
+    (``swapos serve``) never holds the Loader's live state."""
+
+    models: tuple[ModelState, ...]
+
+    def state(self, model: str) -> ServedState:
+        """``model``'s state (``absent`` for a model the table does not know)."""
+        return next((m.state for m in self.models if m.model == model), "absent")
+
+    def ready(self) -> frozenset[str]:
+        """The models that are loaded and may be leased now."""
+        return frozenset(m.model for m in self.models if m.state == "ready")

@@ -11,9 +11,8 @@ from typing import Literal
 import msgspec
 
 from swapos.data.generation import GenerationStats
-from swapos.data.lifecycle import ServedState
 from swapos.data.prefix import PrefixState
-from swapos.data.residency import LedgerEntry, RoomPlan
+from swapos.data.residency import LedgerEntry, ModelState, RoomPlan
 from swapos.data.sampling import SamplingParams
 from swapos.data.task import Task
 from swapos.messages.base import Message, Reply, Request, new_id
@@ -103,32 +102,6 @@ class Preloaded(Reply, frozen=True, kw_only=True):
 
 class DescribeModels(Request, frozen=True, kw_only=True):
     """Ask the Loader for every model's state; replies :class:`ModelsDescribed`."""
-
-
-class ModelState(msgspec.Struct, frozen=True, kw_only=True):
-    """One row of the Loader's model table, as data (``state``: the lifecycle state as it is
-    served, :attr:`~swapos.data.lifecycle.Lifecycle.served`)."""
-
-    model: str
-    state: ServedState
-    leases: int
-    footprint_bytes: int  # measured once loaded, 0 otherwise
-    device_footprint_bytes: int = 0  # GPU memory, measured once loaded
-
-
-class ResidencySnapshot(msgspec.Struct, frozen=True, kw_only=True):
-    """Every model's row of the Loader's table at one moment: read-only data, so a reader
-    (``swapos serve``) never holds the Loader's live state."""
-
-    models: tuple[ModelState, ...]
-
-    def state(self, model: str) -> ServedState:
-        """``model``'s state (``absent`` for a model the table does not know)."""
-        return next((m.state for m in self.models if m.model == model), "absent")
-
-    def ready(self) -> frozenset[str]:
-        """The models that are loaded and may be leased now."""
-        return frozenset(m.model for m in self.models if m.state == "ready")
 
 
 class ModelsDescribed(Reply, frozen=True, kw_only=True):
