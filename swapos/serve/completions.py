@@ -184,8 +184,12 @@ async def prepare_chat(server: Server, body: ChatCompletionRequest, key: str | N
     messages = _messages(body.messages)
     chat = await server.system.chat_format(body.model)
     sampling = sampling_of(body)
-    # compiling a schema takes up to ~0.1 s within its bounds: off the event loop
-    plan, constraint = await anyio.to_thread.run_sync(partial(grammar_of, body, chat))
+    structured = body.response_format is not None and body.response_format.type != "text"
+    if body.tools or body.tool_choice is not None or structured:
+        # compiling a schema takes up to ~0.1 s within its bounds: off the event loop
+        plan, constraint = await anyio.to_thread.run_sync(partial(grammar_of, body, chat))
+    else:
+        plan, constraint = None, None
     fmt = chat or ChatFormat(template=CHATML)
     tools = plan.template_tools if plan is not None else ()
     try:
