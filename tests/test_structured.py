@@ -96,6 +96,25 @@ def test_a_recursive_reference_compiles_to_a_recursive_rule() -> None:
     assert "node ::=" in grammar
 
 
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"$ref": "#"},
+        {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/a"}}},
+        {"$defs": {"n": {"anyOf": [{"$ref": "#/$defs/n"}, {"type": "string"}]}}},
+        {
+            "$defs": {
+                "a": {"allOf": [{"$ref": "#/$defs/b"}]},
+                "b": {"oneOf": [{"$ref": "#/$defs/a"}]},
+            }
+        },
+    ],
+)
+def test_a_schema_that_refers_to_itself_before_its_value_begins_is_refused(schema: Any) -> None:
+    with pytest.raises(SchemaError, match="refers to itself before its value begins"):
+        compile_schema(schema)
+
+
 def test_a_schema_the_converter_cannot_use_is_a_schema_error() -> None:
     with pytest.raises(SchemaError, match="cannot be compiled"):
         compile_schema({"$ref": "#/$defs/missing"})

@@ -113,4 +113,6 @@ def failure(ran: Ran) -> RequestError:
     reason = ran.error or "unknown error"
     if "does not fit n_ctx" in reason:
         return RequestError(400, reason, param="messages", code="context_length_exceeded")
+    if "could not compile the grammar" in reason:  # a schema check should have caught it
+        return RequestError(400, reason, param="response_format")
     return RequestError(500, f"generation failed: {reason}", kind="server_error")

@@ -91,6 +91,7 @@ def check_schema(schema: Any, limits: SchemaLimits = LIMITS) -> None:
     size = len(json.dumps(schema))
     if size > limits.max_bytes:
         raise SchemaError(f"{size} bytes is more than the {limits.max_bytes} allowed", "schema")
+    _refuse_left_recursion(schema)
     work = 0
     for nodes, (pointer, depth, node) in enumerate(_walk(schema, "#", 0), start=1):
         work += _optional(node) ** 2
@@ -139,6 +140,59 @@ def _check_node(node: dict[str, Any], pointer: str, limits: SchemaLimits) -> Non
     ref = node.get("$ref")
     if ref is not None and (not isinstance(ref, str) or not ref.startswith("#")):
         raise SchemaError(f"only local references (#/...) are followed, not {ref!r}", pointer)
+
+
+def _refuse_left_recursion(schema: dict[str, Any] | bool) -> None:
+    """Refuse a schema that refers to itself before its value has begun (``{"$ref": "#"}``,
+    a definition that is a union holding a reference back to itself): its grammar would be
+    left-recursive, which llama.cpp cannot sample (it refuses the grammar at load).
+
+    Raises:
+        SchemaError: naming the definition the cycle passes through.
+    """
+    if not isinstance(schema, dict):
+        return
+    starts = {"#": schema}
+    for key in ("$defs", "definitions"):
+        for name, node in (schema.get(key) or {}).items():
+            starts[f"#/{key}/{name}"] = node
+    for start in starts:
+        seen: set[str] = set()
+        todo = [start]
+        while todo:
+            at = todo.pop()
+            for ref in _leading_refs(starts.get(at, _resolve(schema, at))):
+                if ref == start:
+                    raise SchemaError(
+                        "refers to itself before its value begins (a left-recursive "
+                        "grammar llama.cpp cannot sample)",
+                        start,
+                    )
+                if ref not in seen:
+                    seen.add(ref)
+                    todo.append(ref)
+
+
+def _leading_refs(node: Any) -> set[str]:
+    """The references a value of ``node`` may begin with, before any character of its own:
+    its ``$ref`` and those of its ``anyOf``/``oneOf``/``allOf`` branches."""
+    if not isinstance(node, dict):
+        return set()
+    refs = {node["$ref"]} if isinstance(node.get("$ref"), str) else set()
+    for key in ("anyOf", "oneOf", "allOf"):
+        branches = node.get(key)
+        if isinstance(branches, list):
+            for branch in branches:
+                refs |= _leading_refs(branch)
+    return refs
+
+
+def _resolve(schema: dict[str, Any], ref: str) -> Any:
+    """The subschema a local reference points at (None where it points at nothing)."""
+    node: Any = schema
+    for part in ref.removeprefix("#").strip("/").split("/") if ref != "#" else ():
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
 
 
 def _optional(node: dict[str, Any]) -> int:
