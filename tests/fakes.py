@@ -23,13 +23,14 @@ def fake_profile(names: list[str]) -> Profile:
 
 
 def pipeline_profile() -> Profile:
-    """Three fake models in the pipeline's roles (planner, coder, critic), two attempts."""
+    """Three fake models, two in the pipeline's roles (planner, coder; the ``critic`` is a
+    model no role names), two attempts."""
     names = ["planner", "coder", "critic"]
     return Profile(
         name="fake",
         budget=1000,
         models={n: ModelConfig(path=f"/nonexistent/{n}.gguf", n_ctx=4096) for n in names},
-        roles={"reason": "planner", "code": "coder", "critic": "critic"},
+        roles={"reason": "planner", "code": "coder"},
         pipeline=PipelineConfig(max_attempts=2),
     )
 

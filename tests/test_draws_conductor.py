@@ -55,7 +55,7 @@ def profile(**pipeline: Any) -> Profile:
         models={
             n: ModelConfig(path=f"/nonexistent/{n}.gguf", n_ctx=4096) for n in ("coder", "critic")
         },
-        roles={"code": "coder", "critic": "critic"},
+        roles={"code": "coder"},
         pipeline=PipelineConfig(**pipeline),
     )
 

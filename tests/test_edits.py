@@ -8,7 +8,7 @@ import ast
 from swapos.capsule.schema import Artifact, with_artifact, with_feedback, with_verdict
 from swapos.capsule.schema import Feedback as CapsuleFeedback
 from swapos.data.task import Task, TaskMeta
-from swapos.models.templates import CHATML, ChatFormat, decode_messages
+from swapos.models.templates import CHATML, ChatFormat
 from swapos.pipeline.chat_prompts import build_chat_prompt, code_opening
 from swapos.pipeline.edits import edits_apply, merge_edit
 from swapos.pipeline.prompts import build_prompt, capsule_for_task
@@ -208,7 +208,6 @@ TASK = Task(
     tests={"test_size.py": "SECRET"},
 )
 EDIT_ASK = "Do not rewrite the whole file. Reply with just the functions or classes"
-FIX_ASK = "Reply with just the corrected functions or classes of solution.py"
 
 
 def words(text: str) -> int:
@@ -224,26 +223,6 @@ def failed(capsule_code: str, attempt: int = 1):  # type: ignore[no-untyped-def]
     return with_feedback(capsule, fb)
 
 
-def test_an_edit_prompt_asks_for_the_changed_definitions_of_the_starter() -> None:
-    prompt = build_chat_prompt("code", TASK, capsule_for_task(TASK), words, 5000, FMT, edit=True)
-    assert EDIT_ASK in prompt.text and "complete solution.py" not in prompt.text
-    assert prompt.edit_base == FILE
-    whole = build_chat_prompt("code", TASK, capsule_for_task(TASK), words, 5000, FMT)
-    assert whole.edit_base is None and EDIT_ASK not in whole.text
-
-
-def test_a_fix_edits_the_newest_candidate_a_based_fix_its_base() -> None:
-    newest = FILE.replace("{n} B", "{n} b")
-    capsule = failed(newest)
-    fix = build_chat_prompt("code", TASK, capsule, words, 5000, FMT, edit=True)
-    assert fix.edit_base == newest
-    assert FIX_ASK in decode_messages(fix.text)[-1].content
-    recap = build_chat_prompt("code", TASK, capsule, words, 5000, FMT, edit=True, recap=True)
-    assert recap.edit_base == FILE and FIX_ASK in recap.text
-    focus = build_chat_prompt("code", TASK, capsule, words, 5000, FMT, edit=True, focus=True)
-    assert focus.edit_base == newest and FIX_ASK in focus.text
-
-
 def task_of(category: str, problem: str) -> Task:
     """A task of ``category`` on :data:`FILE` with ``problem`` as its brief."""
     meta = TaskMeta(task_id="t", category=category, difficulty=2)  # type: ignore[arg-type]
@@ -251,9 +230,16 @@ def task_of(category: str, problem: str) -> Task:
 
 
 def test_no_edit_is_asked_of_a_refactor_nor_of_a_base_model() -> None:
-    refactor = task_of("refactor", "Split it.")
+    asks = "Add a function `fmt_size(n)` that formats a size."
+    feature = task_of("feature", asks)
+    local = ChatFormat(template=CHATML)  # a local model: its answer can be opened
+    opened = build_chat_prompt(
+        "code", feature, capsule_for_task(feature), words, 5000, local, open_asked=True
+    )
+    assert opened.edit_base == FILE and EDIT_ASK in opened.text
+    refactor = task_of("refactor", asks)
     prompt = build_chat_prompt(
-        "code", refactor, capsule_for_task(refactor), words, 5000, FMT, edit=True
+        "code", refactor, capsule_for_task(refactor), words, 5000, local, open_asked=True
     )
     assert prompt.edit_base is None and EDIT_ASK not in prompt.text
     base_model = build_prompt("code", TASK, capsule_for_task(TASK), words, 5000)

@@ -100,23 +100,9 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         draws: candidates a failed check may draw from the same prompt (rule 7); 0: none.
         second_opinion: a failed attempt 1 is followed by the ``fix`` model's own answer to
             the first prompt, when that is another model than ``code`` (rule 4).
-        critic: failed grades are reviewed by the ``critic`` model (rule 3); off: no
-            reviews, the fixer reads the test output alone.
-        focus_fix: after a candidate that is the starter again or a failed one in substance,
-            the fixer is asked in a focus prompt (rule 11).
-        check_reviews: a review the test output does not bear out reaches the fixer marked
-            unverified (rule 12).
-        draws_stop_repeats: a failed check's draws stop once this many in a row were empty
-            or a rejected candidate again (rule 7); 0: never.
         side_by_side: a failed check's draws decode side by side when the draws policy says
             it pays (:mod:`swapos.policies.draws`, on the model's measured cost curve); off:
             always in turn.
-        edit: a chat coder of a bugfix or feature task is asked for only the functions and
-            classes it changes or adds, spliced into the file it was shown
-            (:mod:`swapos.pipeline.edits`); off: for the whole file.
-        redraw_unchanged: the draws after a candidate that is solution.py unchanged are
-            asked in its conversation continued by a turn saying so, for an edit (rule 7);
-            off: from the very prompt it answered.
         restore_dropped: a code answer that reads a name it binds nowhere gets back the
             starter's binding of it (an import, a constant, a function) or the standard
             import the name says, and a bugfix's or feature's the starter's public functions
@@ -143,16 +129,22 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     resample_temperature: float = 0.8
     draws: int = 0
     second_opinion: bool = False
-    critic: bool = True
-    focus_fix: bool = False
-    check_reviews: bool = False
-    draws_stop_repeats: int = 0
     side_by_side: bool = True
-    edit: bool = False
-    redraw_unchanged: bool = False
     restore_dropped: bool = True
     precheck_defects: bool = True
     open_asked: bool = True
+
+
+REMOVED_PIPELINE_FIELDS: dict[str, str] = {
+    "critic": "the 1.5B's reviews rescued nothing the test output alone did not",
+    "check_reviews": "it checked the critic's reviews, which were removed",
+    "focus_fix": "focus prompts passed no more tasks",
+    "edit": "edit answers passed no more tasks",
+    "redraw_unchanged": 'draws told "unchanged" passed no more tasks',
+    "draws_stop_repeats": "stopping repeated draws passed no more tasks",
+}
+"""``[pipeline]`` fields that were removed, measured not to help (docs/results/README.md
+lists the runs): a profile that still sets one is an error that says so."""
 
 
 class Profile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -286,6 +278,7 @@ def decode_profile(text: str | bytes, *, source: str = "<profile>") -> Profile:
         data = tomllib.loads(text.decode() if isinstance(text, bytes) else text)
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"{source}: not valid TOML ({exc}); fix the syntax") from exc
+    _check_removed(data, source)
     try:
         profile = msgspec.convert(data, Profile)
     except msgspec.ValidationError as exc:
@@ -295,6 +288,19 @@ def decode_profile(text: str | bytes, *, source: str = "<profile>") -> Profile:
         ) from exc
     check_profile(profile, source=source)
     return profile
+
+
+def _check_removed(data: dict[str, object], source: str) -> None:
+    """A ``[pipeline]`` field of :data:`REMOVED_PIPELINE_FIELDS` is an error naming it."""
+    pipeline = data.get("pipeline")
+    if not isinstance(pipeline, dict):
+        return
+    for name in pipeline:
+        if name in REMOVED_PIPELINE_FIELDS:
+            raise ProfileError(
+                f"{source}: `pipeline.{name}` was removed (measured not to help: "
+                f"{REMOVED_PIPELINE_FIELDS[name]}); delete it from the profile"
+            )
 
 
 def _check_named_tables(data: dict[str, object], source: str) -> None:

@@ -1,7 +1,7 @@
-"""Conduct one task through the pipeline: reason -> code -> [selfcheck] -> grade -> critic -> code
+"""Conduct one task through the pipeline: reason -> code -> [selfcheck] -> grade -> code
 
 The conductor is the Router's per-task loop. What the task does next (every retry rule:
-reviews, second opinions, repeats, pre-grade checks, draws) is the retry policy's,
+second opinions, repeats, pre-grade checks, draws) is the retry policy's,
 :mod:`swapos.policies.retry`, whose docstring is the one place the rules are written. The
 conductor asks it for the next step, carries the step out (:mod:`~swapos.pipeline.steps`,
 :mod:`~swapos.pipeline.prechecks`) through the Router, its :class:`PhaseRunner`, and feeds
@@ -19,7 +19,7 @@ from swapos.capsule.schema import encode_capsule
 from swapos.data.task import Task
 from swapos.errors import one_error
 from swapos.pipeline import side_by_side, steps
-from swapos.pipeline.identity import candidate_identity, candidate_shape
+from swapos.pipeline.identity import candidate_identity
 from swapos.pipeline.phase_runner import PhaseRunner
 from swapos.pipeline.prechecks import selfcheck
 from swapos.pipeline.routing import RoutePlan, route
@@ -84,11 +84,8 @@ def rules(task: Task, runner: PhaseRunner, max_attempts: int | None) -> retry.Ru
         task_id=task.task_id, max_attempts=max_attempts or cfg.max_attempts,
         selfcheck=cfg.selfcheck, selfcheck_retries=cfg.selfcheck_retries,
         resamples=cfg.resamples, resample_temperature=cfg.resample_temperature,
-        draws=cfg.draws, second_opinion=cfg.second_opinion, critic=cfg.critic,
-        focus_fix=cfg.focus_fix, check_reviews=cfg.check_reviews,
-        draws_stop_repeats=cfg.draws_stop_repeats, redraw_unchanged=cfg.redraw_unchanged,
+        draws=cfg.draws, second_opinion=cfg.second_opinion,
         starter=candidate_identity(task.starter) if repository else None,
-        starter_shape=candidate_shape(task.starter) if repository else None,
     )  # fmt: skip
 
 
@@ -111,10 +108,6 @@ async def carry_out(
             steps.send_back(work, step)
         case retry.Grade():
             return await steps.grade_candidate(runner, work, step)
-        case retry.CheckReview():
-            return steps.check_review(work, step)
-        case retry.Distrust():
-            steps.distrust(work, step)
         case retry.Adopt():
             steps.adopt(work, step)
         case _:

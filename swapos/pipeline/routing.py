@@ -9,7 +9,7 @@ from swapos.models.profile import Profile
 from swapos.pipeline.chat_prompts import code_opening
 from swapos.pipeline.selfcheck import Example, task_examples
 
-PHASES = ("reason", "code", "critic", "fix")
+PHASES = ("reason", "code", "fix")
 """The model roles a plan assigns; ``fix`` is the coder of attempts after the first."""
 OPEN_ROLE = "open"
 """The role that, when a profile sets it, writes the first answer of a task whose first

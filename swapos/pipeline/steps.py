@@ -5,7 +5,6 @@ it writes into the task's capsule. Which step comes next is the policy's alone."
 from __future__ import annotations
 
 import re
-from typing import Final
 
 import anyio.to_thread
 import msgspec
@@ -33,21 +32,18 @@ from swapos.errors import SwapOSError
 from swapos.grader import GradeResult, count_tests, grade
 from swapos.models.templates import TemplateError
 from swapos.pipeline import side_by_side
-from swapos.pipeline.chat_prompts import Edit, build_chat_prompt, replace_answer
+from swapos.pipeline.chat_prompts import build_chat_prompt, replace_answer
 from swapos.pipeline.defects import candidate_defect
 from swapos.pipeline.edits import EDIT_CATEGORIES, merge_edit
-from swapos.pipeline.extract import ExtractResult, extract_code, extract_feedback, extract_plan
-from swapos.pipeline.identity import candidate_identity, candidate_shape
+from swapos.pipeline.extract import ExtractResult, extract_code, extract_plan
+from swapos.pipeline.identity import candidate_identity
 from swapos.pipeline.phase_runner import PhaseOutput, PhaseRunner
 from swapos.pipeline.prompts import Phase, Prompt, build_prompt, capsule_for_task
 from swapos.pipeline.restore import restore_dropped
 from swapos.pipeline.selfcheck import CandidateCheck
 from swapos.policies.retry import (
     NO_CODE,
-    UNCHANGED,
     Adopt,
-    CheckReview,
-    Distrust,
     Failed,
     Generate,
     Generated,
@@ -55,10 +51,8 @@ from swapos.policies.retry import (
     Graded,
     Keep,
     Replace,
-    ReviewChecked,
     SendBack,
 )
-from swapos.policies.review_check import check_review as check_review_text
 
 _TIMINGS = re.compile(r" in \d+(?:\.\d+)?s\b")
 """Wall times in pytest's output; kept out of prompts so runs (and KV prefixes) repeat."""
@@ -96,7 +90,6 @@ class Work:
         self.code = ExtractResult(code="", how="empty")
         self.candidate = self.code  # the attempt's candidate (kept, or a draw in its place)
         self.prompt: Prompt | None = None  # the prompt the candidate answered (draws reuse it)
-        self.redrawn: dict[int, Prompt] = {}  # attempt -> its draws' prompt after "unchanged"
         self.drawn: dict[str, tuple[Answer, ExtractResult]] = {}  # draws by identity
         self.model = ""  # the model that wrote the newest answer
         self.checks: dict[str, CandidateCheck] = {}  # self-checks by candidate identity
@@ -110,31 +103,26 @@ async def decide(runner: PhaseRunner, work: Work, phase: str, text: str) -> None
 
 
 async def generate(runner: PhaseRunner, work: Work, step: Generate) -> Generated | Failed:
-    """Run ``step``'s phase and put what it says in the capsule: a plan, a review, or (for a
-    code phase) the newest answer, whose identity the outcome carries."""
+    """Run ``step``'s phase and put what it says in the capsule: a plan, or (for a code
+    phase) the newest answer, whose identity the outcome carries."""
     out = await _answer(runner, work, step)
     if isinstance(out, str):
         return Failed(error=out)
     if step.prompt == "plan":
         work.capsule = with_plan(work.capsule, extract_plan(out.text))
         return Generated(chat=out.chat)
-    if step.prompt == "review":
-        text = extract_feedback(out.text)
-        review = Feedback(attempt=step.attempt, source="critic", text=text)
-        work.capsule = with_feedback(work.capsule, review)
-        return Generated(chat=out.chat)
     work.answer, work.code = out, _spliced(extract_code(out.text, task=work.task), out.prompt)
     if runner.profile.pipeline.restore_dropped and work.code.how != "empty":
         await _restore(runner, work)
     work.model = step.model
-    key, shape = candidate_identity(work.code.code), candidate_shape(work.code.code)
+    key = candidate_identity(work.code.code)
     if step.prompt == "draw":
         work.drawn[key] = (out, work.code)
     empty = work.code.how == "empty"
     defect = ""
     if runner.profile.pipeline.precheck_defects and not empty:
         defect = candidate_defect(work.code.code, work.task)
-    return Generated(chat=out.chat, key=key, shape=shape, empty=empty, drew=out.drew, defect=defect)
+    return Generated(chat=out.chat, key=key, empty=empty, drew=out.drew, defect=defect)
 
 
 async def _restore(runner: PhaseRunner, work: Work) -> None:
@@ -170,29 +158,24 @@ async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | s
     if step.prompt == "first" and work.first is None:
         work.first = work.capsule  # what a first attempt reads: the brief and the plan
     shown = work.first if step.prompt == "opinion" and work.first is not None else work.capsule
-    edit: Edit = runner.profile.pipeline.edit
-    if step.unchanged:  # rule 7: its conversation continued, told it is unchanged
-        shown, edit = told_unchanged(work), edit or "last"
     n_ctx = runner.profile.models[step.model].n_ctx
     budget = min(cfg.prompt_budget_tokens, n_ctx - cfg.max_tokens - 8)
-    recap, focus, base = step.prompt == "recap", step.prompt == "focus", step.base
+    recap, base = step.prompt == "recap", step.base
 
     def build() -> Prompt:
         task = work.task
         if fmt is not None:
             return build_chat_prompt(
-                phase, task, shown, counter, budget, fmt, recap=recap, focus=focus, base=base,
-                edit=edit, open_asked=runner.profile.pipeline.open_asked,
+                phase, task, shown, counter, budget, fmt, recap=recap, base=base,
+                open_asked=runner.profile.pipeline.open_asked,
             )  # fmt: skip
-        return build_prompt(phase, task, shown, counter, budget, focus=focus, base=base)
+        return build_prompt(phase, task, shown, counter, budget, base=base)
 
     try:
-        given = _draws_prompt(work, step)
+        given = work.prompt if step.prompt == "draw" else None  # a draw reuses its prompt
         prompt = given if given is not None else await anyio.to_thread.run_sync(build)
     except (CapsuleError, TemplateError) as exc:
         return f"{phase} prompt: {exc}"
-    if step.unchanged:
-        work.redrawn[step.attempt] = prompt
     temperature, seed = step.sampling or (cfg.temperature, cfg.seed)
     params = SamplingParams(
         max_tokens=cfg.max_tokens, stop=prompt.stop + tuple(cfg.stop), temperature=temperature,
@@ -224,25 +207,6 @@ async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | s
         return f"{phase} phase failed: {out.error}"
     text, raw = prompt.answer_prefix + out.text, prompt.opening + out.text
     return Answer(text=text, raw=raw, chat=prompt.chat, prompt=prompt, drew=out.drew)
-
-
-def _draws_prompt(work: Work, step: Generate) -> Prompt | None:
-    """The prompt a draw reuses: the one its candidate answered, or after an unchanged
-    candidate the one its first draw was asked in (None: there is none yet)."""
-    if step.prompt != "draw":
-        return None
-    return work.redrawn.get(step.attempt) if step.unchanged else work.prompt
-
-
-def told_unchanged(work: Work) -> Capsule:
-    """What the draws after an unchanged candidate read (retry rule 7, ``redraw_unchanged``):
-    the first prompt's capsule, the candidate as the coder's answer, and the verdict that it
-    is solution.py unchanged."""
-    candidate = work.capsule.artifacts[-1]  # the attempt's candidate, just kept
-    told = with_artifact(work.first or capsule_for_task(work.task), candidate)
-    told = with_verdict(told, attempt=candidate.attempt, passed=False)
-    said = Feedback(attempt=candidate.attempt, source="selfcheck", text=UNCHANGED)
-    return with_feedback(told, said)
 
 
 def keep(work: Work, step: Keep) -> None:
@@ -286,37 +250,6 @@ def record(
         tests_total=tests_total,
     )  # fmt: skip
     work.capsule = with_feedback(work.capsule, feedback)
-
-
-def check_review(work: Work, step: CheckReview) -> ReviewChecked:
-    """Check the review of ``step.attempt`` against the test output the critic read (every
-    failed grade's so far) and the candidates it read (retry rule 12)."""
-    capsule = work.capsule
-    reviews = [f for f in capsule.feedback if f.source == "critic" and f.attempt == step.attempt]
-    if not reviews:
-        return ReviewChecked(verified=True)
-    output = "\n".join(
-        f.text for f in capsule.feedback if f.source == "grader" and f.attempt <= step.attempt
-    )
-    code = "\n".join(a.code for a in capsule.artifacts if a.attempt <= step.attempt)
-    check = check_review_text(reviews[-1].text, output, code=code)
-    return ReviewChecked(verified=check.verified, why=check.why)
-
-
-UNVERIFIED: Final = "Unverified: {why}. The test output above decides."
-"""How the fixer reads a review the test output does not bear out (retry rule 12)."""
-
-
-def distrust(work: Work, step: Distrust) -> None:
-    """The review of ``step.attempt`` is marked unverified, where every prompt reads it."""
-    feedback = list(work.capsule.feedback)
-    for i in range(len(feedback) - 1, -1, -1):
-        f = feedback[i]
-        if f.source == "critic" and f.attempt == step.attempt:
-            marked = UNVERIFIED.format(why=step.why[:1].upper() + step.why[1:])
-            feedback[i] = msgspec.structs.replace(f, text=f"{marked}\n{f.text}")
-            break
-    work.capsule = msgspec.structs.replace(work.capsule, feedback=tuple(feedback))
 
 
 def adopt(work: Work, step: Adopt) -> None:

@@ -20,32 +20,23 @@ The rules (``PipelineConfig`` fields in ``code``; the models are the profile's r
    ``reason`` model for a plan. Any generation that fails ends the task with its reason.
 2. **Attempts.** An *attempt* is one code phase; there are ``max_attempts``. Attempt 1 is the
    ``code`` model's answer to the first prompt (the brief and the plan); every later attempt
-   is the ``fix`` model's. While the attempt is generated, the Prefetcher is told the critic
-   and the fixer come next (the fixer first after an attempt 1 a second opinion may follow),
-   unless it is the last attempt or a graded candidate is expected to pass (then the next
-   use is the next task's).
-3. **Review** (``critic``). Each failed grade is reviewed once, by the ``critic`` (reading
-   the attempts up to the newest), before the next attempt that is not a second opinion. So
-   every fixer reads a review of the newest failed grade, also when the attempt after that
-   grade was not graded (a second opinion that repeated the failure or that its checks sent
-   back). A second opinion reads no review. With ``critic`` off nothing is reviewed: every
-   fixer reads the test output alone.
-4. **Second opinion** (``second_opinion``, and a ``fix`` model other than the ``code``
+   is the ``fix`` model's, reading the test output of the failed grades. While the attempt is
+   generated, the Prefetcher is told the fixer comes next, unless it is the last attempt or a
+   graded candidate is expected to pass (then the next use is the next task's).
+3. **Second opinion** (``second_opinion``, and a ``fix`` model other than the ``code``
    model). When attempt 1 fails (its grade, or its checks with no draw passing), attempt 2 is
    the ``fix`` model's own answer to the *first* prompt, blind to the failed candidate (a
-   model shown a failed answer as its own tends to write it again), and it is not reviewed;
-   later attempts are reviewed and fixed.
-5. **Repeats.** A candidate whose code is the same as one whose grade failed (its identity:
+   model shown a failed answer as its own tends to write it again); later attempts are fixed.
+4. **Repeats.** A candidate whose code is the same as one whose grade failed (its identity:
    the syntax tree, docstrings and a redefined stub aside) is asked for again, each time with
    a decision saying so: by a chat model first in a *recap* of the failed answers (greedy),
    then ``resamples`` times sampling at ``resample_temperature`` with a recorded seed
    (:func:`resample_seed`; in a recap for a chat model, else from the attempt's own prompt),
    then, for a fixer (not a second opinion) that is not the ``code`` model, once by the
-   ``code`` model instead (greedy; in a recap if it chats). With ``focus_fix`` every one of
-   these tries is asked in a *focus* prompt instead (rule 11). A candidate that still repeats
+   ``code`` model instead (greedy; in a recap if it chats). A candidate that still repeats
    is recorded as failed ("Identical to attempt N") and never graded again: the task goes on
    with the next attempt. An empty answer is never a repeat.
-6. **Pre-grade checks.** Before a grade, a candidate is checked: a repository task's
+5. **Pre-grade checks.** Before a grade, a candidate is checked: a repository task's
    candidate equal to its starter fails at once (:data:`UNCHANGED`, recorded as a decision),
    and so does one with a *defect*, what is wrong with it that needs no run to see (it does
    not parse; it does not define a name the brief asks to add: :attr:`Generated.defect`,
@@ -55,11 +46,11 @@ The rules (``PipelineConfig`` fields in ``code``; the models are the profile's r
    attempt's candidate and an empty one (graded at once), a candidate the checks already sent
    back once (its examples advise, a few are wrong, the tests decide), and any candidate once
    ``selfcheck_retries`` candidates were sent back (none with ``selfcheck`` off), even an
-   unchanged one (its grade shows the critic and the fixer which tests fail, which
-   "unchanged" alone does not); except that a second opinion is checked whatever that
-   budget when the profile draws (``draws > 0``) and self-checks. A candidate that passes
-   its check, or has nothing to check, is graded.
-7. **Draws.** When attempt 1's candidate or a second opinion fails its check and ``draws >
+   unchanged one (its grade shows the fixer which tests fail, which "unchanged" alone does
+   not); except that a second opinion is checked whatever that budget when the profile draws
+   (``draws > 0``) and self-checks. A candidate that passes its check, or has nothing to
+   check, is graded.
+6. **Draws.** When attempt 1's candidate or a second opinion fails its check and ``draws >
    0``, up to ``draws`` more candidates are drawn from the very prompt it answered, by the
    attempt's coder, sampling at ``resample_temperature`` with recorded seeds. A draw that is
    empty or equal to a rejected candidate is not checked; each other draw is checked like the
@@ -71,51 +62,27 @@ The rules (``PipelineConfig`` fields in ``code``; the models are the profile's r
    in turn in order, side by side as they finish (the runner answers a draw's step with
    whichever of its draws finished first, :attr:`Generated.drew`: a short draw is checked
    while the long ones go on), and the rest are dropped once one passes. Draw ``i``'s
-   decision names the ``i``-th taken, with its own seed. With ``draws_stop_repeats`` ``n > 0``
-   the draws of an attempt stop once ``n`` in a row were empty or a rejected candidate again
-   (the model's samples keep landing on what failed; a decision says so). With
-   ``redraw_unchanged``, the draws after a candidate that is solution.py unchanged
-   (:data:`UNCHANGED`) are not asked in the very prompt it answered (which mostly gives the
-   starter back again) but in that conversation continued: its answer, then a turn that
-   says it is unchanged and asks for just the functions and classes that change or are
-   added (an *edit*, spliced into solution.py); a decision says so.
-8. **Sent back.** When no draw passes (or none is drawn), the attempt keeps whichever of
+   decision names the ``i``-th taken, with its own seed.
+7. **Sent back.** When no draw passes (or none is drawn), the attempt keeps whichever of
    its candidate and its checked draws passed the most examples (ties: the candidate, then
    the earlier draw; a draw that passes more takes the candidate's place, with a decision
    saying so). Then a candidate whose check used the budget goes back to the coder: its
    check's failure is its verdict, the budget shrinks by one and the next attempt begins,
    without a grade spent. A second opinion checked beyond the budget is graded as it is
    (with a decision saying so).
-9. **Grade.** A graded candidate that passes ends the task. An empty answer is not run: it
+8. **Grade.** A graded candidate that passes ends the task. An empty answer is not run: it
    fails with :data:`NO_CODE` (a decision), and is not counted as a grade. A failed grade on
-   the last attempt ends the task; else the next attempt begins (after a review, rule 3).
-10. **Best candidate.** The task's *best* candidate is its graded candidate (an empty answer
-    is not one) with the fewest failing tests, i.e. the most passing (the same tests run on
-    every candidate; one that fails to import passes none); ties: the newest. A fixer's
-    attempt (not a second opinion) starts from the best candidate when a newer graded one
-    passed fewer tests: a decision says so, and its prompt, after the newest outcome, shows
-    the best candidate's code as the one to fix (:attr:`Generate.base`). When the task ends
-    without a pass, its result is its best candidate's: the tests passed reported are its
-    grade's, and when the capsule's newest artifact is another candidate (not its repeat) a
-    copy of it is put last (:class:`Adopt`, with a decision): the capsule's final artifact
-    is the task's answer.
-11. **Focus** (``focus_fix``). A candidate is *stuck* when it is the starter again, or the
-    same as a failed candidate in substance: its *shape* (the identity with the names its
-    functions bind aside too, ``swapos.pipeline.identity.candidate_shape``) is a failed
-    one's or the starter's. With ``focus_fix``, the next attempt after a stuck candidate,
-    when it is the fixer's (not a second opinion), is asked in a ``focus`` prompt instead of
-    the coder's conversation (a decision says so), and so is every try after a repeat (rule
-    5; a greedy focus prompt is not asked twice): one user turn whose first line is the
-    failing example or assertion (with a parametrized test's arguments), then the lines of
-    the candidate that the failing test runs (from the traceback in its grade's output), the
-    brief and the candidate, and a request for the smallest change that makes that one
-    example pass.
-12. **Checked reviews** (``check_reviews``). Each review is checked against the test output
-    the critic read, every failed grade's so far
-    (:func:`swapos.policies.review_check.check_review`). A review whose claimed cause names
-    a test, function, input or case that no failing test's output shows is recorded as
-    unverified (a decision), and from then on every prompt reads it marked so, the fixer's
-    below the test output (:class:`Distrust`); a review the output bears out is read as is.
+   the last attempt ends the task; else the next attempt begins.
+9. **Best candidate.** The task's *best* candidate is its graded candidate (an empty answer
+   is not one) with the fewest failing tests, i.e. the most passing (the same tests run on
+   every candidate; one that fails to import passes none); ties: the newest. A fixer's
+   attempt (not a second opinion) starts from the best candidate when a newer graded one
+   passed fewer tests: a decision says so, and its prompt, after the newest outcome, shows
+   the best candidate's code as the one to fix (:attr:`Generate.base`). When the task ends
+   without a pass, its result is its best candidate's: the tests passed reported are its
+   grade's, and when the capsule's newest artifact is another candidate (not its repeat) a
+   copy of it is put last (:class:`Adopt`, with a decision): the capsule's final artifact
+   is the task's answer.
 
 The tests (``tests/test_retry_policy.py``) mirror these rules row by row.
 """
@@ -134,9 +101,7 @@ from swapos.policies.retry_steps import (
     Adopt,
     At,
     Checked,
-    CheckReview,
     Decide,
-    Distrust,
     Done,
     Failed,
     Finish,
@@ -150,7 +115,6 @@ from swapos.policies.retry_steps import (
     PromptKind,
     Replace,
     Result,
-    ReviewChecked,
     Rules,
     SelfCheck,
     SendBack,
@@ -162,16 +126,13 @@ from swapos.policies.retry_steps import (
 
 __all__ = [
     "NO_CODE",
-    "REDRAWN",
     "RULES",
     "UNCHANGED",
     "Action",
     "Adopt",
     "At",
-    "CheckReview",
     "Checked",
     "Decide",
-    "Distrust",
     "Done",
     "Failed",
     "Finish",
@@ -185,7 +146,6 @@ __all__ = [
     "PromptKind",
     "Replace",
     "Result",
-    "ReviewChecked",
     "Rules",
     "SelfCheck",
     "SendBack",
@@ -237,8 +197,7 @@ def _routed(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
     _expect(out, Done, st)
     if st.plans:
         m = st.models
-        critic = (m["critic"],) if st.rules.critic else ()
-        upcoming = (m["code"], *critic, m["fix"])
+        upcoming = (m["code"], m["fix"])
         plan = Generate(model=m["reason"], prompt="plan", attempt=0, upcoming=upcoming)
         return _replace(st, at="planned"), [plan]
     return _begin(st, 1, expects_pass)
@@ -252,46 +211,16 @@ def _planned(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
 
 
 def _begin(st: TaskState, attempt: int, expects_pass: bool) -> Result:
-    """Attempt ``attempt`` begins (rules 2, 3): reviewed first when a review is due."""
+    """Attempt ``attempt`` begins (rule 2)."""
     if attempt > st.rules.max_attempts:
         return _finish(st, f"attempt {attempt - 1} was the last")
-    st = _replace(st, attempt=attempt)
-    if st.review_due and not st.fresh and st.rules.critic:
-        m = st.models
-        review = Generate(
-            model=m["critic"], prompt="review", attempt=attempt - 1, upcoming=(m["fix"],)
-        )
-        return _replace(st, at="reviewed"), [review]
-    return _candidate(st, expects_pass)
-
-
-def _reviewed(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
-    if isinstance(out, Failed):
-        return _fail(st, out)
-    _expect(out, Generated, st)
-    st = _replace(st, review_due=False)
-    if st.rules.check_reviews:
-        return _replace(st, at="review_checked"), [CheckReview(attempt=st.attempt - 1)]
-    return _candidate(st, expects_pass)
-
-
-def _review_checked(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
-    """Rule 12: an unverified review is recorded so, and the fixer reads it marked so."""
-    o = _expect(out, ReviewChecked, st)
-    if o.verified:
-        return _candidate(st, expects_pass)
-    r = st.attempt - 1
-    text = f"the review of attempt {r} is unverified: {o.why}; the fixer reads it marked so"
-    st, steps = _candidate(st, expects_pass)
-    return st, [Decide(phase="critic", text=text), Distrust(attempt=r, why=o.why), *steps]
+    return _candidate(_replace(st, attempt=attempt), expects_pass)
 
 
 def _candidate(st: TaskState, expects_pass: bool) -> Result:
-    """Ask the attempt's coder for its candidate (rules 2, 4)."""
+    """Ask the attempt's coder for its candidate (rules 2, 3)."""
     m, a = st.models, st.attempt
-    critic = (m["critic"],) if st.rules.critic else ()
-    after = (m["fix"], *critic) if a == 1 and st.opinions else (*critic, m["fix"])
-    upcoming = () if a == st.rules.max_attempts or expects_pass else after
+    upcoming = () if a == st.rules.max_attempts or expects_pass else (m["fix"],)
     coder = m["code"] if a == 1 else m["fix"]
     other = m["code"] if a > 1 and not st.fresh and coder != m["code"] else None
     st = _replace(st, upcoming=upcoming, coder=coder, other=other, tried=0, at="tried")
@@ -310,9 +239,6 @@ def _candidate(st: TaskState, expects_pass: bool) -> Result:
             f"graded, not from attempt {max(st.scores)}'s ({_passed(n)})"
         )
         steps.append(Decide(phase="code", text=text))
-    if _focused(st):
-        text = f"attempt {st.kept}'s candidate is stuck: attempt {a} is asked in a focus prompt"
-        steps.append(Decide(phase="code", text=text))
     return st, [*steps, _tries(st)[0].step(st)]
 
 
@@ -326,18 +252,6 @@ def _base(st: TaskState) -> int:
         return 0
     best = st.best_attempt
     return best if best != max(st.scores) else 0
-
-
-def _focused(st: TaskState) -> bool:
-    """Rule 11: this attempt's own prompt is a focus prompt."""
-    return st.rules.focus_fix and st.attempt > 1 and not st.fresh and st.stuck
-
-
-def _stuck(st: TaskState, key: str, shape: str) -> bool:
-    """Rule 11: a candidate is the starter again, or a failed one's in substance."""
-    r = st.rules
-    same_shape = bool(shape) and (shape in st.failed_shapes or shape == r.starter_shape)
-    return key == r.starter or key in st.failed or same_shape
 
 
 class _Try(msgspec.Struct, frozen=True):
@@ -364,10 +278,7 @@ class _Try(msgspec.Struct, frozen=True):
         return how + _IN.get(self.prompt, "")
 
 
-_IN: Final[Mapping[PromptKind, str]] = {
-    "recap": " in a recap of the failed answers",
-    "focus": " in a focus prompt",
-}
+_IN: Final[Mapping[PromptKind, str]] = {"recap": " in a recap of the failed answers"}
 
 
 def _tries(st: TaskState) -> list[_Try]:
@@ -375,18 +286,16 @@ def _tries(st: TaskState) -> list[_Try]:
     depends on whether the coder chats, which its first answer tells."""
     r, a = st.rules, st.attempt
     own: PromptKind = "first" if a == 1 else ("opinion" if st.fresh else "fix")
-    own = "focus" if _focused(st) else own
-    retry: PromptKind = "focus" if r.focus_fix else "recap"
-    anew = r.focus_fix or st.chats.get(st.coder, False)  # asked again in another prompt
-    again: PromptKind = retry if anew else own
+    anew = st.chats.get(st.coder, False)  # a chat model is asked again in a recap
+    again: PromptKind = "recap" if anew else own
     tries = [_Try(st.coder, own)]
-    tries += [_Try(st.coder, retry)] if anew and retry != own else []  # greedy: not twice
+    tries += [_Try(st.coder, "recap")] if anew else []
     tries += [
         _Try(st.coder, again, (r.resample_temperature, resample_seed(r.task_id, a, i)))
         for i in range(r.resamples)
     ]
     if st.other is not None:
-        instead: PromptKind = retry if r.focus_fix or st.chats.get(st.other) else "fix"
+        instead: PromptKind = "recap" if st.chats.get(st.other) else "fix"
         tries.append(_Try(st.other, instead, instead=True))
     return tries
 
@@ -397,27 +306,23 @@ def _tried(st: TaskState, out: Outcome, _: bool) -> Result:
     o = _expect(out, Generated, st)
     model = _tries(st)[st.tried].model if st.tried else st.coder
     chats = {**st.chats, model: o.chat}
-    st = _replace(
-        st, key=o.key, shape=o.shape, empty=o.empty, defect=o.defect, chats=chats, at="kept"
-    )
+    st = _replace(st, key=o.key, empty=o.empty, defect=o.defect, chats=chats, at="kept")
     repeats = None if o.empty else st.failed.get(o.key)
     if repeats is None:
-        stuck = not o.empty and _stuck(st, o.key, o.shape)
-        return _replace(st, kept=st.attempt, stuck=stuck), [Keep(attempt=st.attempt)]
+        return _replace(st, kept=st.attempt), [Keep(attempt=st.attempt)]
     tries, a = _tries(st), st.attempt
     if st.tried + 1 < len(tries):
         nxt = tries[st.tried + 1]
         said = Decide(phase="code", text=f"attempt {a} repeats attempt {repeats}: {nxt}")
         return _replace(st, tried=st.tried + 1, at="tried"), [said, nxt.step(st)]
     asked = [
-        *(["a focus prompt"] if st.rules.focus_fix and not _focused(st) else []),
-        *(["a recap"] if st.chats.get(st.coder) and not st.rules.focus_fix else []),
+        *(["a recap"] if st.chats.get(st.coder) else []),
         f"{st.rules.resamples} resamples",
         *([f"{st.other}'s answer"] if st.other is not None else []),
     ]
     text = f"attempt {a} repeats attempt {repeats} after {_listed(asked)}; not graded again"
     rejected = f"Identical to attempt {repeats}, which failed; not graded again."
-    st = _replace(st, kept=a, stuck=True)
+    st = _replace(st, kept=a)
     return st, [Decide(phase="code", text=text), Keep(attempt=a, rejected=rejected)]
 
 
@@ -462,31 +367,15 @@ def _checked(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
 
 def _check_failed(st: TaskState, check: Checked, expects_pass: bool) -> Result:
     unchecked = {st.key: st.attempt, **st.unchecked}
-    st = _replace(
-        st, check=check, unchecked=unchecked, draw=0, drawn=(), draw_repeats=0, best_draw=None
-    )
+    st = _replace(st, check=check, unchecked=unchecked, draw=0, drawn=(), best_draw=None)
     said: list[Action | Finish] = (
         [Decide(phase="selfcheck", text=check.text)] if check.precheck else []
     )
     if _draws(st):
-        if _redraws(st):
-            said.append(Decide(phase="code", text=REDRAWN))
         return _next_draw(st, said)
     if said:
         return _replace(st, at="drawn"), said  # no draw: rule 8 once it is recorded
     return _no_draw_passed(st, expects_pass)
-
-
-REDRAWN: Final = (
-    "the draws after solution.py unchanged are asked in its conversation continued: it is "
-    "unchanged, write just the functions and classes that change"
-)
-"""The decision of rule 7's ``redraw_unchanged``."""
-
-
-def _redraws(st: TaskState) -> bool:
-    """Whether this attempt's draws follow an unchanged candidate, in a turn that says so."""
-    return st.rules.redraw_unchanged and st.check is not None and st.check.text == UNCHANGED
 
 
 def _draw_sampling(st: TaskState, i: int) -> tuple[float, int]:
@@ -505,7 +394,7 @@ def _next_draw(st: TaskState, said: list[Action | Finish]) -> Result:
     first, *rest = _untaken(st)
     draw = Generate(
         model=st.coder, prompt="draw", attempt=st.attempt, upcoming=(st.coder, *st.upcoming),
-        sampling=first, then=tuple(rest), unchanged=_redraws(st),
+        sampling=first, then=tuple(rest),
     )  # fmt: skip
     return _replace(st, draw=st.draw + 1, at="drew"), [*said, draw]
 
@@ -525,13 +414,8 @@ def _drew(st: TaskState, out: Outcome, _: bool) -> Result:
     st = _replace(st, drawn=(*st.drawn, o.drew or untaken[0]))
     if o.empty or o.key in st.failed or o.key in st.unchecked:
         text = f"{_draw_said(st)}: empty or a rejected candidate again"
-        repeats, stop = st.draw_repeats + 1, st.rules.draws_stop_repeats
-        st = _replace(st, at="drawn", draw_repeats=repeats)
-        if stop > 0 and repeats >= stop and st.draw < st.rules.draws:
-            text += f"; {repeats} in a row: no more draws"
-            st = _replace(st, draw=st.rules.draws)
-        return st, [Decide(phase="code", text=text)]
-    st = _replace(st, draw_key=o.key, draw_shape=o.shape, draw_repeats=0)
+        return _replace(st, at="drawn"), [Decide(phase="code", text=text)]
+    st = _replace(st, draw_key=o.key)
     if o.key == st.rules.starter:
         return _draw_verdict(st, _unchanged())
     if o.defect:
@@ -558,21 +442,12 @@ def _draw_verdict(st: TaskState, check: Checked | None) -> Result:
     a = st.attempt
     if check is None or check.passed:
         text = f"{_draw_said(st)}: {said}; graded in place of attempt {a}'s candidate"
-        stuck = _stuck(st, st.draw_key, st.draw_shape)
-        st = _replace(
-            st,
-            key=st.draw_key,
-            shape=st.draw_shape,
-            empty=False,
-            defect="",
-            stuck=stuck,
-            at="grade",
-        )
+        st = _replace(st, key=st.draw_key, empty=False, defect="", at="grade")
         return st, [Decide(phase="code", text=text), Replace(attempt=a)]
     unchecked = {st.draw_key: a, **st.unchecked}
-    best = st.best_draw[2] if st.best_draw is not None else st.check
+    best = st.best_draw[1] if st.best_draw is not None else st.check
     if not check.precheck and (best is None or check.tests_passed > best.tests_passed):
-        st = _replace(st, best_draw=(st.draw_key, st.draw_shape, check, _draw_said(st)))
+        st = _replace(st, best_draw=(st.draw_key, check, _draw_said(st)))
     return _replace(st, unchecked=unchecked, at="drawn"), [
         Decide(phase="code", text=f"{_draw_said(st)}: {said}")
     ]
@@ -590,7 +465,7 @@ def _no_draw_passed(st: TaskState, expects_pass: bool) -> Result:
     a = st.attempt
     kept: list[Action | Finish] = []
     if st.best_draw is not None:
-        key, shape, best, said = st.best_draw
+        key, best, said = st.best_draw
         own = st.check
         assert own is not None  # the candidate's check failed to draw
         text = (
@@ -598,8 +473,7 @@ def _no_draw_passed(st: TaskState, expects_pass: bool) -> Result:
             f"attempt {a}'s candidate ({own.tests_passed}/{own.tests_total}): it takes its place"
         )
         kept = [Decide(phase="code", text=text), Replace(attempt=a, key=key)]
-        stuck = _stuck(st, key, shape)
-        st = _replace(st, key=key, shape=shape, empty=False, defect="", stuck=stuck, check=best)
+        st = _replace(st, key=key, empty=False, defect="", check=best)
     if not st.budget:
         how = "with that draw" if kept else "as it is"
         text = f"no draw passes the checks: attempt {a} is graded {how}"
@@ -637,16 +511,13 @@ def _graded(st: TaskState, out: Outcome, expects_pass: bool) -> Result:
     o = _expect(out, Graded, st)
     a = st.attempt
     failed = st.failed if o.passed or st.empty else {st.key: a, **st.failed}
-    shapes = st.failed_shapes
-    if not (o.passed or st.empty or not st.shape):
-        shapes = {st.shape: a, **shapes}
     scores = st.scores if st.empty else {**st.scores, a: o}
-    st = _replace(st, last=o, failed=failed, failed_shapes=shapes, scores=scores)
+    st = _replace(st, last=o, failed=failed, scores=scores)
     if o.passed:
         return _finish(_replace(st, passed_attempt=a), f"attempt {a} passed")
     if a == st.rules.max_attempts:
         return _finish(st, f"attempt {a}, the last, failed")
-    return _begin(_replace(st, review_due=True), a + 1, expects_pass)
+    return _begin(st, a + 1, expects_pass)
 
 
 def _fail(st: TaskState, out: Failed) -> Result:
@@ -681,8 +552,6 @@ RULES: Final[Mapping[At, Callable[[TaskState, Outcome, bool], Result]]] = {
     "start": _start,  # Started: record the routing (rule 1)
     "routed": _routed,  # Done: plan, or attempt 1
     "planned": _planned,  # the plan: attempt 1
-    "reviewed": _reviewed,  # the review: its check (rule 12), or the attempt's candidate
-    "review_checked": _review_checked,  # the review's check: the attempt's candidate
     "tried": _tried,  # a try at the candidate: another try (rule 5), or keep it
     "kept": _kept,  # Done: the next attempt, a check (rule 6) or the grade
     "checked": _checked,  # the candidate's check: grade, draw (rule 7) or send back (8)

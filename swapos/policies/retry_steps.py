@@ -15,21 +15,18 @@ UNCHANGED: Final = "the answer is solution.py unchanged, and the task asks for a
 NO_CODE: Final = "the model produced no code (empty or prose-only answer)"
 """The verdict on an empty answer (not run)."""
 
-PromptKind = Literal["plan", "first", "fix", "opinion", "recap", "focus", "draw", "review"]
+PromptKind = Literal["plan", "first", "fix", "opinion", "recap", "draw"]
 """What a :class:`Generate` step's prompt is: ``plan`` the reason phase's; ``first`` the
 first prompt (brief, starter, plan); ``fix`` the coder's conversation so far (every earlier
-attempt with its outcome and review); ``opinion`` the first prompt again, asked of a second
-model; ``recap`` one turn showing each failed answer once, asking for a different one;
-``draw`` the very prompt the attempt's candidate answered; ``focus`` one turn with the
-failing example first, the lines of the candidate it runs and a request for the smallest
-change that makes it pass (rule 11); ``review`` the critic's."""
+attempt with its outcome); ``opinion`` the first prompt again, asked of a second model;
+``recap`` one turn showing each failed answer once, asking for a different one; ``draw`` the
+very prompt the attempt's candidate answered."""
 
-GeneratePhase = Literal["reason", "code", "critic"]
+GeneratePhase = Literal["reason", "code"]
 
 _PHASE: Final[Mapping[PromptKind, GeneratePhase]] = {
     "plan": "reason",
-    "review": "critic",
-    **dict.fromkeys(("first", "fix", "opinion", "recap", "focus", "draw"), "code"),
+    **dict.fromkeys(("first", "fix", "opinion", "recap", "draw"), "code"),
 }
 
 
@@ -50,15 +47,8 @@ class Rules(msgspec.Struct, frozen=True, kw_only=True):
     resample_temperature: float = 0.8
     draws: int = 0
     second_opinion: bool = False
-    critic: bool = True
-    focus_fix: bool = False
-    check_reviews: bool = False
-    draws_stop_repeats: int = 0
-    redraw_unchanged: bool = False
     starter: str | None = None
     """A repository task's starter code, as a candidate identity (None: any other task)."""
-    starter_shape: str | None = None
-    """... and as a candidate shape (rule 11)."""
 
 
 # --- Steps: what the conductor is asked to do ---------------------------------------------
@@ -82,10 +72,7 @@ class Generate(Step, frozen=True, kw_only=True):
     fixer starts from when it is not the newest graded one (rule 10; 0: the newest);
     ``then``, for a draw, the sampling of the draws that may follow it, in order (rule 7):
     a runner may decode them side by side with it, each still taken as its own step, and
-    answer the step with whichever of them finished first (:attr:`Generated.drew`);
-    ``unchanged``, for a draw, that it follows a candidate that is solution.py unchanged and
-    is asked in that candidate's conversation continued by a turn saying so, for just the
-    definitions that change (rule 7, ``redraw_unchanged``)."""
+    answer the step with whichever of them finished first (:attr:`Generated.drew`)."""
 
     model: str
     prompt: PromptKind
@@ -94,11 +81,10 @@ class Generate(Step, frozen=True, kw_only=True):
     sampling: tuple[float, int] | None = None
     base: int = 0
     then: tuple[tuple[float, int], ...] = ()
-    unchanged: bool = False
 
     @property
     def phase(self) -> GeneratePhase:
-        """The phase run: ``reason``, ``code`` or ``critic``."""
+        """The phase run: ``reason`` or ``code``."""
         return _PHASE[self.prompt]
 
 
@@ -141,19 +127,6 @@ class Grade(Step, frozen=True, kw_only=True):
     run: bool = True
 
 
-class CheckReview(Step, frozen=True, kw_only=True):
-    """Check the review of ``attempt``'s grade against that grade's test output (rule 12)."""
-
-    attempt: int
-
-
-class Distrust(Step, frozen=True, kw_only=True):
-    """The review of ``attempt``'s grade is unverified (``why``): the fixer reads it marked so."""
-
-    attempt: int
-    why: str
-
-
 class Adopt(Step, frozen=True, kw_only=True):
     """The task's result is ``attempt``'s candidate: a copy of it goes last in the capsule."""
 
@@ -166,18 +139,7 @@ class Finish(Step, frozen=True, kw_only=True):
     reason: str
 
 
-Action = (
-    Decide
-    | Generate
-    | Keep
-    | SelfCheck
-    | Replace
-    | SendBack
-    | Grade
-    | CheckReview
-    | Distrust
-    | Adopt
-)
+Action = Decide | Generate | Keep | SelfCheck | Replace | SendBack | Grade | Adopt
 """Every step but :class:`Finish`."""
 
 # --- Outcomes: what came of a step ------------------------------------------------------
@@ -189,7 +151,7 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True, tag=True):
 
 class Started(Outcome, frozen=True, kw_only=True):
     """The task begins, routed: whether it plans first, each role's model (``reason``,
-    ``code``, ``critic``, ``fix``), the routing decisions and whether it has examples."""
+    ``code``, ``fix``), the routing decisions and whether it has examples."""
 
     plan_first: bool
     models: dict[str, str]
@@ -203,14 +165,13 @@ class Done(Outcome, frozen=True, kw_only=True):
 
 class Generated(Outcome, frozen=True, kw_only=True):
     """A phase answered: whether its prompt was a chat; for a code phase, its candidate's
-    identity, its shape (rule 11) and whether it is empty (no code). For a draw, ``drew`` is
+    identity and whether it is empty (no code). For a draw, ``drew`` is
     the sampling it was decoded with when that is another of the step's draws (one of its
     ``then``: decoded side by side, it finished first); None: the step's own ``sampling``."""
 
     chat: bool = False
     key: str = ""
     empty: bool = False
-    shape: str = ""
     drew: tuple[float, int] | None = None
     defect: str = ""
     """What is wrong with the candidate that needs no run to see (it does not parse, it
@@ -234,13 +195,6 @@ class Checked(Outcome, frozen=True, kw_only=True):
     precheck: bool = False
 
 
-class ReviewChecked(Outcome, frozen=True, kw_only=True):
-    """A review's check (rule 12): whether the test output bears it out, and if not why."""
-
-    verified: bool
-    why: str = ""
-
-
 class Graded(Outcome, frozen=True, kw_only=True):
     """A grade's verdict."""
 
@@ -252,8 +206,8 @@ class Graded(Outcome, frozen=True, kw_only=True):
 # --- The state -------------------------------------------------------------------------
 
 At = Literal[
-    "start", "routed", "planned", "reviewed", "review_checked", "tried", "kept", "checked",
-    "drew", "draw_checked", "drawn", "grade", "graded", "sent_back", "adopted", "done",
+    "start", "routed", "planned", "tried", "kept", "checked", "drew", "draw_checked", "drawn",
+    "grade", "graded", "sent_back", "adopted", "done",
 ]  # fmt: skip
 """Where the task is: which outcome the state waits for (see :data:`RULES`)."""
 
@@ -269,32 +223,26 @@ class TaskState(msgspec.Struct, frozen=True, kw_only=True):
     models: dict[str, str] = msgspec.field(default_factory=dict)  # role -> model
     examples: bool = False  # it has examples to check
     attempt: int = 0  # the current attempt (0: before the first)
-    review_due: bool = False  # a failed grade the critic has not reviewed yet
     upcoming: tuple[str, ...] = ()  # the current attempt's schedule for the Prefetcher
     coder: str = ""
     other: str | None = None  # who answers instead when the coder keeps repeating (rule 5)
     tried: int = 0  # which try of the attempt's candidate is out (rule 5)
     chats: dict[str, bool] = msgspec.field(default_factory=dict)  # model -> prompted as a chat
     key: str = ""  # the attempt's candidate's identity
-    shape: str = ""  # ... its shape (rule 11)
     empty: bool = False  # ... it has no code
     defect: str = ""  # ... what is wrong with it that needs no run to see (rule 6)
-    stuck: bool = False  # the newest kept candidate is stuck (rule 11)
     kept: int = 0  # the attempt of the capsule's newest artifact
     base: int = 0  # the attempt the current fixer starts from (rule 10; 0: the newest)
     budget: bool = False  # its check used the self-check budget (rule 8)
     check: Checked | None = None  # its failed check (rule 8)
     draw: int = 0  # how many draws of the attempt were taken (rule 7), and the newest's candidate
     drawn: tuple[tuple[float, int], ...] = ()  # the samplings of those draws, in the order taken
-    draw_repeats: int = 0  # draws in a row that were empty or a rejected candidate again
     draw_key: str = ""
-    draw_shape: str = ""
     # the checked draw of the attempt that passed the most examples, more than its candidate
-    best_draw: tuple[str, str, Checked, str] | None = None  # key, shape, check, what it said
+    best_draw: tuple[str, Checked, str] | None = None  # key, check, what it said
     # candidate identity -> the attempt whose grade failed / whose check failed (never graded)
     failed: dict[str, int] = msgspec.field(default_factory=dict)
     unchecked: dict[str, int] = msgspec.field(default_factory=dict)
-    failed_shapes: dict[str, int] = msgspec.field(default_factory=dict)  # rule 11
     selfchecks: int = -1  # candidates checks may still send back (-1: not started)
     grades: int = 0  # graded candidates (an empty answer is not one)
     passed_attempt: int = 0

@@ -17,7 +17,13 @@ from swapos.actors.handle import TaskOutcome
 from swapos.actors.system import System
 from swapos.data.task import Task
 from swapos.errors import SwapOSError
-from swapos.models.profile import Mode, ModelConfig, PipelineConfig, Profile
+from swapos.models.profile import (
+    REMOVED_PIPELINE_FIELDS,
+    Mode,
+    ModelConfig,
+    PipelineConfig,
+    Profile,
+)
 from swapos.pipeline.routing import OPEN_ROLE
 
 ARMS = ("pipeline", "single")
@@ -107,10 +113,17 @@ def pipeline_knobs(pipeline: PipelineConfig, changes: dict[str, str], arm: str) 
     """``pipeline`` with the ``[pipeline]`` knobs of ``changes`` (:func:`split_knobs`) set.
 
     Raises:
-        SwapOSError: a knob the pipeline does not have (neither is it a model knob), or a bad
-            value.
+        SwapOSError: a knob the pipeline does not have (neither is it a model knob), one it
+            no longer has, or a bad value.
     """
     names = [f.name for f in msgspec.structs.fields(pipeline)]
+    removed = [k for k in changes if k in REMOVED_PIPELINE_FIELDS]
+    if removed:
+        name = removed[0]
+        raise SwapOSError(
+            f"arm {arm!r}: `{name}` was removed (measured not to help: "
+            f"{REMOVED_PIPELINE_FIELDS[name]})"
+        )
     unknown = [k for k in changes if k not in names]
     if unknown:
         raise SwapOSError(
