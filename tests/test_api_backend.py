@@ -22,6 +22,7 @@ from swapos.models.resolve import model_specs
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import MESSAGES, ChatMessage, encode_messages
 from swapos.testing import FakeClock
+from tests.fakes import PLAIN
 from tests.openai_stub import StubState, free_port, stub_server
 
 pytestmark = pytest.mark.anyio
@@ -210,7 +211,7 @@ async def test_a_task_whose_roles_are_remote_is_conducted_and_graded_for_real() 
                     for role in ("planner", "coder")
                 },
                 roles={"reason": "planner", "code": "coder"},
-                pipeline=PipelineConfig(max_attempts=2),
+                pipeline=PipelineConfig(**{**PLAIN, "max_attempts": 2}),
             )
             async with open_system(profile, kv_cache=False) as system:  # the default backend
                 result = (await system.run_task(TASK)).result

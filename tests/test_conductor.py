@@ -14,7 +14,7 @@ from swapos.data.task import Task, TaskMeta
 from swapos.models.profile import ModelConfig, PipelineConfig, Profile
 from swapos.pipeline.identity import candidate_identity
 from swapos.testing import FakeClock
-from tests.fakes import DOCTEST_TASK, fake_system
+from tests.fakes import DOCTEST_TASK, PLAIN, fake_system
 
 pytestmark = pytest.mark.anyio
 
@@ -51,7 +51,7 @@ def profile(max_attempts: int = 2, **pipeline: Any) -> Profile:
         budget=1000,
         models={n: ModelConfig(path=f"/nonexistent/{n}.gguf", n_ctx=4096) for n in names},
         roles={"reason": "planner", "code": "coder"},
-        pipeline=PipelineConfig(max_attempts=max_attempts, **pipeline),
+        pipeline=PipelineConfig(**{**PLAIN, "max_attempts": max_attempts, **pipeline}),
     )
 
 

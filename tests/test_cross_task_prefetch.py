@@ -19,7 +19,7 @@ from swapos.models.profile import Mode, ModelConfig, PipelineConfig, Profile
 from swapos.pipeline.routing import first_use
 from swapos.records.schema import PhaseRecord
 from swapos.testing import FakeClock
-from tests.fakes import fake_system
+from tests.fakes import PLAIN, fake_system
 
 pytestmark = pytest.mark.anyio
 
@@ -51,7 +51,7 @@ def profile(fixer: str = "coder") -> Profile:
         budget=1000,
         models={n: ModelConfig(path=f"/nonexistent/{n}.gguf", n_ctx=4096) for n in names},
         roles={"reason": "planner", "code": "coder", "fix": fixer},
-        pipeline=PipelineConfig(max_attempts=2, skip_reason_max_difficulty=1),
+        pipeline=PipelineConfig(**{**PLAIN, "max_attempts": 2, "skip_reason_max_difficulty": 1}),
     )
 
 

@@ -22,7 +22,7 @@ from swapos.messages.events import AnyEvent, GenerationStarted
 from swapos.models.profile import ModelConfig, PipelineConfig, Profile
 from swapos.policies.retry import resample_seed
 from swapos.testing import FakeClock
-from tests.fakes import DOCTEST_TASK, fake_system
+from tests.fakes import DOCTEST_TASK, PLAIN, fake_system
 
 pytestmark = pytest.mark.anyio
 
@@ -56,7 +56,7 @@ def profile(**pipeline: Any) -> Profile:
             n: ModelConfig(path=f"/nonexistent/{n}.gguf", n_ctx=4096) for n in ("coder", "critic")
         },
         roles={"code": "coder"},
-        pipeline=PipelineConfig(**pipeline),
+        pipeline=PipelineConfig(**{**PLAIN, **pipeline}),
     )
 
 

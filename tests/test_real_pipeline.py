@@ -24,6 +24,7 @@ from swapos.messages.events import (
 from swapos.models.bundled import builtin_profile
 from swapos.models.profile import PhaseConfig, PipelineConfig, Profile
 from swapos.sysinfo import peak_rss_bytes, rss_bytes
+from tests.fakes import PLAIN
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_model]
 
@@ -61,7 +62,8 @@ def short_profile(max_attempts: int) -> Profile:
         # No pre-grade checks: these tests follow the grade -> retry path (a
         # candidate that leaves the starter unchanged would go back without a grade).
         pipeline=PipelineConfig(
-            max_attempts=max_attempts, skip_reason_max_difficulty=1, selfcheck=False
+            **{**PLAIN, "max_attempts": max_attempts, "skip_reason_max_difficulty": 1},
+            selfcheck=False,
         ),
     )
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+import msgspec
 import pytest
 
-from swapos.models.profile import REMOVED_PIPELINE_FIELDS, decode_profile
+from swapos.models.profile import REMOVED_PIPELINE_FIELDS, PipelineConfig, decode_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = decode_profile((ROOT / "swapos/models/default.toml").read_text())
@@ -37,3 +38,9 @@ def test_no_profile_shipped_sets_a_removed_field() -> None:
     for path in shipped:
         pipeline = tomllib.loads(path.read_text()).get("pipeline", {})
         assert not set(pipeline) & set(REMOVED_PIPELINE_FIELDS), path
+
+
+def test_the_default_profile_is_the_one_source_of_pipeline_defaults() -> None:
+    written = tomllib.loads((ROOT / "swapos/models/default.toml").read_text())["pipeline"]
+    assert set(written) == {f.name for f in msgspec.structs.fields(PipelineConfig)}
+    assert DEFAULT.pipeline == PipelineConfig()

@@ -23,7 +23,7 @@ from swapos.records.schema import TaskResult
 from swapos.serve import app
 from swapos.serve.hosting import listening_socket, serve_http
 from swapos.testing import FakeClock
-from tests.fakes import ADD_TASK, DOCTEST_TASK
+from tests.fakes import ADD_TASK, DOCTEST_TASK, PLAIN
 from tests.serve_fakes import in_process as served_in_process
 
 pytestmark = pytest.mark.anyio
@@ -46,7 +46,7 @@ def local_profile() -> Profile:
     models = {n: ModelConfig(path=f"/nonexistent/{n}.gguf", n_ctx=4096) for n in ROLES.values()}
     return Profile(
         name="local", budget=1000, models=models, roles=ROLES,
-        pipeline=PipelineConfig(max_attempts=3),
+        pipeline=PipelineConfig(**{**PLAIN, "max_attempts": 3}),
     )  # fmt: skip
 
 
@@ -57,7 +57,7 @@ def remote_profile(base: str) -> Profile:
     }
     return Profile(
         name="remote", budget=1000, models=models, roles=ROLES,
-        pipeline=PipelineConfig(max_attempts=3),
+        pipeline=PipelineConfig(**{**PLAIN, "max_attempts": 3}),
     )  # fmt: skip
 
 

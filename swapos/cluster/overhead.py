@@ -59,7 +59,9 @@ def fake_profile() -> Profile:
         budget=1000,
         models={n: ModelConfig(path=f"/fake/{n}.gguf", n_ctx=4096) for n in SCRIPTS},
         roles={"reason": "planner", "code": "coder", "fix": "fixer"},
-        pipeline=PipelineConfig(max_attempts=2),
+        pipeline=PipelineConfig(
+            max_attempts=2, skip_reason_max_difficulty=0, resamples=2, draws=0, second_opinion=False
+        ),
     )
 
 

@@ -87,7 +87,9 @@ class PhaseConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
 class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """How a task is conducted through its phases. The retry rules these fields feed are
-    written once, in :mod:`swapos.policies.retry` (rule N below is its rule N).
+    written once, in :mod:`swapos.policies.retry` (rule N below is its rule N). The
+    defaults are the embedded default profile's (``swapos/models/default.toml`` writes
+    every field; a test compares the two).
 
     Attributes:
         max_attempts: code attempts (code phases) per task (rule 2).
@@ -121,14 +123,14 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     """
 
     max_attempts: int = 3
-    skip_reason_max_difficulty: int = 0
+    skip_reason_max_difficulty: int = 2
     grade_timeout_s: float = 30.0
     selfcheck: bool = True
     selfcheck_retries: int = 1
-    resamples: int = 2
+    resamples: int = 1
     resample_temperature: float = 0.8
-    draws: int = 0
-    second_opinion: bool = False
+    draws: int = 6
+    second_opinion: bool = True
     side_by_side: bool = True
     restore_dropped: bool = True
     precheck_defects: bool = True
