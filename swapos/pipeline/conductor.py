@@ -24,6 +24,7 @@ from swapos.pipeline.phase_runner import PhaseRunner
 from swapos.pipeline.prechecks import selfcheck
 from swapos.pipeline.routing import RoutePlan, route
 from swapos.policies import retry
+from swapos.policies.retry_text import said
 
 
 class Conducted(msgspec.Struct, frozen=True, kw_only=True):
@@ -69,7 +70,7 @@ async def conduct(task: Task, runner: PhaseRunner, *, max_attempts: int | None =
                 tests_passed=state.result.tests_passed if state.result else 0,
                 tests_total=state.result.tests_total if state.result else 0,
                 error=state.error if not state.passed else None,
-                passed_attempt=state.passed_attempt if state.passed else 0,
+                passed_attempt=state.passed_attempt,
                 grades=state.grades,
             )
     capsule = encode_capsule(work.capsule)
@@ -84,7 +85,7 @@ def rules(task: Task, runner: PhaseRunner, max_attempts: int | None) -> retry.Ru
         task_id=task.task_id, max_attempts=max_attempts or cfg.max_attempts,
         selfcheck=cfg.selfcheck, selfcheck_retries=cfg.selfcheck_retries,
         resamples=cfg.resamples, resample_temperature=cfg.resample_temperature,
-        draws=cfg.draws, second_opinion=cfg.second_opinion,
+        draws=cfg.draws, second_opinion=cfg.second_opinion, side_by_side=cfg.side_by_side,
         starter=candidate_identity(task.starter) if repository else None,
     )  # fmt: skip
 
@@ -94,8 +95,8 @@ async def carry_out(
 ) -> retry.Outcome:
     """Do ``step`` and say what came of it."""
     match step:
-        case retry.Decide(phase=phase, text=text):
-            await steps.decide(runner, work, phase, text)
+        case retry.Decide(decision=decision):
+            await steps.decide(runner, work, step.phase, said(decision))
         case retry.Generate():
             return await steps.generate(runner, work, step)
         case retry.Keep():

@@ -99,7 +99,7 @@ async def generate(
     if in_flight is not None and _covers(in_flight, step):
         return await _take(in_flight, step)
     samplings = (step.sampling, *step.then) if step.sampling is not None else ()
-    if state.tg is not None and len(samplings) > 1 and runner.profile.pipeline.side_by_side:
+    if state.tg is not None and len(samplings) > 1:  # the policy names the draws that follow
         count = await runner.token_counter(step.model)
         plan = await runner.draw_plan(
             step.model, len(samplings), prompt_tokens=count(prompt), max_tokens=params.max_tokens

@@ -53,6 +53,7 @@ from swapos.policies.retry import (
     Replace,
     SendBack,
 )
+from swapos.policies.retry_text import identical
 
 _TIMINGS = re.compile(r" in \d+(?:\.\d+)?s\b")
 """Wall times in pytest's output; kept out of prompts so runs (and KV prefixes) repeat."""
@@ -214,9 +215,10 @@ def keep(work: Work, step: Keep) -> None:
     assert work.answer is not None  # a code phase answered before
     work.candidate, work.prompt = work.code, work.answer.prompt
     work.capsule = with_artifact(work.capsule, work.answer.artifact(step.attempt, work.code.code))
-    if step.rejected is not None:
+    if step.repeats:
         work.capsule = with_verdict(work.capsule, attempt=step.attempt, passed=False)
-        feedback = Feedback(attempt=step.attempt, source="grader", text=step.rejected)
+        text = identical(step.repeats)
+        feedback = Feedback(attempt=step.attempt, source="grader", text=text)
         work.capsule = with_feedback(work.capsule, feedback)
 
 
