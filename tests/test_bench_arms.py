@@ -85,6 +85,15 @@ def test_a_knob_arm_is_the_pipeline_with_those_knobs_set() -> None:
             parse_arms(bad, base)
 
 
+def test_a_list_knob_takes_its_items_separated_by_slashes() -> None:
+    base = profile()
+    assert arm_profile(base, "pipeline:passes=").pipeline.passes == []  # the core alone
+    two = arm_profile(base, "pipeline:passes=examples/restore_dropped+draws=2")
+    assert (two.pipeline.passes, two.pipeline.draws) == (["examples", "restore_dropped"], 2)
+    with pytest.raises(SwapOSError, match="passes"):
+        parse_arms("pipeline:passes=examples/critic", base)
+
+
 def test_a_model_knob_is_set_on_every_model_and_the_rest_on_the_pipeline() -> None:
     base = profile()
     plain = arm_profile(base, "pipeline:draft=off")

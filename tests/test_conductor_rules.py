@@ -13,8 +13,9 @@ from swapos.backends.fake import FakeModelScript
 from swapos.capsule.schema import decode_capsule
 from swapos.data.task import Task, TaskMeta
 from swapos.messages.events import RouterDecided
-from swapos.models.profile import ModelConfig, Profile
-from swapos.pipeline.routing import route
+from swapos.models.profile import ModelConfig, PipelineConfig, Profile
+from swapos.passes import passes_named
+from swapos.pipeline.routing import RoutePlan, route
 from swapos.testing import FakeClock
 from tests.fakes import fake_system
 from tests.test_conductor import CHATML, TASK, profile, scripts
@@ -78,6 +79,16 @@ async def run(  # type: ignore[no-untyped-def]
         ):  # fmt: skip
             outcome = await sys.run_task(task)
     return outcome, fb, decided
+
+
+def without(*names: str) -> list[str]:
+    """The default profile's passes but ``names``."""
+    return [p for p in PipelineConfig().passes if p not in names]
+
+
+def routed(task: Task, prof: Profile) -> RoutePlan:
+    """``task`` routed for ``prof``, with the passes it names."""
+    return route(task, prof, passes_named(prof.pipeline.passes))
 
 
 def with_roles(prof: Profile, roles: dict[str, str]) -> Profile:
@@ -146,9 +157,7 @@ MUL = msgspec.structs.replace(
 
 async def test_open_asked_opens_the_first_answer_with_the_definition_the_brief_asks_for() -> None:
     """The coder continues ``def mul``: its answer is the function, spliced into the starter."""
-    outcome, fb, _ = await run(
-        ("(a, b):\n    return a * b\n```",), task=MUL, chat_template=CHATML, open_asked=True
-    )
+    outcome, fb, _ = await run(("(a, b):\n    return a * b\n```",), task=MUL, chat_template=CHATML)
     assert outcome.result.passed and outcome.result.passed_attempt == 1
     first = coder_prompts(fb)[0]
     assert first.endswith("<|im_start|>assistant\n```python\ndef mul")
@@ -164,7 +173,7 @@ async def test_the_open_role_writes_the_opened_first_answer() -> None:
     """With ``roles.open`` set, the opened first request goes to that model: it is the
     task's ``code`` model, so the ``coder`` is never asked."""
     outcome, fb, decided = await run(
-        (), task=MUL, chat_template=CHATML, open_asked=True, roles={"open": "opener"},
+        (), task=MUL, chat_template=CHATML, roles={"open": "opener"},
         opener="(a, b):\n    return a * b\n```",
     )  # fmt: skip
     assert outcome.result.passed and outcome.result.passed_attempt == 1
@@ -177,22 +186,22 @@ async def test_the_open_role_writes_the_opened_first_answer() -> None:
 
 
 def test_the_open_role_routes_only_a_task_whose_first_request_is_opened() -> None:
-    opened = with_roles(profile(open_asked=True), {"open": "opener"})
-    assert route(MUL, opened).models["code"] == "opener"
-    assert route(MUL, opened).models["fix"] == "coder"  # the fix role is the code role's
+    opened = with_roles(profile(), {"open": "opener"})
+    assert routed(MUL, opened).models["code"] == "opener"
+    assert routed(MUL, opened).models["fix"] == "coder"  # the fix role is the code role's
     unopened = [
-        (MUL, with_roles(profile(open_asked=False), {"open": "opener"})),  # open_asked off
-        (MUL, profile(open_asked=True)),  # no open role
+        (MUL, with_roles(profile(passes=without("open_asked")), {"open": "opener"})),
+        (MUL, profile()),  # no open role
         (TWO, opened),  # a bugfix: its brief asks for no new definition
     ]
     for task, prof in unopened:
-        assert route(task, prof).models["code"] == "coder", task.task_id
+        assert routed(task, prof).models["code"] == "coder", task.task_id
 
 
 async def test_open_asked_opens_only_the_first_request() -> None:
     wrong, right = "(a, b):\n    return a + b\n```", "def mul(a, b):\n    return a * b\n```"
     outcome, fb, _ = await run(
-        (wrong, right), task=MUL, chat_template=CHATML, open_asked=True,
+        (wrong, right), task=MUL, chat_template=CHATML,
         selfcheck=False, draws=0, second_opinion=False,
     )  # fmt: skip
     assert outcome.result.passed and outcome.result.passed_attempt == 2
@@ -206,14 +215,14 @@ async def test_open_asked_opens_only_the_first_request() -> None:
 async def test_without_restore_dropped_a_one_function_answer_is_the_whole_file() -> None:
     outcome, fb, _ = await run(
         (SUB_RIGHT, SUB_RIGHT), task=TWO, chat_template=CHATML,
-        restore_dropped=False,
+        passes=without("restore_dropped"),
     )  # fmt: skip
     assert not outcome.result.passed  # add and twice are gone: the tests cannot import them
     assert "Reply with the complete solution.py" in coder_prompts(fb)[0]
 
 
 async def test_a_bugfix_answer_gets_back_the_starter_functions_it_left_out() -> None:
-    """restore_dropped (swapos.pipeline.restore): a whole-file answer that wrote
+    """restore_dropped (swapos.passes.restore): a whole-file answer that wrote
     only ``sub`` gets the starter's ``add`` and ``twice`` back, and passes at once."""
     outcome, _, decided = await run((SUB_RIGHT,), task=TWO, chat_template=CHATML)
     assert outcome.result.passed and outcome.result.passed_attempt == 1
@@ -237,7 +246,7 @@ async def test_the_draws_after_an_unchanged_file_come_from_the_same_prompt() -> 
     unchanged = TWO.starter + "```"
     outcome, fb, decided = await run(
         (unchanged, SUB_RIGHT, SUB_RIGHT), task=TWO, chat_template=CHATML,
-        draws=2, max_attempts=2, restore_dropped=False,
+        draws=2, max_attempts=2, passes=without("restore_dropped"),
     )  # fmt: skip
     assert not outcome.result.passed  # the whole file is sub() alone: add cannot be imported
     first, draw = coder_prompts(fb)[:2]
@@ -294,7 +303,7 @@ async def test_what_an_answer_dropped_and_uses_is_put_back_before_the_grade() ->
 
 async def test_without_restore_dropped_the_answer_is_graded_as_written() -> None:
     outcome, _, decided = await run(
-        (SCALE_DROPPED, SCALE_DROPPED), task=SCALED, restore_dropped=False
+        (SCALE_DROPPED, SCALE_DROPPED), task=SCALED, passes=without("restore_dropped")
     )
     assert not outcome.result.passed
     assert not any(text.startswith("restored") for text in decided)
@@ -322,7 +331,7 @@ WITH_RING = (
 async def test_a_candidate_without_the_asked_class_draws_instead_of_spending_a_grade() -> None:
     outcome, _, decided = await run(
         (NO_RING, WITH_RING), task=RING, chat_template=CHATML, draws=2,
-        side_by_side=False, open_asked=False,
+        side_by_side=False, passes=without("open_asked"),
     )  # fmt: skip
     result = outcome.result
     assert result.passed and result.passed_attempt == 1 and result.grades == 1
@@ -338,7 +347,7 @@ async def test_a_candidate_without_the_asked_class_draws_instead_of_spending_a_g
 async def test_without_precheck_defects_it_is_graded_and_fails() -> None:
     outcome, _, decided = await run(
         (NO_RING, WITH_RING), task=RING, chat_template=CHATML, draws=2,
-        side_by_side=False, precheck_defects=False, open_asked=False,
+        side_by_side=False, passes=without("precheck_defects", "open_asked"),
     )  # fmt: skip
     result = outcome.result
     assert result.passed and result.passed_attempt == 2 and result.grades == 2

@@ -1,4 +1,4 @@
-"""Edit answers spliced into the file they edit (``swapos.pipeline.edits``), and the prompts
+"""Edit answers spliced into the file they edit (``swapos.passes.edits``), and the prompts
 that ask for them (``pipeline.edit``)."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ from swapos.capsule.schema import Artifact, with_artifact, with_feedback, with_v
 from swapos.capsule.schema import Feedback as CapsuleFeedback
 from swapos.data.task import Task, TaskMeta
 from swapos.models.templates import CHATML, ChatFormat
+from swapos.passes.edits import edits_apply, merge_edit
+from swapos.passes.opening import OpenAsked
 from swapos.pipeline.chat_prompts import build_chat_prompt, code_opening
-from swapos.pipeline.edits import edits_apply, merge_edit
+from swapos.pipeline.hooks import Brief
 from swapos.pipeline.prompts import build_prompt, capsule_for_task
 
 FILE = '''"""Sizes for the CLI."""
@@ -234,38 +236,50 @@ def test_no_edit_is_asked_of_a_refactor_nor_of_a_base_model() -> None:
     feature = task_of("feature", asks)
     local = ChatFormat(template=CHATML)  # a local model: its answer can be opened
     opened = build_chat_prompt(
-        "code", feature, capsule_for_task(feature), words, 5000, local, open_asked=True
+        "code", feature, capsule_for_task(feature), words, 5000, local, opening=opening_of(feature)
     )
     assert opened.edit_base == FILE and EDIT_ASK in opened.text
     refactor = task_of("refactor", asks)
     prompt = build_chat_prompt(
-        "code", refactor, capsule_for_task(refactor), words, 5000, local, open_asked=True
+        "code",
+        refactor,
+        capsule_for_task(refactor),
+        words,
+        5000,
+        local,
+        opening=opening_of(refactor),
     )
     assert prompt.edit_base is None and EDIT_ASK not in prompt.text
     base_model = build_prompt("code", TASK, capsule_for_task(TASK), words, 5000)
     assert base_model.edit_base is None
 
 
-def test_code_opening_is_the_first_definition_the_brief_asks_to_add() -> None:
+def opening_of(task: Task) -> str:
+    """The opening the ``open_asked`` pass reads of ``task``'s brief."""
+    return OpenAsked().read(task, Brief()).opening
+
+
+def test_the_opening_is_the_first_definition_the_brief_asks_to_add() -> None:
     def feature(problem: str, category: str = "feature") -> Task:
         return task_of(category, problem)
 
     ring = feature("Add a `RingBuffer` class with `append` and `items`.")
-    assert code_opening(ring, open_asked=True) == "class RingBuffer"
-    assert code_opening(ring) == ""  # off by default
+    assert opening_of(ring) == "class RingBuffer"
+    assert code_opening(ring, opening_of(ring)) == "class RingBuffer"
+    assert code_opening(ring) == ""  # the core alone opens no definition
     table = feature("Add a helper `format_table(rows, headers)` next to `size`.")
-    assert code_opening(table, open_asked=True) == "def format_table"
+    assert opening_of(table) == "def format_table"
     # a constant alone is no definition to open; a name the starter has is not one to add
-    assert code_opening(feature("Add a constant `LIMIT = 3`."), open_asked=True) == ""
-    assert code_opening(feature("Add a function `size(n)`."), open_asked=True) == ""
-    assert code_opening(feature("Add a function `f(x)`.", "refactor"), open_asked=True) == ""
+    assert opening_of(feature("Add a constant `LIMIT = 3`.")) == ""
+    assert opening_of(feature("Add a function `size(n)`.")) == ""
+    assert opening_of(feature("Add a function `f(x)`.", "refactor")) == ""
 
 
 def test_an_opened_first_request_asks_for_an_edit_in_a_turn_it_opens() -> None:
     text_fmt = ChatFormat(template=CHATML)  # a local model: its answer can be opened
     task = task_of("feature", "Add a helper `format_table(rows, headers)`.")
     opened = build_chat_prompt(
-        "code", task, capsule_for_task(task), words, 5000, text_fmt, open_asked=True
+        "code", task, capsule_for_task(task), words, 5000, text_fmt, opening=opening_of(task)
     )
     assert opened.text.endswith("```python\ndef format_table") and EDIT_ASK in opened.text
     assert opened.answer_prefix == "```python\ndef format_table"
@@ -273,5 +287,7 @@ def test_an_opened_first_request_asks_for_an_edit_in_a_turn_it_opens() -> None:
     plain = build_chat_prompt("code", task, capsule_for_task(task), words, 5000, text_fmt)
     assert plain.text.endswith("```python\n") and plain.edit_base is None
     # a model behind a chat API that cannot continue a turn gets no opening and no edit
-    api = build_chat_prompt("code", task, capsule_for_task(task), words, 5000, FMT, open_asked=True)
+    api = build_chat_prompt(
+        "code", task, capsule_for_task(task), words, 5000, FMT, opening=opening_of(task)
+    )
     assert api.opening == "" and api.edit_base is None and EDIT_ASK not in api.text

@@ -58,8 +58,24 @@ def test_an_unknown_field_is_an_error_naming_it_and_its_table() -> None:
     ["critic", "check_reviews", "focus_fix", "edit", "redraw_unchanged", "draws_stop_repeats"],
 )
 def test_a_removed_pipeline_field_is_an_error_naming_it_as_removed(field: str) -> None:
-    with pytest.raises(ProfileError, match=rf"`pipeline\.{field}` was removed \(measured not"):
+    with pytest.raises(ProfileError, match=rf"`pipeline\.{field}` was removed: measured not"):
         decode_profile(VALID + f"[pipeline]\n{field} = false\n")
+
+
+@pytest.mark.parametrize("field", ["restore_dropped", "precheck_defects", "open_asked"])
+def test_a_knob_that_is_a_pass_now_is_an_error_naming_the_pass(field: str) -> None:
+    with pytest.raises(
+        ProfileError, match=rf"`pipeline\.{field}` was removed: it is the `{field}`"
+    ):
+        decode_profile(VALID + f"[pipeline]\n{field} = false\n")
+
+
+def test_a_profile_names_the_passes_it_runs_and_an_unknown_one_is_an_error() -> None:
+    assert decode_profile(VALID + "[pipeline]\npasses = []\n").pipeline.passes == []
+    named = decode_profile(VALID + '[pipeline]\npasses = ["examples"]\n')
+    assert named.pipeline.passes == ["examples"]
+    with pytest.raises(ProfileError, match=r"pipeline\.passes\[0\]"):
+        decode_profile(VALID + '[pipeline]\npasses = ["critic"]\n')
 
 
 def test_a_wrong_type_is_an_error_naming_the_field() -> None:

@@ -7,23 +7,23 @@ Each phase has its role (the system message) and its request:
 * **code**: the whole file in one fenced block. The assistant's turn is opened with
   ```` ```python ```` so the answer is the code and generation stops at the closing fence;
   for the first attempt at a ``completion`` task the turn is opened with the function's
-  signature and docstring too, so the model writes only the body; with ``open_asked``, the
-  first request of a bugfix or feature whose brief asks to add a function or class the
-  starter lacks asks for an edit, and the turn is opened with that definition's first words
-  (:func:`code_opening`).
+  signature and docstring too, so the model writes only the body; when a pass read from a
+  bugfix's or feature's brief a function or class to add (:attr:`Brief.opening
+  <swapos.pipeline.hooks.Brief.opening>`), the first request asks for an edit and the turn
+  is opened with that definition's first words (:func:`code_opening`).
 
 A **recap** is the code request asked afresh: one user turn with the brief, every failed
 answer (each distinct code once, with its outcome) and a request for a different answer. A
 model whose conversation shows its own failed answer tends to write it again; shown the same
 answer as one that was tried and failed, it changes it. When a recap is asked for is the
-retry policy's (:mod:`swapos.policies.retry`, rule 4). A fixer that starts from an earlier,
-better candidate than the newest (rule 9) reads, after the newest outcome, that it passes
-fewer tests and the better candidate's code to fix.
+retry policy's (:mod:`swapos.policies.retry`, its *Repeats* rule). A fixer that starts from
+an earlier, better candidate than the newest (*Best candidate*) reads, after the newest
+outcome, that it passes fewer tests and the better candidate's code to fix.
 
-With ``open_asked``, the first request of a bugfix or feature task whose brief asks to add a
-definition asks for only the functions and classes that change or are added, each whole, and
-the prompt names the code the answer is spliced into (:attr:`Prompt.edit_base`: the
-starter): :mod:`swapos.pipeline.edits` splices it, so every later step sees a whole file.
+An opened first request asks for only the functions and classes that change or are added,
+each whole, and the prompt names the code the answer is spliced into
+(:attr:`Prompt.edit_base`: the starter); the pass that opened it splices the answer back
+(a :class:`~swapos.pipeline.hooks.CandidateRepair`), so every later step sees a whole file.
 
 Conversations are *append-only* across attempts, as the completion prompts are: the coder's
 conversation of attempt N is its conversation of attempt N-1, its own answer (as it wrote it),
@@ -52,8 +52,6 @@ from swapos.capsule.compress import AttemptView, CapsuleView, CountTokens
 from swapos.capsule.schema import Artifact, Capsule, Feedback
 from swapos.data.task import Task
 from swapos.models.templates import ChatFormat, ChatMessage, render_chat
-from swapos.pipeline.brief_names import asked_names
-from swapos.pipeline.edits import edits_apply
 from swapos.pipeline.fix_context import Base, base_of
 from swapos.pipeline.identity import candidate_identity
 from swapos.pipeline.prompts import PLAN_CUE, Assembler, Phase, Prompt, compose
@@ -88,12 +86,12 @@ def build_chat_prompt(  # noqa: PLR0917  (build_prompt's arguments, and the form
     *,
     recap: bool = False,
     base: int = 0,
-    open_asked: bool = False,
+    opening: str = "",
 ) -> Prompt:
     """Build the chat prompt of ``phase`` within ``budget_tokens`` (see ``build_prompt``);
     with ``recap``, the code request as a recap, with ``base`` starting from that attempt's
-    candidate, and with ``open_asked`` a first request opened with the definition the brief
-    asks to add (:func:`code_opening`).
+    candidate, and with ``opening`` (a repository task's: the first words of a definition
+    its brief asks to add) a first request for an edit opened with it (:func:`code_opening`).
 
     Raises:
         ValueError: ``phase`` is not one of the two.
@@ -105,7 +103,7 @@ def build_chat_prompt(  # noqa: PLR0917  (build_prompt's arguments, and the form
     if recap:
         code = _with_base(_recap, start)
     else:
-        code = _with_base(functools.partial(_code, open_asked=open_asked), start)
+        code = _with_base(functools.partial(_code, opening=opening), start)
     layouts = {**_ASSEMBLERS, "code": code}
     assemblers = {p: _in_format(assemble, fmt) for p, assemble in layouts.items()}
     return compose(phase, task, capsule, count_tokens, budget_tokens, assemblers)
@@ -122,7 +120,7 @@ def _with_base(
 
 
 def _based(base: Base | None) -> str:
-    """What a fixer starting from ``base`` reads before the request (rule 9)."""
+    """What a fixer starting from ``base`` reads before the request (*Best candidate*)."""
     return f"{base.note()}\n{_fenced(base.code)}\n\n" if base is not None else ""
 
 
@@ -244,11 +242,11 @@ def _code(
     fmt: ChatFormat,
     base: Base | None = None,
     *,
-    open_asked: bool = False,
+    opening: str = "",
 ) -> Prompt:
     stable = stable_text(task, view)
     attempts = _attempts(view)
-    opening = "" if attempts or not fmt.opens_answer else code_opening(task, open_asked=open_asked)
+    opening = "" if attempts or not fmt.opens_answer else code_opening(task, opening)
     edit = bool(opening) and task.category != "completion"  # a definition to add, opened
     messages = [_user(f"{stable}\n\n{_request(task, retry=False, edit=edit)}")]
     for i, attempt in enumerate(attempts):
@@ -297,30 +295,15 @@ def _recap(
     )  # fmt: skip
 
 
-def code_opening(task: Task, *, open_asked: bool = False) -> str:
+def code_opening(task: Task, opening: str = "") -> str:
     """What a first attempt's prompt writes of the coder's answer after the opening fence: for
     a ``completion`` task the function's signature and docstring, so the model writes only the
-    body (a third of the tokens), as a completion model would; with ``open_asked``, for a
-    bugfix or feature with a starter, the first words of the first function or class its
-    brief asks to add (``def format_table``, ``class RingBuffer``: the name, so the model
-    writes the signature in its own tokens), so the answer is that definition and not the
-    starter again (the request asks for an edit, spliced into the starter); else nothing.
-    Retries get no opening: a model continuing its own function tends to write the same body
-    again."""
-    if task.category == "completion":
-        return task.starter
-    if not (open_asked and edits_apply(task)):
-        return ""
-    heads = (_definition_head(name) for name in asked_names(task.problem, task.starter))
-    return next((head for head in heads if head), "")
-
-
-def _definition_head(name: str) -> str:
-    """``class Name`` for a CapWords name, ``def name`` for a lower-case one; "" for a
-    constant (``TAX_RATE``: its value is the answer, not its name)."""
-    if name.isupper():
-        return ""
-    return f"class {name}" if name[:1].isupper() else f"def {name}"
+    body (a third of the tokens), as a completion model would; for another task ``opening``,
+    what a pass read of its brief (``def format_table``: a definition to add, so the answer
+    is that definition and not the starter again; the request asks for an edit); else
+    nothing. Retries get no opening: a model continuing its own function tends to write the
+    same body again."""
+    return task.starter if task.category == "completion" else opening
 
 
 def _user(content: str) -> ChatMessage:

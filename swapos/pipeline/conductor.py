@@ -5,7 +5,8 @@ second opinions, repeats, pre-grade checks, draws) is the retry policy's,
 :mod:`swapos.policies.retry`, whose docstring is the one place the rules are written. The
 conductor asks it for the next step, carries the step out (:mod:`~swapos.pipeline.steps`,
 :mod:`~swapos.pipeline.prechecks`) through the Router, its :class:`PhaseRunner`, and feeds
-back what came of it.
+back what came of it. It runs a task with the passes the profile names
+(:class:`~swapos.pipeline.hooks.Passes`), or with none: the core alone.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from swapos.capsule.schema import encode_capsule
 from swapos.data.task import Task
 from swapos.errors import one_error
 from swapos.pipeline import side_by_side, steps
+from swapos.pipeline.hooks import NO_PASSES, Passes
 from swapos.pipeline.identity import candidate_identity
 from swapos.pipeline.phase_runner import PhaseRunner
 from swapos.pipeline.prechecks import selfcheck
@@ -35,18 +37,25 @@ class Conducted(msgspec.Struct, frozen=True, kw_only=True):
     capsule_json: bytes
 
 
-async def conduct(task: Task, runner: PhaseRunner, *, max_attempts: int | None = None) -> Conducted:
-    """Run ``task`` to its end (``max_attempts`` code attempts, default the profile's); every
-    failure ends the task with a reason, never a crash of the system. Cancellation propagates
-    (the task is recorded as cancelled, with what it had done)."""
+async def conduct(
+    task: Task,
+    runner: PhaseRunner,
+    *,
+    passes: Passes = NO_PASSES,
+    max_attempts: int | None = None,
+) -> Conducted:
+    """Run ``task`` to its end with ``passes`` (``max_attempts`` code attempts, default the
+    profile's); every failure ends the task with a reason, never a crash of the system.
+    Cancellation propagates (the task is recorded as cancelled, with what it had done)."""
     state = retry.TaskState(rules=rules(task, runner, max_attempts))
-    work = steps.Work(task)
+    work = steps.Work(task, passes)
     await runner.task_started(task)
     try:
-        plan = route(task, runner.profile)
+        plan = route(task, runner.profile, passes)
+        work.brief = plan.brief
         outcome: retry.Outcome = retry.Started(
             plan_first=plan.reason, models=plan.models, why=tuple(plan.why),
-            examples=bool(plan.selfcheck),
+            examples=plan.examples is not None,
         )  # fmt: skip
         # the draws' task group: its draws in flight only ever end by cancellation
         with one_error():
@@ -102,7 +111,8 @@ async def carry_out(
         case retry.Keep():
             steps.keep(work, step)
         case retry.SelfCheck():
-            return await selfcheck(runner, work, plan, step)
+            assert plan.examples is not None  # the policy checks only a task with examples
+            return await selfcheck(runner, work, plan.examples, step)
         case retry.Replace():
             steps.replace(work, step)
         case retry.SendBack():

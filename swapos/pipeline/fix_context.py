@@ -1,5 +1,5 @@
 """What a fixer's prompt shows beyond its conversation, read from the capsule: the best
-candidate it starts from (retry rule 9). Both prompt layouts
+candidate it starts from (the retry policy's *Best candidate* rule). Both prompt layouts
 (:mod:`~swapos.pipeline.prompts`, :mod:`~swapos.pipeline.chat_prompts`) render it; which
 attempt a fixer starts from is the retry policy's."""
 
@@ -11,7 +11,7 @@ from swapos.capsule.schema import Capsule, Feedback
 
 
 class Base(msgspec.Struct, frozen=True, kw_only=True):
-    """The best candidate a fixer starts from, and the newer, worse one (rule 9)."""
+    """The best candidate a fixer starts from, and the newer, worse one."""
 
     attempt: int
     code: str

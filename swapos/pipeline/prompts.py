@@ -19,8 +19,8 @@ one-line summaries (oldest first), which shortens the reusable prefix.
 ``completion`` tasks (HumanEval style) end the code prompt with the function prompt itself,
 which the model continues; their stable part leaves the starter out (it comes at the end).
 
-A fixer that starts from an earlier, better candidate than the newest (retry rule 9) reads
-it after the history, under ``## Start again from attempt N``.
+A fixer that starts from an earlier, better candidate than the newest (the retry policy's
+*Best candidate* rule) reads it after the history, under ``## Start again from attempt N``.
 """
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ class Prompt(msgspec.Struct, frozen=True, kw_only=True):
             (a chat coder's turn opened with the function it completes): the answer as the
             model's turn reads is ``opening + output``.
         edit_base: the code an *edit* answer is spliced into (the prompt asked for only the
-            definitions that change: :mod:`swapos.pipeline.edits`); None: the answer is the
-            whole file.
+            definitions that change; the pass that opened it splices it back); None: the
+            answer is the whole file.
     """
 
     stable: str
@@ -134,7 +134,8 @@ def build_prompt(
         count_tokens: the reading model's tokenizer.
         budget_tokens: the most tokens the prompt may take (``n_ctx`` minus the phase's
             ``max_tokens``).
-        base: the code prompt starts from that attempt's candidate (rule 9; 0: the newest).
+        base: the code prompt starts from that attempt's candidate (*Best candidate*; 0: the
+            newest).
 
     Raises:
         ValueError: ``phase`` is not one of the two.

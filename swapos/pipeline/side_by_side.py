@@ -1,4 +1,4 @@
-"""A task's draws decoded side by side (rule 7 of :mod:`swapos.policies.retry`).
+"""A task's draws decoded side by side (the *Draws* rule of :mod:`swapos.policies.retry`).
 
 The retry policy asks for draws one at a time and checks each before asking for the next;
 each draw's step names the draws that may follow it (``Generate.then``). At the first draw of

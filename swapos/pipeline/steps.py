@@ -33,14 +33,11 @@ from swapos.grader import GradeResult, count_tests, grade
 from swapos.models.templates import TemplateError
 from swapos.pipeline import side_by_side
 from swapos.pipeline.chat_prompts import build_chat_prompt, replace_answer
-from swapos.pipeline.defects import candidate_defect
-from swapos.pipeline.edits import EDIT_CATEGORIES, merge_edit
 from swapos.pipeline.extract import ExtractResult, extract_code, extract_plan
+from swapos.pipeline.hooks import NO_PASSES, Brief, Passes
 from swapos.pipeline.identity import candidate_identity
 from swapos.pipeline.phase_runner import PhaseOutput, PhaseRunner
 from swapos.pipeline.prompts import Phase, Prompt, build_prompt, capsule_for_task
-from swapos.pipeline.restore import restore_dropped
-from swapos.pipeline.selfcheck import CandidateCheck
 from swapos.policies.retry import (
     NO_CODE,
     Adopt,
@@ -79,12 +76,15 @@ class Answer(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Work:
-    """What the steps of one task work on: its capsule (what every prompt is built from), the
-    first prompt's capsule (a second opinion's), the newest answer and the candidate in hand.
-    Written by the steps; every decision is in the policy's ``TaskState``."""
+    """What the steps of one task work on: the passes it runs with and what they read of its
+    brief, its capsule (what every prompt is built from), the first prompt's capsule (a
+    second opinion's), the newest answer and the candidate in hand. Written by the steps;
+    every decision is in the policy's ``TaskState``."""
 
-    def __init__(self, task: Task) -> None:
+    def __init__(self, task: Task, passes: Passes = NO_PASSES) -> None:
         self.task = task
+        self.passes = passes
+        self.brief = Brief()
         self.capsule: Capsule = capsule_for_task(task)
         self.first: Capsule | None = None
         self.answer: Answer | None = None  # the newest code answer, and its code
@@ -93,7 +93,6 @@ class Work:
         self.prompt: Prompt | None = None  # the prompt the candidate answered (draws reuse it)
         self.drawn: dict[str, tuple[Answer, ExtractResult]] = {}  # draws by identity
         self.model = ""  # the model that wrote the newest answer
-        self.checks: dict[str, CandidateCheck] = {}  # self-checks by candidate identity
         self.draws = side_by_side.DrawState()  # draws decoding side by side
 
 
@@ -105,46 +104,27 @@ async def decide(runner: PhaseRunner, work: Work, phase: str, text: str) -> None
 
 async def generate(runner: PhaseRunner, work: Work, step: Generate) -> Generated | Failed:
     """Run ``step``'s phase and put what it says in the capsule: a plan, or (for a code
-    phase) the newest answer, whose identity the outcome carries."""
+    phase) the newest answer, repaired by the task's passes, whose identity and defect (what
+    the passes see wrong with it without a run) the outcome carries."""
     out = await _answer(runner, work, step)
     if isinstance(out, str):
         return Failed(error=out)
     if step.prompt == "plan":
         work.capsule = with_plan(work.capsule, extract_plan(out.text))
         return Generated(chat=out.chat)
-    work.answer, work.code = out, _spliced(extract_code(out.text, task=work.task), out.prompt)
-    if runner.profile.pipeline.restore_dropped and work.code.how != "empty":
-        await _restore(runner, work)
+    work.answer, work.code = out, extract_code(out.text, task=work.task)
+    empty = work.code.how == "empty"
+    if not empty:
+        code, said = work.passes.repaired(work.task, work.code.code, edit_of=out.prompt.edit_base)
+        work.code = msgspec.structs.replace(work.code, code=code)
+        for text in said:
+            await decide(runner, work, "code", text)
     work.model = step.model
     key = candidate_identity(work.code.code)
     if step.prompt == "draw":
         work.drawn[key] = (out, work.code)
-    empty = work.code.how == "empty"
-    defect = ""
-    if runner.profile.pipeline.precheck_defects and not empty:
-        defect = candidate_defect(work.code.code, work.task)
+    defect = "" if empty else work.passes.defect(work.task, work.code.code)
     return Generated(chat=out.chat, key=key, empty=empty, drew=out.drew, defect=defect)
-
-
-async def _restore(runner: PhaseRunner, work: Work) -> None:
-    """Put back what the newest code reads and no longer binds (``restore_dropped``), with
-    a decision naming it."""
-    exported = work.task.category in EDIT_CATEGORIES
-    code, restored = restore_dropped(work.code.code, work.task.starter, exported=exported)
-    if not restored:
-        return
-    work.code = msgspec.structs.replace(work.code, code=code)
-    shown = "; ".join(" ".join(r.split())[:80] for r in restored)
-    await decide(runner, work, "code", f"restored what the answer dropped: {shown}")
-
-
-def _spliced(code: ExtractResult, prompt: Prompt) -> ExtractResult:
-    """``code`` put into the file an edit prompt showed (:mod:`swapos.pipeline.edits`); as
-    it is when the prompt asked for the whole file, or when either does not parse."""
-    if prompt.edit_base is None or code.how == "empty":
-        return code
-    merged = merge_edit(prompt.edit_base, code.code)
-    return code if merged is None else msgspec.structs.replace(code, code=merged)
 
 
 async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | str:
@@ -168,7 +148,7 @@ async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | s
         if fmt is not None:
             return build_chat_prompt(
                 phase, task, shown, counter, budget, fmt, recap=recap, base=base,
-                open_asked=runner.profile.pipeline.open_asked,
+                opening=work.brief.opening,
             )  # fmt: skip
         return build_prompt(phase, task, shown, counter, budget, base=base)
 
@@ -265,17 +245,6 @@ def feedback_text(result: GradeResult) -> str:
     text = result.reason if result.passed else f"{result.reason}\n{result.output_tail}"
     # "1 failed in 0.34s", "<function f at 0x7f...>": the same prompt in every run
     return _ADDRESSES.sub("", _TIMINGS.sub("", text)).strip()
-
-
-def selfcheck_text(result: GradeResult) -> str:
-    """The failed examples, one line each (``f(2) returned 3; the docstring says 4``): the
-    self-check's own test code is not the model's business."""
-    failed = [
-        line.split("AssertionError:", 1)[1].strip()
-        for line in result.output_tail.splitlines()
-        if line.startswith("E ") and "AssertionError:" in line
-    ]
-    return "\n".join(dict.fromkeys(failed)) or feedback_text(result)
 
 
 async def grade_candidate(runner: PhaseRunner, work: Work, step: Grade) -> Graded:

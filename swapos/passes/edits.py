@@ -2,7 +2,7 @@
 
 A model asked for "the complete solution.py" of a repository task writes the whole file again,
 most of it copied from the starter, token by token; asked for only what it changes, it writes
-a function or two. With ``pipeline.open_asked``, the first request of a ``bugfix`` or
+a function or two. With the ``open_asked`` pass, the first request of a ``bugfix`` or
 ``feature`` task whose brief asks for a new definition asks a chat coder for that
 (:mod:`swapos.pipeline.chat_prompts`), and this module puts its answer back into the file
 the prompt showed it, by name, on the syntax tree:
