@@ -13,8 +13,8 @@ Fixtures: ``tests/test_defects.py``, ``tests/test_brief_names.py``; end to end
 ``tests/test_conductor_rules.py`` (a candidate without the asked class draws instead of
 spending a grade).
 
-Measured offline only, no run side by side (docs/benchmarks.md, "Pre-grade defects and the
-starter's own names"): on the 530 distinct candidates recorded in the day's seven run folders
+Measured offline only, no run side by side (docs/results/log/2026-12-06-precheck-defects.md):
+on the 530 distinct candidates recorded in the day's seven run folders
 (docs/results/humaneval164-default-2026-12-06, builtin37-draft-2026-12-06,
 builtin13-edit-2026-12-06, issues4even-default-2026-12-06, issues11-edit-2026-12-06,
 issues11-focus-2026-12-06, issues3-redraw-2026-12-06), 44 would be held, none of which passed;

@@ -16,10 +16,12 @@ Fixtures: ``tests/test_selfcheck.py``, ``tests/test_brief_examples.py``,
 goes back without a grade; a wrong example is distrusted) and ``tests/test_draws_conductor.py``.
 
 Measured: reruns of the HumanEval problems whose examples it newly read, spliced on a full run
-(docs/results/opinion-examples-2026-12-01, ``humaneval18-examples``: 6 -> 12 of 18 passed, none
-lost), and on builtin (``builtin6-opinion``: 31/37 with the brief's examples, a task newly
-passed by a draw its example chose). Not a held-out figure: the forms it reads were chosen on
-these problems, and the draws it enables (docs/draws.md) are what most of the rescues are.
+(docs/results/log/2026-12-01-humaneval.md; docs/results/opinion-examples-2026-12-01,
+``humaneval18-examples``: 6 -> 12 of 18 passed, none lost), and on builtin
+(docs/results/log/2026-12-01-builtin37.md, ``builtin6-opinion``: 31/37 with the brief's
+examples, a task newly passed by a draw its example chose). Not a held-out figure: the forms
+it reads were chosen on these problems, and the draws it enables (docs/draws.md) are what
+most of the rescues are.
 """
 
 from __future__ import annotations

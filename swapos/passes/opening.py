@@ -18,7 +18,8 @@ Fixtures: ``tests/test_brief_names.py``, ``tests/test_edits.py``; end to end
 role writes it; only the first request is opened).
 
 Measured: side by side against the whole-file request on 17 feature tasks in four interleaved
-runs, the held-out halves first (docs/results/issues4odd-open-2026-12-06,
+runs, the held-out halves first (docs/results/log/2026-12-06-open-asked.md; the runs
+docs/results/issues4odd-open-2026-12-06,
 builtin5odd-open-2026-12-06, builtin5even-open-2026-12-06, issues3even-open-2026-12-06): the
 same 9 passed (one gained, one lost), no answer was the starter again (13 in the other arm),
 and the ``issues`` feature tasks cost x0.46 and x0.38 the wall; with it on, all of builtin

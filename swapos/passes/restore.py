@@ -41,8 +41,8 @@ code); where no such place exists, it is not put back. The candidate is otherwis
 Fixtures: ``tests/test_restore.py``; end to end ``tests/test_conductor_rules.py`` (a dropped
 constant and the starter's functions put back before the grade; not for a refactor).
 
-Measured offline only, no run side by side (docs/benchmarks.md, "Putting back what an answer
-dropped" and "Pre-grade defects and the starter's own names"): replayed on the recorded
+Measured offline only, no run side by side (docs/results/log/2026-12-06-restore-dropped.md
+and 2026-12-06-precheck-defects.md): replayed on the recorded
 candidates of the runs docs/results/issues11-edit-2026-12-06, issues11-focus-2026-12-06,
 issues3-redraw-2026-12-06 and builtin13-edit-2026-12-06, 9 candidates changed, 7 passed more
 tests, 1 all of them, none fewer; on the day's seven run folders (530 candidates), 16 changed,
