@@ -38,7 +38,7 @@ SCRIPTS = {
 
 def task(i: int) -> Task:
     """Task ``add<i>``: every third one expects the wrong sum, so the fake coder's answer
-    fails it (a critic and a retry follow), the others pass."""
+    fails it (a retry follows), the others pass."""
     expected = 6 if i % 3 == 2 else 5
     return Task(
         meta=TaskMeta(task_id=f"add{i}", category="bugfix", difficulty=3, description="fix"),

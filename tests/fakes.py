@@ -13,6 +13,16 @@ from swapos.models.profile import ModelConfig, PipelineConfig, Profile
 from swapos.models.spec import ModelSpec
 from swapos.testing import FakeClock
 
+PLAIN: dict[str, Any] = {
+    "skip_reason_max_difficulty": 0,
+    "resamples": 2,
+    "draws": 0,
+    "second_opinion": False,
+}
+"""The ``[pipeline]`` settings the fake-model tests are written for, where they differ from
+the default profile's: every task plans, a repeat is resampled twice, no draws, no second
+opinion."""
+
 
 def fake_profile(names: list[str]) -> Profile:
     return Profile(
@@ -23,14 +33,15 @@ def fake_profile(names: list[str]) -> Profile:
 
 
 def pipeline_profile() -> Profile:
-    """Three fake models in the pipeline's roles (planner, coder, critic), two attempts."""
+    """Three fake models, two in the pipeline's roles (planner, coder; the ``critic`` is a
+    model no role names), two attempts."""
     names = ["planner", "coder", "critic"]
     return Profile(
         name="fake",
         budget=1000,
         models={n: ModelConfig(path=f"/nonexistent/{n}.gguf", n_ctx=4096) for n in names},
-        roles={"reason": "planner", "code": "coder", "critic": "critic"},
-        pipeline=PipelineConfig(max_attempts=2),
+        roles={"reason": "planner", "code": "coder"},
+        pipeline=PipelineConfig(**{**PLAIN, "max_attempts": 2}),
     )
 
 
@@ -65,7 +76,7 @@ def coder_only_profile() -> Profile:
         budget=1000,
         models={"coder": ModelConfig(path="/nonexistent/coder.gguf", n_ctx=8192)},
         roles={"code": "coder"},
-        pipeline=PipelineConfig(max_attempts=1, skip_reason_max_difficulty=9),
+        pipeline=PipelineConfig(**{**PLAIN, "max_attempts": 1, "skip_reason_max_difficulty": 9}),
     )
 
 

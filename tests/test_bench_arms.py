@@ -55,7 +55,6 @@ def test_a_single_model_arm_is_one_shot_of_that_model() -> None:
     assert one.pipeline.max_attempts == 1
     assert {k: v for k, v in one.roles.items() if k not in ("code", "fix")} == {
         "reason": "planner",
-        "critic": "critic",
     }
     with pytest.raises(SwapOSError, match="no model 'nope'"):
         arm_profile(profile(), "single:nope")
@@ -63,22 +62,36 @@ def test_a_single_model_arm_is_one_shot_of_that_model() -> None:
 
 def test_a_knob_arm_is_the_pipeline_with_those_knobs_set() -> None:
     base = profile()
-    arm = arm_profile(base, "pipeline:side_by_side=false+draws=3+critic=0")
-    assert (arm.pipeline.side_by_side, arm.pipeline.draws, arm.pipeline.critic) == (False, 3, False)
+    arm = arm_profile(base, "pipeline:side_by_side=false+draws=3+selfcheck=0")
+    assert (arm.pipeline.side_by_side, arm.pipeline.draws, arm.pipeline.selfcheck) == (
+        False,
+        3,
+        False,
+    )
     assert arm.roles == base.roles and arm.models == base.models
-    changed = {"side_by_side", "draws", "critic"}
+    changed = {"side_by_side", "draws", "selfcheck"}
     assert {k: v for k, v in msgspec.structs.asdict(arm.pipeline).items() if k not in changed} == {
         k: v for k, v in msgspec.structs.asdict(base.pipeline).items() if k not in changed
     }
     assert parse_arms("pipeline, pipeline:draws=2", base) == ["pipeline", "pipeline:draws=2"]
     for bad, says in [
         ("pipeline:nope=1", "not KNOB=VALUE with a \\[pipeline\\] knob"),
+        ("pipeline:critic=true", "`critic` was removed"),
         ("pipeline:draws", "not KNOB=VALUE"),
         ("pipeline:draws=many", "draws"),
         ("pipelines", "unknown arm 'pipelines'"),
     ]:
         with pytest.raises(SwapOSError, match=says):
             parse_arms(bad, base)
+
+
+def test_a_list_knob_takes_its_items_separated_by_slashes() -> None:
+    base = profile()
+    assert arm_profile(base, "pipeline:passes=").pipeline.passes == []  # the core alone
+    two = arm_profile(base, "pipeline:passes=examples/restore_dropped+draws=2")
+    assert (two.pipeline.passes, two.pipeline.draws) == (["examples", "restore_dropped"], 2)
+    with pytest.raises(SwapOSError, match="passes"):
+        parse_arms("pipeline:passes=examples/critic", base)
 
 
 def test_a_model_knob_is_set_on_every_model_and_the_rest_on_the_pipeline() -> None:
@@ -155,16 +168,17 @@ async def test_a_knob_arm_runs_beside_the_pipeline_and_its_wall_is_compared(
         "coder": FakeModelScript(load_s=1.0, token_s=0.01, replies=(BAD, GOOD)),
         "critic": FakeModelScript(load_s=1.0, token_s=0.01, reply="fine\n\n"),
     }
-    critics: dict[str, object] = {}
-    arms = ["pipeline", "pipeline:critic=false"]
+    attempts: dict[str, object] = {}
+    arms = ["pipeline", "pipeline:max_attempts=1"]
     summaries = await bench_run(
-        scripts, arms, tmp_path, [task(0)], seen=lambda p: p.pipeline.critic, saw=critics
+        scripts, arms, tmp_path, [task(0)], seen=lambda p: p.pipeline.max_attempts, saw=attempts
     )
-    assert critics == {"overlap-pipeline": True, "overlap-pipeline:critic=false": False}
+    assert attempts == {"overlap-pipeline": 2, "overlap-pipeline:max_attempts=1": 1}
     phases = {arm: [p.phase for p in s.results[0].phases] for (_, arm), s in summaries.items()}
-    assert "critic" in phases["pipeline"] and "critic" not in phases["pipeline:critic=false"]
-    ratios = compare(summaries).wall_ratios["pipeline:critic=false"]
-    assert list(ratios) == ["overlap: pipeline:critic=false/pipeline"]
+    assert phases["pipeline"].count("code") == 2
+    assert phases["pipeline:max_attempts=1"].count("code") == 1
+    ratios = compare(summaries).wall_ratios["pipeline:max_attempts=1"]
+    assert list(ratios) == ["overlap: pipeline:max_attempts=1/pipeline"]
 
 
 def task(i: int) -> Task:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from swapos.pipeline.brief_examples import brief_examples
+from swapos.passes.brief_examples import brief_examples
 
 
 class Form:

@@ -1,11 +1,11 @@
-"""The names a brief asks to add (swapos.pipeline.brief_names), on sentences in the forms of
+"""The names a brief asks to add (swapos.passes.brief_names), on sentences in the forms of
 public issues, READMEs and exercises (paraphrased where long), and on the traps they hold."""
 
 from __future__ import annotations
 
 import pytest
 
-from swapos.pipeline.brief_names import asked_names
+from swapos.passes.brief_names import asked_names
 
 STARTER = '''"""Helpers."""
 

@@ -19,7 +19,7 @@ from swapos.models.profile import Mode, ModelConfig, PipelineConfig, Profile
 from swapos.pipeline.routing import first_use
 from swapos.records.schema import PhaseRecord
 from swapos.testing import FakeClock
-from tests.fakes import fake_system
+from tests.fakes import PLAIN, fake_system
 
 pytestmark = pytest.mark.anyio
 
@@ -44,14 +44,14 @@ EASY = task("easy", difficulty=1)  # no plan: code first
 HARD = task("hard", difficulty=3)  # plans first: reason on the planner
 
 
-def profile(critic: str = "coder") -> Profile:
-    names = ["planner", "coder", "critic"]
+def profile(fixer: str = "coder") -> Profile:
+    names = ["planner", "coder", "fixer"]
     return Profile(
         name="fake",
         budget=1000,
         models={n: ModelConfig(path=f"/nonexistent/{n}.gguf", n_ctx=4096) for n in names},
-        roles={"reason": "planner", "code": "coder", "critic": critic},
-        pipeline=PipelineConfig(max_attempts=2, skip_reason_max_difficulty=1),
+        roles={"reason": "planner", "code": "coder", "fix": fixer},
+        pipeline=PipelineConfig(**{**PLAIN, "max_attempts": 2, "skip_reason_max_difficulty": 1}),
     )
 
 
@@ -61,7 +61,7 @@ def scripts(code_token_s: float) -> dict[str, FakeModelScript]:
             load_s=PLANNER_LOAD_S, token_s=0.05, reply="Return a plus b.\n\n", footprint_bytes=100
         ),
         "coder": FakeModelScript(load_s=1.0, token_s=code_token_s, reply=GOOD, footprint_bytes=100),
-        "critic": FakeModelScript(load_s=1.0, token_s=0.05, reply="ok\n\n", footprint_bytes=100),
+        "fixer": FakeModelScript(load_s=1.0, token_s=0.05, reply=GOOD, footprint_bytes=100),
     }
 
 
@@ -70,7 +70,7 @@ async def run_two(
     announce: bool,
     mode: Mode = "overlap",
     budget: int = 200,
-    critic: str = "coder",
+    fixer: str = "coder",
     code_token_s: float = 0.5,
 ) -> tuple[PhaseRecord, list[AnyEvent], set[str]]:
     """Run EASY then HARD; HARD's first phase record, every event, the warmed models."""
@@ -83,7 +83,7 @@ async def run_two(
                 scripts(code_token_s),
                 budget=budget,
                 clock=clock,
-                profile=profile(critic),
+                profile=profile(fixer),
                 mode=mode,
                 on_event=seen.append,
             ) as (sys, fb),
@@ -141,22 +141,22 @@ async def test_modes_without_prefetch_ignore_the_announcement(mode: Mode) -> Non
     assert not any(isinstance(e, PrefetchStarted) for e in events)
 
 
-async def test_next_tasks_model_is_prefetched_during_the_grade_behind_a_resident_critic() -> None:
-    # The code phase prefetches the critic (needed if the grade fails); when the grade
-    # starts the critic is resident, so the Prefetcher goes on to the next task's planner.
-    _, events, _ = await run_two(announce=True, budget=300, critic="critic")
+async def test_next_tasks_model_is_prefetched_during_the_grade_behind_a_resident_fixer() -> None:
+    # The code phase prefetches the fixer (needed if the grade fails); when the grade
+    # starts the fixer is resident, so the Prefetcher goes on to the next task's planner.
+    _, events, _ = await run_two(announce=True, budget=300, fixer="fixer")
     order = [
         ("prefetch", e.model) if isinstance(e, PrefetchStarted) else ("task", e.task_id)
         for e in events
         if isinstance(e, PrefetchStarted | TaskStarted)
     ]
-    assert order.index(("prefetch", "critic")) < order.index(("prefetch", "planner"))
+    assert order.index(("prefetch", "fixer")) < order.index(("prefetch", "planner"))
     assert order.index(("prefetch", "planner")) < order.index(("task", "hard"))
 
 
 async def test_once_candidates_mostly_pass_the_grade_keeps_the_coder_for_the_next_task() -> None:
     # A budget for one model; every candidate passes. While candidates are as likely to fail
-    # as to pass (no grades yet), the grade window brings in the critic, and the next task
+    # as to pass (no grades yet), the grade window brings in the fixer, and the next task
     # loads the coder again. Once they mostly pass, the coder stays for the next task.
     clock = FakeClock()
     seen: list[AnyEvent] = []
@@ -165,7 +165,7 @@ async def test_once_candidates_mostly_pass_the_grade_keeps_the_coder_for_the_nex
         async with (
             clock.autojump(),
             fake_system(
-                scripts(0.5), budget=100, clock=clock, profile=profile("critic"),
+                scripts(0.5), budget=100, clock=clock, profile=profile("fixer"),
                 on_event=seen.append,
             ) as (sys, _),
         ):  # fmt: skip
@@ -174,10 +174,10 @@ async def test_once_candidates_mostly_pass_the_grade_keeps_the_coder_for_the_nex
                 for i, t in enumerate(tasks)
             ]
     assert all(r.result.passed for r in results)
-    critic_prefetches = [e for e in seen if isinstance(e, PrefetchStarted) and e.model == "critic"]
-    assert {e.kind for e in critic_prefetches} >= {"load"}
+    fixer_prefetches = [e for e in seen if isinstance(e, PrefetchStarted) and e.model == "fixer"]
+    assert {e.kind for e in fixer_prefetches} >= {"load"}
     loads = [r.result.phases[0].load_s for r in results]
-    assert loads[1] > 0  # after the first task the critic had displaced the coder
+    assert loads[1] > 0  # after the first task the fixer had displaced the coder
     assert loads[2:] == [0.0, 0.0]  # the coder stayed: nothing to load
     second_started = next(e.t for e in seen if isinstance(e, TaskStarted) and e.task_id == "t1")
-    assert [e for e in critic_prefetches if e.t >= second_started] == []
+    assert [e for e in fixer_prefetches if e.t >= second_started] == []

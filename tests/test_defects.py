@@ -1,9 +1,9 @@
-"""What is wrong with a candidate without running it (swapos.pipeline.defects)."""
+"""What is wrong with a candidate without running it (swapos.passes.defects)."""
 
 from __future__ import annotations
 
 from swapos.data.task import Task, TaskMeta
-from swapos.pipeline.defects import candidate_defect
+from swapos.passes.defects import candidate_defect
 
 
 def task(problem: str, *, category: str = "feature", starter: str = "") -> Task:

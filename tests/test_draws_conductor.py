@@ -22,7 +22,7 @@ from swapos.messages.events import AnyEvent, GenerationStarted
 from swapos.models.profile import ModelConfig, PipelineConfig, Profile
 from swapos.policies.retry import resample_seed
 from swapos.testing import FakeClock
-from tests.fakes import DOCTEST_TASK, fake_system
+from tests.fakes import DOCTEST_TASK, PLAIN, fake_system
 
 pytestmark = pytest.mark.anyio
 
@@ -55,8 +55,8 @@ def profile(**pipeline: Any) -> Profile:
         models={
             n: ModelConfig(path=f"/nonexistent/{n}.gguf", n_ctx=4096) for n in ("coder", "critic")
         },
-        roles={"code": "coder", "critic": "critic"},
-        pipeline=PipelineConfig(**pipeline),
+        roles={"code": "coder"},
+        pipeline=PipelineConfig(**{**PLAIN, **pipeline}),
     )
 
 

@@ -1,4 +1,4 @@
-"""Edit answers spliced into the file they edit (``swapos.pipeline.edits``), and the prompts
+"""Edit answers spliced into the file they edit (``swapos.passes.edits``), and the prompts
 that ask for them (``pipeline.edit``)."""
 
 from __future__ import annotations
@@ -8,9 +8,11 @@ import ast
 from swapos.capsule.schema import Artifact, with_artifact, with_feedback, with_verdict
 from swapos.capsule.schema import Feedback as CapsuleFeedback
 from swapos.data.task import Task, TaskMeta
-from swapos.models.templates import CHATML, ChatFormat, decode_messages
+from swapos.models.templates import CHATML, ChatFormat
+from swapos.passes.edits import edits_apply, merge_edit
+from swapos.passes.opening import OpenAsked
 from swapos.pipeline.chat_prompts import build_chat_prompt, code_opening
-from swapos.pipeline.edits import edits_apply, merge_edit
+from swapos.pipeline.hooks import Brief
 from swapos.pipeline.prompts import build_prompt, capsule_for_task
 
 FILE = '''"""Sizes for the CLI."""
@@ -208,7 +210,6 @@ TASK = Task(
     tests={"test_size.py": "SECRET"},
 )
 EDIT_ASK = "Do not rewrite the whole file. Reply with just the functions or classes"
-FIX_ASK = "Reply with just the corrected functions or classes of solution.py"
 
 
 def words(text: str) -> int:
@@ -224,26 +225,6 @@ def failed(capsule_code: str, attempt: int = 1):  # type: ignore[no-untyped-def]
     return with_feedback(capsule, fb)
 
 
-def test_an_edit_prompt_asks_for_the_changed_definitions_of_the_starter() -> None:
-    prompt = build_chat_prompt("code", TASK, capsule_for_task(TASK), words, 5000, FMT, edit=True)
-    assert EDIT_ASK in prompt.text and "complete solution.py" not in prompt.text
-    assert prompt.edit_base == FILE
-    whole = build_chat_prompt("code", TASK, capsule_for_task(TASK), words, 5000, FMT)
-    assert whole.edit_base is None and EDIT_ASK not in whole.text
-
-
-def test_a_fix_edits_the_newest_candidate_a_based_fix_its_base() -> None:
-    newest = FILE.replace("{n} B", "{n} b")
-    capsule = failed(newest)
-    fix = build_chat_prompt("code", TASK, capsule, words, 5000, FMT, edit=True)
-    assert fix.edit_base == newest
-    assert FIX_ASK in decode_messages(fix.text)[-1].content
-    recap = build_chat_prompt("code", TASK, capsule, words, 5000, FMT, edit=True, recap=True)
-    assert recap.edit_base == FILE and FIX_ASK in recap.text
-    focus = build_chat_prompt("code", TASK, capsule, words, 5000, FMT, edit=True, focus=True)
-    assert focus.edit_base == newest and FIX_ASK in focus.text
-
-
 def task_of(category: str, problem: str) -> Task:
     """A task of ``category`` on :data:`FILE` with ``problem`` as its brief."""
     meta = TaskMeta(task_id="t", category=category, difficulty=2)  # type: ignore[arg-type]
@@ -251,35 +232,54 @@ def task_of(category: str, problem: str) -> Task:
 
 
 def test_no_edit_is_asked_of_a_refactor_nor_of_a_base_model() -> None:
-    refactor = task_of("refactor", "Split it.")
+    asks = "Add a function `fmt_size(n)` that formats a size."
+    feature = task_of("feature", asks)
+    local = ChatFormat(template=CHATML)  # a local model: its answer can be opened
+    opened = build_chat_prompt(
+        "code", feature, capsule_for_task(feature), words, 5000, local, opening=opening_of(feature)
+    )
+    assert opened.edit_base == FILE and EDIT_ASK in opened.text
+    refactor = task_of("refactor", asks)
     prompt = build_chat_prompt(
-        "code", refactor, capsule_for_task(refactor), words, 5000, FMT, edit=True
+        "code",
+        refactor,
+        capsule_for_task(refactor),
+        words,
+        5000,
+        local,
+        opening=opening_of(refactor),
     )
     assert prompt.edit_base is None and EDIT_ASK not in prompt.text
     base_model = build_prompt("code", TASK, capsule_for_task(TASK), words, 5000)
     assert base_model.edit_base is None
 
 
-def test_code_opening_is_the_first_definition_the_brief_asks_to_add() -> None:
+def opening_of(task: Task) -> str:
+    """The opening the ``open_asked`` pass reads of ``task``'s brief."""
+    return OpenAsked().read(task, Brief()).opening
+
+
+def test_the_opening_is_the_first_definition_the_brief_asks_to_add() -> None:
     def feature(problem: str, category: str = "feature") -> Task:
         return task_of(category, problem)
 
     ring = feature("Add a `RingBuffer` class with `append` and `items`.")
-    assert code_opening(ring, open_asked=True) == "class RingBuffer"
-    assert code_opening(ring) == ""  # off by default
+    assert opening_of(ring) == "class RingBuffer"
+    assert code_opening(ring, opening_of(ring)) == "class RingBuffer"
+    assert code_opening(ring) == ""  # the core alone opens no definition
     table = feature("Add a helper `format_table(rows, headers)` next to `size`.")
-    assert code_opening(table, open_asked=True) == "def format_table"
+    assert opening_of(table) == "def format_table"
     # a constant alone is no definition to open; a name the starter has is not one to add
-    assert code_opening(feature("Add a constant `LIMIT = 3`."), open_asked=True) == ""
-    assert code_opening(feature("Add a function `size(n)`."), open_asked=True) == ""
-    assert code_opening(feature("Add a function `f(x)`.", "refactor"), open_asked=True) == ""
+    assert opening_of(feature("Add a constant `LIMIT = 3`.")) == ""
+    assert opening_of(feature("Add a function `size(n)`.")) == ""
+    assert opening_of(feature("Add a function `f(x)`.", "refactor")) == ""
 
 
 def test_an_opened_first_request_asks_for_an_edit_in_a_turn_it_opens() -> None:
     text_fmt = ChatFormat(template=CHATML)  # a local model: its answer can be opened
     task = task_of("feature", "Add a helper `format_table(rows, headers)`.")
     opened = build_chat_prompt(
-        "code", task, capsule_for_task(task), words, 5000, text_fmt, open_asked=True
+        "code", task, capsule_for_task(task), words, 5000, text_fmt, opening=opening_of(task)
     )
     assert opened.text.endswith("```python\ndef format_table") and EDIT_ASK in opened.text
     assert opened.answer_prefix == "```python\ndef format_table"
@@ -287,5 +287,7 @@ def test_an_opened_first_request_asks_for_an_edit_in_a_turn_it_opens() -> None:
     plain = build_chat_prompt("code", task, capsule_for_task(task), words, 5000, text_fmt)
     assert plain.text.endswith("```python\n") and plain.edit_base is None
     # a model behind a chat API that cannot continue a turn gets no opening and no edit
-    api = build_chat_prompt("code", task, capsule_for_task(task), words, 5000, FMT, open_asked=True)
+    api = build_chat_prompt(
+        "code", task, capsule_for_task(task), words, 5000, FMT, opening=opening_of(task)
+    )
     assert api.opening == "" and api.edit_base is None and EDIT_ASK not in api.text

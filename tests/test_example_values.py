@@ -10,8 +10,8 @@ import pytest
 
 from swapos.data.task import Task, TaskMeta
 from swapos.grader import grade
-from swapos.pipeline.example_values import MAX_EXPONENT, is_value, make_example, value_makers
-from swapos.pipeline.selfcheck import brief_examples, selfcheck_task
+from swapos.passes.example_values import MAX_EXPONENT, is_value, make_example, value_makers
+from swapos.passes.selfcheck import brief_examples, selfcheck_task
 
 
 def value(text: str, makers: frozenset[str] = frozenset()) -> bool:

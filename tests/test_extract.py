@@ -10,11 +10,9 @@ from hypothesis import strategies as st
 
 from swapos.data.task import Task, TaskMeta
 from swapos.pipeline.extract import (
-    MAX_FEEDBACK_CHARS,
     MAX_PLAN_STEPS,
     expected_names,
     extract_code,
-    extract_feedback,
     extract_plan,
 )
 
@@ -261,25 +259,6 @@ def test_extract_plan_caps_a_looping_model() -> None:
     assert len(extract_plan(output)) == MAX_PLAN_STEPS
 
 
-def test_extract_feedback_stops_at_code_and_drops_repeats() -> None:
-    output = (
-        "The tests fail because the empty list divides by zero.\n"
-        "The tests fail because the empty list divides by zero.\n"
-        "\n\n\nReturn 0.0 first.<eos>\n```python\ndef mean(xs): ...\n```"
-    )
-    assert extract_feedback(output) == (
-        "The tests fail because the empty list divides by zero.\n\nReturn 0.0 first."
-    )
-
-
-def test_extract_feedback_skips_a_leading_heading_and_caps_length() -> None:
-    assert extract_feedback("## Review\nGuard len(xs).") == "Guard len(xs)."
-    long = "\n".join(f"Point {i}: something is off here." for i in range(200))
-    feedback = extract_feedback(long)
-    assert len(feedback) <= MAX_FEEDBACK_CHARS
-    assert feedback.endswith("...")
-
-
 # --- answers of instruct models (chat) ----------------------------------------------------
 
 INSTRUCT_ANSWERS = [
@@ -351,4 +330,3 @@ def test_any_output_is_extracted_without_raising(output: str) -> None:
     extract_code(output, task=file_task())
     extract_code(output, task=completion_task())
     extract_plan(output)
-    extract_feedback(output)

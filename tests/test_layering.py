@@ -32,11 +32,13 @@ FLOORS: tuple[frozenset[str], ...] = (
     # 1: pure decisions, model files and profiles, capsules, the message vocabulary, and the
     # sandboxed grader (usable alone: it imports the bottom floor only, see below)
     frozenset({"policies", "models", "capsule", "messages", "structured", "grader"}),
-    # 2: what the actors use: model backends, KV stores, the pipeline's logic, records
+    # 2: what the actors use: model backends, KV stores, the pipeline's core, records
     frozenset({"backends", "kvstore", "pipeline", "records"}),
-    # 3: the actor system and its test clock
+    # 3: the passes a profile names: heuristics over briefs and answers, on top of the core
+    frozenset({"passes"}),
+    # 4: the actor system and its test clock
     frozenset({"actors", "testing"}),
-    # 4: applications: CLIs, benchmarks, the cluster driver, the server, the console, the API
+    # 5: applications: CLIs, benchmarks, the cluster driver, the server, the console, the API
     frozenset({"bench", "cluster", "serve", "run", "cli", "console", "__init__", "__main__"}),
 )
 TOP = len(FLOORS) - 1
@@ -104,6 +106,9 @@ def test_the_check_catches_an_upward_import() -> None:
     assert violations({"grader": {"pipeline", "data"}}) == [
         "swapos.grader (floor 1) imports swapos.pipeline (2)"
     ]
+    assert violations({"pipeline": {"passes"}}) == [
+        "swapos.pipeline (floor 2) imports swapos.passes (3)"
+    ]
 
 
 def test_every_package_has_a_floor() -> None:
@@ -151,6 +156,14 @@ def test_the_grader_check_catches_an_import_through_another_module() -> None:
     ]
     del edges["swapos.data.task"]
     assert reached_outside(edges, "grader", FLOORS[0]) == []
+
+
+def test_the_passes_import_the_core_and_the_core_never_a_pass() -> None:
+    edges = module_edges(ROOT, "swapos")
+    core = {m: targets for m, targets in edges.items() if m.startswith("swapos.pipeline")}
+    assert core and not [(m, t) for m, ts in core.items() for t in ts if "swapos.passes" in t]
+    passes = {t for m, ts in edges.items() if m.startswith("swapos.passes") for t in ts}
+    assert any(t.startswith("swapos.pipeline") for t in passes)
 
 
 # --- no import cycle between modules ------------------------------------------------------
@@ -301,9 +314,7 @@ LONG_MODULES_ALLOWED: dict[str, str] = {
     "grader/_sandbox.py": "a stdlib-only script run by path under -I: it cannot import a sibling",
     "models/bundled.py": "the pinned table of the bundled models' chunks and their assembly",
     "models/profile.py": "the profile Structs, one documented field per knob, and their checks",
-    "pipeline/brief_examples.py": "the tables of brief forms (regexes) and their readers",
-    "pipeline/chat_prompts.py": "every phase's chat prompt and the table of their assemblers",
-    "policies/retry.py": "the retry rules; issue 53 item 2 makes them declared tables",
+    "passes/brief_examples.py": "the tables of brief forms (regexes) and their readers",
     "serve/ollama.py": "Ollama's routes, one translation each onto the OpenAI routes",
 }
 """Modules over :data:`MAX_LINES` today, each with why; the list may only shrink."""

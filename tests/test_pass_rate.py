@@ -1,4 +1,4 @@
-"""The pass-rate estimate that decides whether a grade window schedules the critic."""
+"""The pass-rate estimate that decides whether a grade window schedules the fixer."""
 
 from __future__ import annotations
 

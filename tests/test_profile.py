@@ -53,6 +53,31 @@ def test_an_unknown_field_is_an_error_naming_it_and_its_table() -> None:
         decode_profile(VALID.replace("n_ctx = 4096", "n_ctxx = 4096"))
 
 
+@pytest.mark.parametrize(
+    "field",
+    ["critic", "check_reviews", "focus_fix", "edit", "redraw_unchanged", "draws_stop_repeats"],
+)
+def test_a_removed_pipeline_field_is_an_error_naming_it_as_removed(field: str) -> None:
+    with pytest.raises(ProfileError, match=rf"`pipeline\.{field}` was removed: measured not"):
+        decode_profile(VALID + f"[pipeline]\n{field} = false\n")
+
+
+@pytest.mark.parametrize("field", ["restore_dropped", "precheck_defects", "open_asked"])
+def test_a_knob_that_is_a_pass_now_is_an_error_naming_the_pass(field: str) -> None:
+    with pytest.raises(
+        ProfileError, match=rf"`pipeline\.{field}` was removed: it is the `{field}`"
+    ):
+        decode_profile(VALID + f"[pipeline]\n{field} = false\n")
+
+
+def test_a_profile_names_the_passes_it_runs_and_an_unknown_one_is_an_error() -> None:
+    assert decode_profile(VALID + "[pipeline]\npasses = []\n").pipeline.passes == []
+    named = decode_profile(VALID + '[pipeline]\npasses = ["examples"]\n')
+    assert named.pipeline.passes == ["examples"]
+    with pytest.raises(ProfileError, match=r"pipeline\.passes\[0\]"):
+        decode_profile(VALID + '[pipeline]\npasses = ["critic"]\n')
+
+
 def test_a_wrong_type_is_an_error_naming_the_field() -> None:
     with pytest.raises(ProfileError, match=r"at `\$\.models\.big\.n_ctx`"):
         decode_profile(VALID.replace("n_ctx = 4096", 'n_ctx = "big"'))
@@ -101,7 +126,7 @@ def test_a_manifest_entry_is_trusted_only_while_size_and_digest_match(tmp_path: 
 @pytest.mark.real_model
 def test_the_default_profile_runs_two_real_instruct_coder_models() -> None:
     profile = default_profile()
-    assert set(profile.roles) == {"reason", "code", "critic", "fix", "open"}
+    assert set(profile.roles) == {"reason", "code", "fix", "open"}
     specs = model_specs(profile)
     paths = {specs[m].path for m in profile.roles.values()}
     assert len(paths) == 2

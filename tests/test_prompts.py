@@ -22,7 +22,6 @@ from swapos.data.task import Task, TaskMeta
 from swapos.pipeline.prompts import (
     CODE_STOP,
     COMPLETION_STOP,
-    CRITIC_CUE,
     Phase,
     Prompt,
     build_prompt,
@@ -62,11 +61,11 @@ def completion_task() -> Task:
 
 
 def after_attempt(capsule: Capsule, attempt: int) -> Capsule:
-    """Add a failed attempt with grader output and a critic note."""
+    """Add a failed attempt with grader output."""
     code = f"def mean(xs):\n    return sum(xs) / (len(xs) + {attempt})\n"
     capsule = with_artifact(capsule, Artifact(attempt=attempt, phase="code", code=code))
     capsule = with_verdict(capsule, attempt=attempt, passed=False)
-    capsule = with_feedback(
+    return with_feedback(
         capsule,
         Feedback(
             attempt=attempt,
@@ -75,9 +74,6 @@ def after_attempt(capsule: Capsule, attempt: int) -> Capsule:
             tests_passed=1,
             tests_total=2,
         ),
-    )
-    return with_feedback(
-        capsule, Feedback(attempt=attempt, source="critic", text=f"CRITIC NOTE {attempt}")
     )
 
 
@@ -101,27 +97,20 @@ def test_stable_part_is_identical_across_attempts(make_task: Callable[[], Task])
     assert second.variable != third.variable
 
 
-def test_code_and_critic_share_the_stable_part() -> None:
-    code = retry_prompts(bugfix_task(), "code")
-    critic = retry_prompts(bugfix_task(), "critic")
-    assert {p.stable for p in code + critic} == {code[0].stable}
-
-
 def test_stable_part_holds_brief_starter_and_plan_and_no_feedback() -> None:
     _, _, third = retry_prompts(bugfix_task())
     assert "`mean([])` crashes" in third.stable
     assert STARTER.strip() in third.stable
     assert "1. Guard the empty list." in third.stable
-    for volatile in ("CRITIC NOTE", "FAILED", "Attempt", "len(xs) + 2"):
+    for volatile in ("FAILED", "Attempt", "len(xs) + 2"):
         assert volatile not in third.stable
-    assert "CRITIC NOTE 2" in third.variable
     assert "assert 2 == 2.0" in third.variable
     assert "len(xs) + 2" in third.variable
     assert "(len(xs) + 1)" in third.variable  # earlier attempts stay whole: append-only
 
 
 def test_hidden_test_and_reference_never_reach_the_prompt() -> None:
-    phases: tuple[Phase, ...] = ("reason", "code", "critic")
+    phases: tuple[Phase, ...] = ("reason", "code")
     for phase in phases:
         for prompt in retry_prompts(bugfix_task(), phase):
             assert "SECRET" not in prompt.text
@@ -155,25 +144,16 @@ def test_reason_prompt_shows_brief_and_starter_and_cues_a_numbered_plan() -> Non
     assert code.stable.startswith(prompt.stable)
 
 
-def test_critic_prompt_shows_test_output_but_not_the_old_critique() -> None:
-    _, third = retry_prompts(bugfix_task(), "critic")
-    assert "assert 2 == 2.0" in third.variable
-    assert "CRITIC NOTE 2" not in third.text
-    assert third.text.endswith("## Review\nThe tests fail because")
-    assert third.answer_prefix == "The tests fail because"
-
-
 def test_prompt_stays_within_budget_for_a_long_history() -> None:
     task = bugfix_task()
     capsule = with_plan(capsule_for_task(task), ["Guard the empty list."])
     for attempt in range(1, 31):
         capsule = after_attempt(capsule, attempt)
-    for phase in ("code", "critic"):
-        prompt = build_prompt(phase, task, capsule, count_words, 200)
-        assert count_words(prompt.text) <= 200
-        assert "len(xs) + 30" in prompt.text
-        assert task.problem in prompt.stable
-        assert prompt.dropped
+    prompt = build_prompt("code", task, capsule, count_words, 200)
+    assert count_words(prompt.text) <= 200
+    assert "len(xs) + 30" in prompt.text
+    assert task.problem in prompt.stable
+    assert prompt.dropped
 
 
 def test_prompt_budget_error_when_the_fixed_part_does_not_fit() -> None:
@@ -212,12 +192,11 @@ def test_stable_part_survives_compression_of_the_history() -> None:
     assert count_words(third.text) <= budget
 
 
-def run_retries(task: Task, budget: int = 10_000) -> tuple[list[str], list[str]]:
-    """Code and critic prompts of three attempts as the conductor builds them, with each
-    phase's answer appended as the model wrote it: ``(code + answer, critic + answer)``."""
+def run_retries(task: Task, budget: int = 10_000) -> list[str]:
+    """Code prompts of three attempts as the conductor builds them, with each answer
+    appended as the model wrote it."""
     capsule = with_plan(capsule_for_task(task), ["Guard the empty list.", "Divide."])
     codes: list[str] = []
-    critics: list[str] = []
     for attempt in (1, 2, 3):
         code = build_prompt("code", task, capsule, count_words, budget)
         body = f"def mean(xs):\n    return sum(xs) / (len(xs) + {attempt})"
@@ -231,29 +210,17 @@ def run_retries(task: Task, budget: int = 10_000) -> tuple[list[str], list[str]]
             Feedback(attempt=attempt, source="grader", text=f"FAILED - assert {attempt} == 2.0",
                      tests_passed=1, tests_total=2),
         )  # fmt: skip
-        critic = build_prompt("critic", task, capsule, count_words, budget)
-        review = f" the divisor is off by {attempt}."
-        critics.append(critic.text + review)
-        note = critic.answer_prefix + review
-        capsule = with_feedback(capsule, Feedback(attempt=attempt, source="critic", text=note))
-    return codes, critics
+    return codes
 
 
 @pytest.mark.parametrize("make_task", [bugfix_task, completion_task])
 def test_retry_prompt_begins_with_the_previous_prompt_and_answer(
     make_task: Callable[[], Task],
 ) -> None:
-    codes, critics = run_retries(make_task())
-    for seen in (codes, critics):
-        for previous_prompt_and_answer, after in itertools.pairwise(seen):
-            assert after.startswith(previous_prompt_and_answer)
+    codes = run_retries(make_task())
+    for previous_prompt_and_answer, after in itertools.pairwise(codes):
+        assert after.startswith(previous_prompt_and_answer)
     assert codes[2].count("```python\n") == 3 + (make_task is bugfix_task)  # + the starter
-
-
-def test_critic_retry_shows_its_own_earlier_review_but_not_a_newer_one() -> None:
-    _, critics = run_retries(bugfix_task())
-    assert f"## Review\n{CRITIC_CUE} the divisor is off by 1." in critics[1]
-    assert "off by 2" not in critics[1].removesuffix(" the divisor is off by 2.")
 
 
 def test_tight_budget_collapses_whole_attempts_oldest_first_and_keeps_the_plan() -> None:
@@ -273,34 +240,9 @@ def test_tight_budget_collapses_whole_attempts_oldest_first_and_keeps_the_plan()
     assert count_words(tight.text) <= budget
 
 
-@pytest.mark.parametrize("reviewed", [True, False])
-def test_a_chat_critic_turn_shows_every_attempt_it_has_not_reviewed(reviewed: bool) -> None:
-    """An attempt the critic never reviewed (a second opinion, a self-check failure) is
-    shown in the next user turn, not answered by an empty assistant turn."""
-    from swapos.models.templates import CHATML, ChatFormat, decode_messages
-    from swapos.pipeline.chat_prompts import build_chat_prompt
-
-    task = bugfix_task()
-    capsule = after_attempt(capsule_for_task(task), 1)
-    if not reviewed:
-        capsule = msgspec.structs.replace(
-            capsule, feedback=tuple(f for f in capsule.feedback if f.source != "critic")
-        )
-    capsule = after_attempt(capsule, 2)
-    fmt = ChatFormat(template=CHATML, messages=True)
-    prompt = build_chat_prompt("critic", task, capsule, count_words, 5000, fmt)
-    messages = decode_messages(prompt.text)
-    roles = ["system", "user", "assistant", "user"] if reviewed else ["system", "user"]
-    assert [m.role for m in messages] == roles
-    assert "Attempt 1:" in messages[1].content and "Attempt 2:" in messages[-1].content
-    assert all(m.content.strip() for m in messages)
-    assert messages[-1].content.endswith("Do not rewrite the whole file.")
-    assert "CRITIC NOTE 2" not in prompt.text
-
-
 def test_a_recap_shows_each_failed_answer_once_in_one_user_turn() -> None:
     """A recap asks afresh: one user turn with the brief, every failed answer (an identical
-    one named, not shown again), its outcome and review; no assistant turn to copy."""
+    one named, not shown again) and its outcome; no assistant turn to copy."""
     from swapos.models.templates import CHATML, ChatFormat, decode_messages
     from swapos.pipeline.chat_prompts import build_chat_prompt
 
@@ -309,7 +251,8 @@ def test_a_recap_shows_each_failed_answer_once_in_one_user_turn() -> None:
     again = capsule.artifacts[0].code.replace("return", "return  ")  # the same code
     capsule = with_artifact(capsule, Artifact(attempt=2, phase="code", code=again))
     capsule = with_verdict(capsule, attempt=2, passed=False)
-    capsule = with_feedback(capsule, Feedback(attempt=2, source="critic", text="USE A GUARD"))
+    fb = Feedback(attempt=2, source="grader", text="FAILED AGAIN", tests_passed=0, tests_total=2)
+    capsule = with_feedback(capsule, fb)
     fmt = ChatFormat(template=CHATML, messages=True)
     recap = build_chat_prompt("code", task, capsule, count_words, 5000, fmt, recap=True)
     messages = decode_messages(recap.text)
@@ -318,8 +261,8 @@ def test_a_recap_shows_each_failed_answer_once_in_one_user_turn() -> None:
     assert turn.startswith("`mean([])` crashes; make it return 0.0.")  # the stable part first
     assert turn.count("(len(xs) + 1)") == 1  # shown once ...
     assert "Attempt 2: the same code as attempt 1." in turn  # ... and named when repeated
-    assert "assert 1 == 2.0" in turn and "CRITIC NOTE 1" in turn and "USE A GUARD" in turn
-    assert turn.index("Attempt 1:") < turn.index("Attempt 2:") < turn.index("USE A GUARD")
+    assert "assert 1 == 2.0" in turn and "FAILED AGAIN" in turn
+    assert turn.index("Attempt 1:") < turn.index("Attempt 2:") < turn.index("FAILED AGAIN")
     assert turn.endswith(
         "None of these passed. Write a different answer that passes the tests. Reply with the "
         "corrected complete solution.py in one ```python code block."

@@ -13,6 +13,7 @@ from swapos.models.bundled import bundled_model_path
 from swapos.models.profile import ModelConfig, PhaseConfig, PipelineConfig, Profile
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatMessage, render_chat
+from tests.fakes import PLAIN
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_model]
 
@@ -65,7 +66,7 @@ async def test_the_instruct_pipeline_solves_a_completion_task_on_the_first_attem
         models={"small": ModelConfig(bundled=SMALL, n_ctx=1024)},
         roles={"code": "small"},
         phases={"code": PhaseConfig(max_tokens=48, prompt_budget_tokens=800)},
-        pipeline=PipelineConfig(max_attempts=2),
+        pipeline=PipelineConfig(**{**PLAIN, "max_attempts": 2}),
     )
     with anyio.fail_after(120):
         async with open_system(profile) as system:

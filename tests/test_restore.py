@@ -1,4 +1,4 @@
-"""What a candidate dropped and still uses is put back (swapos.pipeline.restore), on the
+"""What a candidate dropped and still uses is put back (swapos.passes.restore), on the
 forms recorded candidates dropped in real runs (docs/benchmarks.md: a sentinel, a constant,
 an import the starter had, a stdlib module read as ``re.sub``, ``@dataclass``)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from swapos.pipeline.restore import restore_dropped, unbound_names
+from swapos.passes.restore import restore_dropped, unbound_names
 
 STARTER = '''"""TTL cache."""
 

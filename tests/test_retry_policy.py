@@ -1,9 +1,11 @@
 """The retry policy, rule by rule: synchronous, no event loop, no sandbox.
 
-Each row of :data:`ROWS` plays a task through :func:`~swapos.policies.retry.next_step`: the
+Each row of :data:`ROWS` plays a task through :func:`~swapos.policies.retry.advance`: the
 answers to its steps (every record step is answered ``Done``), then the steps the last answer
 leads to, up to the next step that needs an answer (or the end). The rows follow the rules of
-the policy's docstring, in order.
+the policy's docstring, in order; they compare values (what each decision's words are is
+``tests/test_retry_text.py``'s), and together they fire every row of both machines
+(``tests/test_retry_tables.py``).
 """
 
 from __future__ import annotations
@@ -15,15 +17,11 @@ import msgspec
 import pytest
 
 from swapos.policies.retry import (
-    NO_CODE,
-    REDRAWN,
-    UNCHANGED,
     Action,
     Adopt,
+    Broke,
     Checked,
-    CheckReview,
     Decide,
-    Distrust,
     Done,
     Failed,
     Finish,
@@ -32,19 +30,45 @@ from swapos.policies.retry import (
     Grade,
     Graded,
     Keep,
+    LastFailed,
+    NoAttemptLeft,
     Outcome,
+    Passed,
     Replace,
-    ReviewChecked,
     Rules,
     SelfCheck,
     SendBack,
     Started,
     TaskState,
+    advance,
     next_step,
     resample_seed,
 )
+from swapos.policies.retry_decisions import (
+    Adopted,
+    Again,
+    AnySeen,
+    Ask,
+    BestDraw,
+    Count,
+    Defect,
+    DrawVerdict,
+    Examples,
+    GradedAsIs,
+    HeldBack,
+    NoCode,
+    NothingToCheck,
+    Repeats,
+    Routed,
+    SecondOpinion,
+    StartsFromBest,
+    StillRepeats,
+    Unchanged,
+)
+from swapos.policies.retry_steps import RECORDS
+from swapos.policies.retry_tables import Transition
 
-ONE = {"reason": "planner", "code": "coder", "critic": "critic", "fix": "coder"}
+ONE = {"reason": "planner", "code": "coder", "fix": "coder"}
 """Roles with one coder (the fixer is the code model)."""
 TWO = {**ONE, "fix": "fixer"}
 """Roles with a fixer of its own."""
@@ -56,7 +80,7 @@ STARTER = Generated(key="S")  # the task's starter code, unchanged
 LACKS = "the candidate does not define `RingBuffer` at module level, ..."
 DEFECTIVE = Generated(key="D", defect=LACKS)  # a candidate with a defect seen without a run
 EMPTY = Generated(empty=True)
-TEXT = Generated()  # a plan or a review
+TEXT = Generated()  # a plan
 FAIL = Graded(passed=False, tests_passed=0, tests_total=1)
 PASS = Graded(passed=True, tests_passed=1, tests_total=1)
 BAD = Checked(passed=False, tests_passed=0, tests_total=1, text="f(2) returned 3")
@@ -68,11 +92,6 @@ ONE_OF_2 = Checked(passed=False, tests_passed=1, tests_total=2, text="g(1) retur
 ONE_OF_2B = Checked(passed=False, tests_passed=1, tests_total=2, text="g(2) returned 9")
 SEVEN = Graded(passed=False, tests_passed=7, tests_total=8)  # a candidate failing 1 of 8
 THREE = Graded(passed=False, tests_passed=3, tests_total=8)  # ... failing 5 of 8
-A_SHAPED = Generated(key="A", shape="a")  # a candidate and its shape (rule 11)
-RENAMED = Generated(key="A renamed", shape="a")  # the same code in substance, names aside
-VERIFIED = ReviewChecked(verified=True)
-UNVERIFIED = ReviewChecked(verified=False, why="it names `split_rows`, which no test shows")
-RECORDS = (Decide, Keep, Replace, SendBack, Distrust, Adopt)
 
 
 def seed(attempt: int, i: int) -> int:
@@ -87,6 +106,15 @@ def code(model: str, prompt: Any, attempt: int, *upcoming: str, **kw: Any) -> Ge
     return Generate(model=model, prompt=prompt, attempt=attempt, upcoming=upcoming, **kw)
 
 
+class Played(msgspec.Struct):
+    """What :func:`play` saw: the steps after the last answer, the state then, and every
+    row the play fired."""
+
+    after: list[Action | Finish]
+    state: TaskState
+    fired: set[Transition]
+
+
 def play(
     answers: Iterable[Outcome],
     *,
@@ -96,140 +124,180 @@ def play(
     why: tuple[str, ...] = (),
     expects_pass: bool = False,
     **rules: Any,
-) -> tuple[list[Action | Finish], TaskState]:
+) -> Played:
     """Start a task, answer its steps with ``answers``; the steps after the last answer, up
     to the next that waits for one (or :class:`Finish`), and the state then."""
     state = TaskState(rules=Rules(task_id="t", starter="S", **rules))
     outcome: Outcome = Started(plan_first=plan, models=models, why=why, examples=examples)
     pending = list(answers)
     after: list[Action | Finish] = []
+    fired: set[Transition] = set()
     while True:
-        state, step = next_step(state, outcome, expects_pass=expects_pass)
+        state, step, moved = advance(state, outcome, expects_pass=expects_pass)
+        fired.update(moved)
         after.append(step)
         if isinstance(step, RECORDS):
             outcome = Done()
             continue
         if isinstance(step, Finish) or not pending:
-            return after, state
+            return Played(after, state, fired)
         outcome = pending.pop(0)
         after = []
 
 
-REPEATED = "attempt 2 repeats attempt 1"
-NOT_AGAIN = "Identical to attempt 1, which failed; not graded again."
-OPINION = (
-    "attempt 2 is a second opinion: fixer answers the first prompt afresh, without the failed "
-    "candidate"
-)
-RECAP = "in a recap of the failed answers"
+def said(decision: Any) -> Decide:
+    return Decide(decision=decision)
 
 
-def said(text: str, phase: str = "code") -> Decide:
-    return Decide(phase=phase, text=text)
+OPINION = said(SecondOpinion(model="fixer"))
 
 
-def draw_said(attempt: int, i: int, of: int, verdict: str) -> Decide:
-    seed = resample_seed("t:draw", attempt, i)
-    return said(f"draw {i} of {of} at temperature 0.8 with seed {seed}: {verdict}")
+def repeats(attempt: int, of: int, model: str, prompt: str = "fix", **ask: Any) -> Decide:
+    then = Ask(model=model, prompt=prompt, **ask)
+    return said(Repeats(attempt=attempt, repeats=of, then=then))
 
 
-IN_PLACE = "graded in place of attempt 1's candidate"
+def still(attempt: int, of: int, resamples: int, recap: bool = False, other: Any = None) -> Decide:
+    return said(
+        StillRepeats(attempt=attempt, repeats=of, recap=recap, resamples=resamples, other=other)
+    )
+
+
+def held(seen: Any) -> Decide:
+    return said(HeldBack(seen=seen))
+
+
+def draw_said(
+    attempt: int, i: int, of: int, seen: AnySeen, *, in_place: bool = False, taken: int = 0
+) -> Decide:
+    """Draw ``taken`` (default ``i``) of ``of``, with draw ``i``'s sampling."""
+    return said(
+        DrawVerdict(
+            attempt=attempt,
+            draw=taken or i,
+            of=of,
+            sampling=drawn(attempt, i),
+            seen=seen,
+            in_place=in_place,
+        )
+    )
+
+
+def examples(passed: int, total: int) -> Examples:
+    return Examples(count=Count(passed, total))
+
+
+def graded(passed: int, total: int) -> Count:
+    return Count(passed, total)
+
+
+UNCHANGED = Unchanged()
+UNCHANGED_TEXT = "the answer is solution.py unchanged, and the task asks for a change"
+NOTHING = NothingToCheck()
+AGAIN = Again()
+DEFECT = Defect(text=LACKS)
 
 # fmt: off
 ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
-    # rule 1: plan
+    # Plan
     ("the routing is recorded first", {"why": ("skip reason",)}, [], [
-        Decide(phase="route", text="skip reason"), code("coder", "first", 1, "critic", "coder"),
+        said(Routed(text="skip reason")), code("coder", "first", 1, "coder"),
     ]),
     ("a task routed to plan asks the reason model first", {"plan": True}, [], [
-        code("planner", "plan", 0, "coder", "critic", "coder"),
+        code("planner", "plan", 0, "coder", "coder"),
     ]),
     ("after the plan, attempt 1 answers the first prompt", {"plan": True}, [TEXT], [
-        code("coder", "first", 1, "critic", "coder"),
+        code("coder", "first", 1, "coder"),
+    ]),
+    ("a failed plan ends the task with its reason", {"plan": True}, [Failed(error="boom")], [
+        Finish(ending=Broke(error="boom")),
     ]),
     ("a failed generation ends the task with its reason", {}, [Failed(error="boom")], [
-        Finish(reason="boom"),
+        Finish(ending=Broke(error="boom")),
     ]),
-    # rule 2: attempts and the schedule
+    # Attempts
     ("no schedule when a graded candidate is expected to pass", {"expects_pass": True}, [], [
         code("coder", "first", 1),
     ]),
     ("no schedule on the last attempt", {"max_attempts": 1}, [], [code("coder", "first", 1)]),
-    ("after attempt 1, a second opinion's fixer is scheduled before the critic",
+    ("after attempt 1, a second opinion's fixer is scheduled",
      {"models": TWO, "second_opinion": True}, [], [
-        code("coder", "first", 1, "fixer", "critic"),
+        code("coder", "first", 1, "fixer"),
     ]),
-    # rule 3: review
-    ("a failed grade with attempts left is reviewed", {}, [A, FAIL], [
-        code("critic", "review", 1, "coder"),
-    ]),
-    ("after the review the fixer fixes", {"models": TWO}, [A, FAIL, TEXT], [
-        code("fixer", "fix", 2, "critic", "fixer"),
+    ("after a failed grade the fixer fixes, reading the test output", {"models": TWO},
+     [A, FAIL], [
+        code("fixer", "fix", 2, "fixer"),
     ]),
     ("a failed grade on the last attempt ends the task", {"max_attempts": 1}, [A, FAIL], [
-        Finish(reason="attempt 1, the last, failed"),
+        Finish(ending=LastFailed(attempt=1)),
     ]),
-    ("a passing grade ends the task", {}, [A, PASS], [Finish(reason="attempt 1 passed")]),
-    ("with the critic off nothing is reviewed, nor scheduled", {"critic": False}, [A, FAIL], [
-        code("coder", "fix", 2, "coder"),
-    ]),
-    # rule 4: second opinion
+    ("a passing grade ends the task", {}, [A, PASS], [Finish(ending=Passed(attempt=1))]),
+    # Second opinion
     ("a failed attempt 1 is followed by a second opinion",
      {"models": TWO, "second_opinion": True}, [A, FAIL], [
-        Decide(phase="code", text=OPINION), code("fixer", "opinion", 2, "critic", "fixer"),
+        OPINION, code("fixer", "opinion", 2, "fixer"),
     ]),
     ("no second opinion when the fixer is the code model", {"second_opinion": True}, [A, FAIL], [
-        code("critic", "review", 1, "coder"),
+        code("coder", "fix", 2, "coder"),
     ]),
-    ("a failed second opinion is reviewed, then fixed",
+    ("a failed second opinion is fixed",
      {"models": TWO, "second_opinion": True}, [A, FAIL, B, FAIL], [
-        code("critic", "review", 2, "fixer"),
+        code("fixer", "fix", 3),
     ]),
-    ("a second opinion that repeats the failure is reviewed before the fixer",
+    ("a second opinion that repeats the failure is followed by the fixer",
      {"models": TWO, "second_opinion": True, "resamples": 0}, [A, FAIL, A], [
-        Decide(phase="code", text=f"{REPEATED} after 0 resamples; not graded again"),
-        Keep(attempt=2, rejected=NOT_AGAIN),
-        code("critic", "review", 2, "fixer"),
+        still(2, 1, resamples=0),
+        Keep(attempt=2, repeats=1),
+        code("fixer", "fix", 3),
     ]),
-    # rule 5: repeats
-    ("a base model's repeat is resampled with a recorded seed", {}, [A, FAIL, TEXT, A], [
-        said(f"{REPEATED}: sampling again at temperature 0.8 with seed {seed(2, 0)}"),
-        code("coder", "fix", 2, "critic", "coder", sampling=(0.8, seed(2, 0))),
+    # Repeats
+    ("a base model's repeat is resampled with a recorded seed", {}, [A, FAIL, A], [
+        repeats(2, 1, "coder", sampling=(0.8, seed(2, 0))),
+        code("coder", "fix", 2, "coder", sampling=(0.8, seed(2, 0))),
     ]),
-    ("a chat model's repeat is asked for again in a recap", {}, [A, FAIL, TEXT, A_CHAT], [
-        said(f"{REPEATED}: asking coder again {RECAP}"),
-        code("coder", "recap", 2, "critic", "coder"),
+    ("a chat model's repeat is asked for again in a recap", {}, [A, FAIL, A_CHAT], [
+        repeats(2, 1, "coder", "recap"),
+        code("coder", "recap", 2, "coder"),
     ]),
-    ("a chat model's resamples are recaps too", {}, [A, FAIL, TEXT, A_CHAT, A_CHAT], [
-        said(f"{REPEATED}: sampling again at temperature 0.8 with seed {seed(2, 0)} {RECAP}"),
-        code("coder", "recap", 2, "critic", "coder", sampling=(0.8, seed(2, 0))),
+    ("a chat model's resamples are recaps too", {}, [A, FAIL, A_CHAT, A_CHAT], [
+        repeats(2, 1, "coder", "recap", sampling=(0.8, seed(2, 0))),
+        code("coder", "recap", 2, "coder", sampling=(0.8, seed(2, 0))),
     ]),
     ("a fixer that keeps repeating hands the attempt to the code model",
-     {"models": TWO, "resamples": 0}, [A, FAIL, TEXT, A], [
-        Decide(phase="code", text=f"{REPEATED}: asking coder instead"),
-        code("coder", "fix", 2, "critic", "fixer"),
+     {"models": TWO, "resamples": 0}, [A, FAIL, A], [
+        repeats(2, 1, "coder", instead=True),
+        code("coder", "fix", 2, "fixer"),
     ]),
     ("the code model is asked in a recap when it chats",
-     {"models": TWO, "resamples": 0}, [A_CHAT, FAIL, TEXT, A], [
-        said(f"{REPEATED}: asking coder instead {RECAP}"),
-        code("coder", "recap", 2, "critic", "fixer"),
+     {"models": TWO, "resamples": 0}, [A_CHAT, FAIL, A], [
+        repeats(2, 1, "coder", "recap", instead=True),
+        code("coder", "recap", 2, "fixer"),
     ]),
-    ("a candidate that still repeats is not graded; the next attempt is not reviewed again",
-     {"max_attempts": 3, "resamples": 1}, [A, FAIL, TEXT, A, A], [
-        Decide(phase="code", text=f"{REPEATED} after 1 resamples; not graded again"),
-        Keep(attempt=2, rejected=NOT_AGAIN),
+    ("a candidate that still repeats is not graded; the next attempt begins",
+     {"max_attempts": 3, "resamples": 1}, [A, FAIL, A, A], [
+        still(2, 1, resamples=1),
+        Keep(attempt=2, repeats=1),
         code("coder", "fix", 3),
     ]),
+    ("a chat fixer's repeats are listed: the recap, the resamples, the code model's answer",
+     {"models": TWO, "max_attempts": 3, "resamples": 1}, [A, FAIL, A_CHAT, A_CHAT, A_CHAT, A], [
+        still(2, 1, resamples=1, recap=True, other="coder"),
+        Keep(attempt=2, repeats=1),
+        code("fixer", "fix", 3),
+    ]),
     ("a repeat on the last attempt ends the task",
-     {"resamples": 0, "max_attempts": 2}, [A, FAIL, TEXT, A], [
-        Decide(phase="code", text=f"{REPEATED} after 0 resamples; not graded again"),
-        Keep(attempt=2, rejected=NOT_AGAIN),
-        Finish(reason="attempt 2 was the last"),
+     {"resamples": 0, "max_attempts": 2}, [A, FAIL, A], [
+        still(2, 1, resamples=0),
+        Keep(attempt=2, repeats=1),
+        Finish(ending=NoAttemptLeft(attempt=2)),
     ]),
-    ("an empty answer is never a repeat", {}, [EMPTY, FAIL, TEXT, EMPTY], [
-        Keep(attempt=2), Decide(phase="grade", text=NO_CODE), Grade(attempt=2, run=False),
+    ("an empty answer is never a repeat", {}, [EMPTY, FAIL, EMPTY], [
+        Keep(attempt=2), said(NoCode()), Grade(attempt=2, run=False),
     ]),
-    # rule 6: pre-grade checks
+    ("a failed retry ends the task with its reason", {}, [A, FAIL, Failed(error="boom")], [
+        Finish(ending=Broke(error="boom")),
+    ]),
+    # Pre-grade checks
     ("a candidate with examples is checked before its grade", {"examples": True}, [A], [
         Keep(attempt=1), SelfCheck(attempt=1),
     ]),
@@ -239,21 +307,21 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
     ("no examples: graded unchecked", {}, [A], [Keep(attempt=1), Grade(attempt=1)]),
     ("an unchanged starter fails its check without running anything", {}, [STARTER], [
         Keep(attempt=1),
-        Decide(phase="selfcheck", text=UNCHANGED),
-        SendBack(attempt=1, tests_passed=0, tests_total=1, text=UNCHANGED),
-        code("coder", "fix", 2, "critic", "coder"),
+        held(UNCHANGED),
+        SendBack(attempt=1, tests_passed=0, tests_total=1, text=UNCHANGED_TEXT),
+        code("coder", "fix", 2, "coder"),
     ]),
     ("a candidate with a defect fails its check without running anything", {}, [DEFECTIVE], [
         Keep(attempt=1),
-        Decide(phase="selfcheck", text=LACKS),
+        held(DEFECT),
         SendBack(attempt=1, tests_passed=0, tests_total=1, text=LACKS),
-        code("coder", "fix", 2, "critic", "coder"),
+        code("coder", "fix", 2, "coder"),
     ]),
     ("a defect is held before the examples are run", {"examples": True}, [DEFECTIVE], [
         Keep(attempt=1),
-        Decide(phase="selfcheck", text=LACKS),
+        held(DEFECT),
         SendBack(attempt=1, tests_passed=0, tests_total=1, text=LACKS),
-        code("coder", "fix", 2, "critic", "coder"),
+        code("coder", "fix", 2, "coder"),
     ]),
     ("once the check budget is spent a candidate with a defect is graded",
      {"max_attempts": 3}, [DEFECTIVE, DEFECTIVE], [Keep(attempt=2), Grade(attempt=2)]),
@@ -269,130 +337,110 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
         Keep(attempt=1), Grade(attempt=1),
     ]),
     ("an empty answer is not checked: it fails without running", {"examples": True}, [EMPTY], [
-        Keep(attempt=1), Decide(phase="grade", text=NO_CODE), Grade(attempt=1, run=False),
+        Keep(attempt=1), said(NoCode()), Grade(attempt=1, run=False),
     ]),
     ("a candidate the checks sent back once is graded when it comes back",
      {"examples": True, "max_attempts": 3, "selfcheck_retries": 2}, [A, BAD, A], [
         Keep(attempt=2), Grade(attempt=2),
     ]),
-    # rule 7: draws
+    # Draws
     ("attempt 1's failed check draws from the same prompt, naming the draws after it",
      {"examples": True, "draws": 2}, [A, BAD], [
-        code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 1),
-             then=(drawn(1, 2),)),
+        code("coder", "draw", 1, "coder", "coder", sampling=drawn(1, 1), then=(drawn(1, 2),)),
+    ]),
+    ("without side_by_side a draw names no draw after it",
+     {"examples": True, "draws": 2, "side_by_side": False}, [A, BAD], [
+        code("coder", "draw", 1, "coder", "coder", sampling=drawn(1, 1)),
     ]),
     ("a draw that passes its check is graded in place of the candidate",
      {"examples": True, "draws": 2}, [A, BAD, B, GOOD], [
-        draw_said(1, 1, 2, f"1/1 examples pass; {IN_PLACE}"),
+        draw_said(1, 1, 2, examples(1, 1), in_place=True),
         Replace(attempt=1),
         Grade(attempt=1),
     ]),
     ("a draw with nothing to check is graded in place", {"draws": 2}, [STARTER, B], [
-        draw_said(1, 1, 2, f"nothing to check; {IN_PLACE}"),
+        draw_said(1, 1, 2, NOTHING, in_place=True),
         Replace(attempt=1),
         Grade(attempt=1),
     ]),
+    ("a draw that is the starter is not graded in place",
+     {"draws": 2}, [DEFECTIVE, STARTER], [
+        draw_said(1, 1, 2, UNCHANGED),
+        code("coder", "draw", 1, "coder", "coder", sampling=drawn(1, 2)),
+    ]),
     ("a draw with a defect is not graded in place, though there is nothing to check",
      {"draws": 2}, [STARTER, DEFECTIVE], [
-        draw_said(1, 1, 2, LACKS),
-        code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 2)),
+        draw_said(1, 1, 2, DEFECT),
+        code("coder", "draw", 1, "coder", "coder", sampling=drawn(1, 2)),
     ]),
     ("a candidate with a defect draws, and a draw without one is graded in its place",
      {"draws": 2}, [DEFECTIVE, B], [
-        draw_said(1, 1, 2, f"nothing to check; {IN_PLACE}"),
+        draw_said(1, 1, 2, NOTHING, in_place=True),
         Replace(attempt=1),
         Grade(attempt=1),
     ]),
     ("a draw with a defect is never the attempt's best draw",
      {"examples": True, "draws": 2}, [A, NONE_OF_2, DEFECTIVE, C, NONE_OF_2], [
-        draw_said(1, 2, 2, "0/2 examples pass"),
+        draw_said(1, 2, 2, examples(0, 2)),
         SendBack(attempt=1, tests_passed=0, tests_total=2, text="g(1) returned 0; g(2)"),
-        code("coder", "fix", 2, "critic", "coder"),
+        code("coder", "fix", 2, "coder"),
     ]),
     ("a draw that repeats a rejected candidate is not checked",
      {"examples": True, "draws": 2}, [A, BAD, A], [
-        draw_said(1, 1, 2, "empty or a rejected candidate again"),
-        code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 2)),
-    ]),
-    ("with draws_stop_repeats, the draws stop after that many repeats in a row",
-     {"examples": True, "draws": 4, "draws_stop_repeats": 2}, [A, BAD, A, A], [
-        draw_said(1, 2, 4, "empty or a rejected candidate again; 2 in a row: no more draws"),
-        SendBack(attempt=1, tests_passed=0, tests_total=1, text="f(2) returned 3"),
-        code("coder", "fix", 2, "critic", "coder"),
-    ]),
-    ("a checked draw starts the count of repeats again",
-     {"examples": True, "draws": 4, "draws_stop_repeats": 2}, [A, BAD, A, B, BAD2, A], [
-        draw_said(1, 3, 4, "empty or a rejected candidate again"),
-        code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 4)),
-    ]),
-    ("with redraw_unchanged, the draws after solution.py unchanged are asked in its "
-     "conversation, told so",
-     {"draws": 2, "redraw_unchanged": True}, [STARTER], [
-        Keep(attempt=1),
-        Decide(phase="selfcheck", text=UNCHANGED),
-        Decide(phase="code", text=REDRAWN),
-        code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 1),
-             then=(drawn(1, 2),), unchanged=True),
-    ]),
-    ("... and each draw after it too",
-     {"draws": 2, "redraw_unchanged": True}, [STARTER, STARTER], [
-        draw_said(1, 1, 2, "empty or a rejected candidate again"),
-        code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 2),
-             unchanged=True),
-    ]),
-    ("... but a candidate its examples reject draws from its own prompt",
-     {"examples": True, "draws": 2, "redraw_unchanged": True}, [A, BAD], [
-        code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 1),
-             then=(drawn(1, 2),)),
+        draw_said(1, 1, 2, AGAIN),
+        code("coder", "draw", 1, "coder", "coder", sampling=drawn(1, 2)),
     ]),
     ("a draw that finished before the one asked for is taken: its own seed is said, and "
      "the next draw is the first of those left",
      {"examples": True, "draws": 3}, [A, BAD, Generated(key="B", drew=drawn(1, 2)), BAD2], [
-        said(f"draw 1 of 3 at temperature 0.8 with seed {drawn(1, 2)[1]}: 0/1 examples pass"),
-        code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 1),
-             then=(drawn(1, 3),)),
+        draw_said(1, 2, 3, examples(0, 1), taken=1),
+        code("coder", "draw", 1, "coder", "coder", sampling=drawn(1, 1), then=(drawn(1, 3),)),
     ]),
     ("draws taken out of order: the last is the one left",
      {"examples": True, "draws": 3},
      [A, BAD, Generated(key="B", drew=drawn(1, 3)), BAD2, Generated(key="C"), BAD], [
-        said(f"draw 2 of 3 at temperature 0.8 with seed {drawn(1, 1)[1]}: 0/1 examples pass"),
-        code("coder", "draw", 1, "coder", "critic", "coder", sampling=drawn(1, 2)),
+        draw_said(1, 1, 3, examples(0, 1), taken=2),
+        code("coder", "draw", 1, "coder", "coder", sampling=drawn(1, 2)),
     ]),
-    # rule 8: sent back
+    ("a failed draw ends the task with its reason",
+     {"examples": True, "draws": 2}, [A, BAD, Failed(error="boom")], [
+        Finish(ending=Broke(error="boom")),
+    ]),
+    # Sent back
     ("draws exhausted: the candidate goes back to the coder with its own check",
      {"examples": True, "draws": 1}, [A, BAD, B, BAD2], [
-        draw_said(1, 1, 1, "0/1 examples pass"),
+        draw_said(1, 1, 1, examples(0, 1)),
         SendBack(attempt=1, tests_passed=0, tests_total=1, text="f(2) returned 3"),
-        code("coder", "fix", 2, "critic", "coder"),
+        code("coder", "fix", 2, "coder"),
     ]),
     ("the draw that passes the most examples, more than the candidate, goes back in its place",
      {"examples": True, "draws": 2}, [A, NONE_OF_2, B, ONE_OF_2, C, ONE_OF_2B], [
-        draw_said(1, 2, 2, "1/2 examples pass"),
-        said(f"draw 1 of 2 at temperature 0.8 with seed {drawn(1, 1)[1]} passed 1/2 examples, "
-             "more than attempt 1's candidate (0/2): it takes its place"),
+        draw_said(1, 2, 2, examples(1, 2)),
+        said(BestDraw(attempt=1, draw=1, of=2, sampling=drawn(1, 1), count=Count(1, 2),
+                      own=Count(0, 2))),
         Replace(attempt=1, key="B"),  # the first of the two that pass one
         SendBack(attempt=1, tests_passed=1, tests_total=2, text="g(1) returned 0"),
-        code("coder", "fix", 2, "critic", "coder"),
+        code("coder", "fix", 2, "coder"),
     ]),
     ("a draw that passes no more examples than the candidate leaves it in place",
      {"examples": True, "draws": 1}, [A, ONE_OF_2, B, ONE_OF_2B], [
-        draw_said(1, 1, 1, "1/2 examples pass"),
+        draw_said(1, 1, 1, examples(1, 2)),
         SendBack(attempt=1, tests_passed=1, tests_total=2, text="g(1) returned 0"),
-        code("coder", "fix", 2, "critic", "coder"),
+        code("coder", "fix", 2, "coder"),
     ]),
     ("a second opinion beyond the budget is graded with its best draw",
      {"models": TWO, "second_opinion": True, "draws": 1, "examples": True},
      [A, BAD, B, BAD2, C, NONE_OF_2, Generated(key="D"), ONE_OF_2], [
-        draw_said(2, 1, 1, "1/2 examples pass"),
-        said(f"draw 1 of 1 at temperature 0.8 with seed {drawn(2, 1)[1]} passed 1/2 examples, "
-             "more than attempt 2's candidate (0/2): it takes its place"),
+        draw_said(2, 1, 1, examples(1, 2)),
+        said(BestDraw(attempt=2, draw=1, of=1, sampling=drawn(2, 1), count=Count(1, 2),
+                      own=Count(0, 2))),
         Replace(attempt=2, key="D"),
-        said("no draw passes the checks: attempt 2 is graded with that draw"),
+        said(GradedAsIs(attempt=2, with_draw=True)),
         Grade(attempt=2),
     ]),
     ("a failed check goes back to the coder without a grade", {"examples": True}, [A, BAD], [
         SendBack(attempt=1, tests_passed=0, tests_total=1, text="f(2) returned 3"),
-        code("coder", "fix", 2, "critic", "coder"),
+        code("coder", "fix", 2, "coder"),
     ]),
     ("once the budget is spent the next candidate is graded unchecked",
      {"examples": True, "max_attempts": 3}, [A, BAD, B], [
@@ -401,98 +449,54 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
     ("a second opinion is checked and drawn for whatever the budget",
      {"models": TWO, "second_opinion": True, "draws": 1}, [STARTER, STARTER, STARTER], [
         Keep(attempt=2),
-        Decide(phase="selfcheck", text=UNCHANGED),
-        code("fixer", "draw", 2, "fixer", "critic", "fixer", sampling=drawn(2, 1)),
+        held(UNCHANGED),
+        code("fixer", "draw", 2, "fixer", "fixer", sampling=drawn(2, 1)),
     ]),
     ("a second opinion none of whose draws passes is graded as it is once the budget is spent",
      {"models": TWO, "second_opinion": True, "draws": 1}, [STARTER] * 4, [
-        draw_said(2, 1, 1, "empty or a rejected candidate again"),
-        Decide(phase="code", text="no draw passes the checks: attempt 2 is graded as it is"),
+        draw_said(2, 1, 1, AGAIN),
+        said(GradedAsIs(attempt=2, with_draw=False)),
         Grade(attempt=2),
     ]),
-    # rule 9: grade
+    # Grade
     ("an empty candidate fails without running", {"max_attempts": 1}, [EMPTY], [
-        Keep(attempt=1), Decide(phase="grade", text=NO_CODE), Grade(attempt=1, run=False),
+        Keep(attempt=1), said(NoCode()), Grade(attempt=1, run=False),
     ]),
-    # rule 10: the best candidate
+    # Best candidate
     ("a fixer starts from the best candidate when a newer graded one is worse",
-     {}, [A, SEVEN, TEXT, B, THREE, TEXT], [
-        said("attempt 3 starts from attempt 1's candidate (7/8 tests passed), the best graded, "
-             "not from attempt 2's (3/8 tests passed)"),
+     {}, [A, SEVEN, B, THREE], [
+        said(StartsFromBest(attempt=3, best=1, best_grade=graded(7, 8), newest=2,
+                            newest_grade=graded(3, 8))),
         code("coder", "fix", 3, base=1),
     ]),
-    ("a tie goes to the newest candidate", {}, [A, THREE, TEXT, B, THREE, TEXT], [
+    ("a tie goes to the newest candidate", {}, [A, THREE, B, THREE], [
         code("coder", "fix", 3),
     ]),
     ("a repeat's tries start from the best candidate too",
-     {}, [A, SEVEN, TEXT, B, THREE, TEXT, B], [
-        said("attempt 3 repeats attempt 2: sampling again at temperature 0.8 with seed "
-             f"{seed(3, 0)}"),
+     {}, [A, SEVEN, B, THREE, B], [
+        repeats(3, 2, "coder", sampling=(0.8, seed(3, 0))),
         code("coder", "fix", 3, sampling=(0.8, seed(3, 0)), base=1),
     ]),
-    ("the task ends on its best candidate", {"max_attempts": 2}, [A, SEVEN, TEXT, B, THREE], [
-        said("the task's result is attempt 1's candidate (7/8 tests passed), its best graded, "
-             "not attempt 2's", "grade"),
+    ("the task ends on its best candidate", {"max_attempts": 2}, [A, SEVEN, B, THREE], [
+        said(Adopted(best=1, grade=graded(7, 8), newest=2)),
         Adopt(attempt=1),
-        Finish(reason="attempt 2, the last, failed"),
+        Finish(ending=LastFailed(attempt=2)),
     ]),
     ("an empty answer is never the best candidate",
-     {"max_attempts": 2}, [A, THREE, TEXT, EMPTY, FAIL], [
-        said("the task's result is attempt 1's candidate (3/8 tests passed), its best graded, "
-             "not attempt 2's", "grade"),
+     {"max_attempts": 2}, [A, THREE, EMPTY, FAIL], [
+        said(Adopted(best=1, grade=graded(3, 8), newest=2)),
         Adopt(attempt=1),
-        Finish(reason="attempt 2, the last, failed"),
+        Finish(ending=LastFailed(attempt=2)),
     ]),
     ("the newest candidate, best, is the result as it is",
-     {"max_attempts": 2}, [A, THREE, TEXT, B, SEVEN], [
-        Finish(reason="attempt 2, the last, failed"),
+     {"max_attempts": 2}, [A, THREE, B, SEVEN], [
+        Finish(ending=LastFailed(attempt=2)),
     ]),
-    # rule 11: focus
-    ("after the starter again the fixer is asked in a focus prompt",
-     {"focus_fix": True}, [STARTER], [
-        Keep(attempt=1),
-        Decide(phase="selfcheck", text=UNCHANGED),
-        SendBack(attempt=1, tests_passed=0, tests_total=1, text=UNCHANGED),
-        said("attempt 1's candidate is stuck: attempt 2 is asked in a focus prompt"),
-        code("coder", "focus", 2, "critic", "coder"),
-    ]),
-    ("after a failed candidate again, names aside, the fixer is asked in a focus prompt",
-     {"focus_fix": True}, [A_SHAPED, FAIL, TEXT, RENAMED, FAIL, TEXT], [
-        said("attempt 2's candidate is stuck: attempt 3 is asked in a focus prompt"),
-        code("coder", "focus", 3),
-    ]),
-    ("without focus_fix the same in substance is fixed in the conversation",
-     {}, [A_SHAPED, FAIL, TEXT, RENAMED, FAIL, TEXT], [
-        code("coder", "fix", 3),
-    ]),
-    ("a repeat is asked again in a focus prompt", {"focus_fix": True}, [A, FAIL, TEXT, A_CHAT], [
-        said(f"{REPEATED}: asking coder again in a focus prompt"),
-        code("coder", "focus", 2, "critic", "coder"),
-    ]),
-    ("a stuck fixer's focus prompt is not asked twice greedily: its repeat is resampled",
-     {"focus_fix": True}, [STARTER, STARTER, FAIL, TEXT, STARTER], [
-        said(f"attempt 3 repeats attempt 2: sampling again at temperature 0.8 with seed "
-             f"{seed(3, 0)} in a focus prompt"),
-        code("coder", "focus", 3, sampling=(0.8, seed(3, 0))),
-    ]),
-    ("a second opinion is never a focus prompt",
-     {"models": TWO, "second_opinion": True, "focus_fix": True}, [STARTER, STARTER], [
-        Keep(attempt=2), Grade(attempt=2),
-    ]),
-    # rule 12: checked reviews
-    ("a review is checked against the test output", {"check_reviews": True}, [A, FAIL, TEXT], [
-        CheckReview(attempt=1),
-    ]),
-    ("a review the output bears out reaches the fixer as it is",
-     {"check_reviews": True}, [A, FAIL, TEXT, VERIFIED], [
-        code("coder", "fix", 2, "critic", "coder"),
-    ]),
-    ("an unverified review is recorded and marked for the fixer",
-     {"check_reviews": True}, [A, FAIL, TEXT, UNVERIFIED], [
-        said(f"the review of attempt 1 is unverified: {UNVERIFIED.why}; the fixer reads it marked "
-             "so", "critic"),
-        Distrust(attempt=1, why=UNVERIFIED.why),
-        code("coder", "fix", 2, "critic", "coder"),
+    ("a task that ends on a repeat of its best candidate adopts nothing",
+     {"max_attempts": 2, "resamples": 0}, [A, SEVEN, A], [
+        still(2, 1, resamples=0),
+        Keep(attempt=2, repeats=1),
+        Finish(ending=NoAttemptLeft(attempt=2)),
     ]),
 ]
 # fmt: on
@@ -502,32 +506,32 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
 def test_each_rule_leads_to_its_step(
     rule: str, setting: dict[str, Any], answers: list[Outcome], expected: list[Action | Finish]
 ) -> None:
-    after, _ = play(answers, **setting)
-    assert after == expected, rule
+    assert play(answers, **setting).after == expected, rule
 
 
 def test_the_outcome_counts_grades_not_empty_answers() -> None:
-    _, state = play([EMPTY, FAIL, TEXT, A, PASS], max_attempts=3)
+    state = play([EMPTY, FAIL, A, PASS], max_attempts=3).state
     assert state.passed and state.pass_at_1 and (state.grades, state.passed_attempt) == (1, 2)
     assert state.attempt == 2 and state.last == PASS
 
 
 def test_the_result_is_the_best_candidates_grade() -> None:
-    _, state = play([A, SEVEN, TEXT, B, THREE], max_attempts=2)
+    state = play([A, SEVEN, B, THREE], max_attempts=2).state
     assert state.result == SEVEN and state.last == THREE and state.best_attempt == 1
-    _, passed = play([A, SEVEN, TEXT, B, PASS], max_attempts=2)
+    passed = play([A, SEVEN, B, PASS], max_attempts=2).state
     assert passed.result == PASS and passed.passed
 
 
 def test_a_grade_is_counted_when_it_is_asked_for() -> None:
     # A task cancelled while its grade runs records the grade it spent.
-    steps, state = play([A])
-    assert steps[-1] == Grade(attempt=1) and state.grades == 1 and not state.passed
+    played = play([A])
+    assert played.after[-1] == Grade(attempt=1) and played.state.grades == 1
+    assert not played.state.passed
 
 
 def test_a_failed_generation_is_the_tasks_error() -> None:
-    _, state = play([A, FAIL, Failed(error="critic phase failed: boom")])
-    assert state.error == "critic phase failed: boom" and not state.passed
+    state = play([A, FAIL, Failed(error="code phase failed: boom")]).state
+    assert state.error == "code phase failed: boom" and not state.passed
 
 
 def test_a_pass_after_a_failed_generation_is_no_pass() -> None:
@@ -546,10 +550,21 @@ def test_an_outcome_that_does_not_answer_the_step_is_a_bug() -> None:
         next_step(state, PASS, expects_pass=False)
 
 
+def test_a_record_step_is_answered_by_done_and_a_finished_task_by_nothing() -> None:
+    state = play([A, FAIL], resamples=0, max_attempts=2).state
+    state, step = next_step(state, A, expects_pass=False)  # a repeat: two records
+    assert isinstance(step, Decide) and state.pending == (Keep(attempt=2, repeats=1),)
+    with pytest.raises(TypeError, match="waits for Done"):
+        next_step(state, FAIL, expects_pass=False)
+    finished = play([A, PASS]).state
+    with pytest.raises(TypeError, match="the task has finished"):
+        next_step(finished, Done(), expects_pass=False)
+
+
 def test_a_draw_answered_with_a_draw_already_taken_is_a_bug() -> None:
-    steps, state = play([A, BAD], examples=True, draws=3)
-    assert isinstance(steps[-1], Generate)
-    state, _ = next_step(state, Generated(key="B", drew=drawn(1, 2)), expects_pass=False)
+    played = play([A, BAD], examples=True, draws=3)
+    assert isinstance(played.after[-1], Generate)
+    state, _ = next_step(played.state, Generated(key="B", drew=drawn(1, 2)), expects_pass=False)
     state, _ = next_step(state, BAD2, expects_pass=False)
     state, _ = next_step(state, Done(), expects_pass=False)  # its verdict, recorded
     with pytest.raises(ValueError, match="not one of the draws left"):

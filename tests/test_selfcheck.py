@@ -6,7 +6,7 @@ import pytest
 
 from swapos.data.task import Task, TaskMeta
 from swapos.grader import grade
-from swapos.pipeline.selfcheck import (
+from swapos.passes.selfcheck import (
     CandidateCheck,
     Example,
     brief_examples,

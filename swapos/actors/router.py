@@ -35,6 +35,7 @@ from swapos.messages.commands import (
 )
 from swapos.messages.inboxes import RouterInbox
 from swapos.models.profile import Profile
+from swapos.passes import passes_named
 from swapos.pipeline.conductor import conduct
 from swapos.pipeline.routing import first_use
 
@@ -74,6 +75,7 @@ class Router:
         self._inbox = inbox
         self._outbox = outbox
         self.profile = profile
+        self._passes = passes_named(profile.pipeline.passes)
         self._texts = texts
         self._pending = Pending()
         self._ctx = RunContext(
@@ -189,7 +191,7 @@ class Router:
         done: TaskDone | None = None
         cancelled = False  # by a CancelTask (the scope) or from outside (shutdown)
         if req.next_task is not None:
-            phase, model = first_use(req.next_task, self.profile)
+            phase, model = first_use(req.next_task, self.profile, self._passes)
             self._ctx.schedules.announce(
                 req.run_id,
                 ModelUse(model=model, order=0, task_id=req.next_task.task_id, phase=phase),
@@ -198,7 +200,9 @@ class Router:
             # Recorded before the scope: a run cancelled before it starts is still recorded.
             await run.task_started(req.task)
             with scope:
-                ended = await conduct(req.task, run, max_attempts=req.max_attempts)
+                ended = await conduct(
+                    req.task, run, passes=self._passes, max_attempts=req.max_attempts
+                )
                 done = TaskDone(
                     request_id=req.request_id,
                     task_id=req.task.task_id,

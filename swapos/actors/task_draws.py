@@ -1,6 +1,6 @@
 """A task's draws side by side: one ``GenerateDraws``, one phase per draw, taken as they end.
 
-The retry policy asks for a task's sampled draws one by one (rule 7 of
+The retry policy asks for a task's sampled draws one by one (the *Draws* rule of
 :mod:`swapos.policies.retry`) and checks each before the next. When the draws policy
 (:mod:`swapos.policies.draws`) says side by side pays, the conductor opens a
 :class:`DrawsBatch` at the first draw: every draw of the prompt decodes at once, and each

@@ -3,8 +3,8 @@ checks replayed on the candidates a run recorded.
 
 For each ``bench run`` output folder ``DIR`` (its ``bench.json`` names the suite), each arm's
 capsules, each distinct candidate (an artifact's code), it asks what the current code would
-do with it before any check: the pre-grade defect (:func:`swapos.pipeline.defects.
-candidate_defect`) and what :func:`swapos.pipeline.restore.restore_dropped` puts back (rules
+do with it before any check: the pre-grade defect (:func:`swapos.passes.defects.
+candidate_defect`) and what :func:`swapos.passes.restore.restore_dropped` puts back (rules
 1 to 3, as the task's category allows). It prints each candidate either acts on and the
 counts, and above all **how many candidates that passed would be held** (a defect is a
 failed check: a rule that holds a passing candidate is wrong). With ``--grade``, a candidate
@@ -28,7 +28,7 @@ import msgspec
 from swapos.capsule.schema import Capsule, decode_capsule
 from swapos.data.task import Task
 from swapos.errors import SwapOSError
-from swapos.pipeline.edits import EDIT_CATEGORIES
+from swapos.passes.edits import EDIT_CATEGORIES
 from swapos.pipeline.identity import candidate_identity
 
 
@@ -39,7 +39,7 @@ class Replayed(msgspec.Struct, frozen=True, kw_only=True):
     task_id: str
     attempt: int
     passed: bool
-    starter: bool  # it is the task's starter unchanged (rule 6 held it already)
+    starter: bool  # it is the task's starter unchanged (the policy held it already)
     defect: str
     restored: tuple[str, ...]
     code: str
@@ -60,8 +60,8 @@ def replay(folders: Sequence[Path]) -> list[Replayed]:
     Raises:
         SwapOSError: a folder is not a ``bench run`` output, or its suite cannot be loaded.
     """
-    from swapos.pipeline.defects import candidate_defect
-    from swapos.pipeline.restore import restore_dropped
+    from swapos.passes.defects import candidate_defect
+    from swapos.passes.restore import restore_dropped
 
     out: list[Replayed] = []
     for folder in folders:

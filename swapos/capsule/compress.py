@@ -15,7 +15,7 @@ time, in this fixed order, until the layout fits the budget:
 6. the constraints: dropped;
 7. the newest attempt's feedback: dropped.
 
-With ``whole_history=True`` (the code and critic prompts, which are append-only so that a
+With ``whole_history=True`` (the code prompts, which are append-only so that a
 retry extends the previous prompt and answer and the KV prefix cache re-reads only what
 changed) earlier attempts start *whole* (code and feedback, as they were shown when newest),
 and a step 0 comes first: earlier attempts, oldest first: whole -> summary.

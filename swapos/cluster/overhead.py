@@ -47,10 +47,10 @@ TARGET_S = 0.050
 SCRIPTS = {
     "planner": FakeModelScript(load_s=0.05, token_s=0.002, reply="Fix the function.\n\n"),
     "coder": FakeModelScript(load_s=0.05, token_s=0.002, reply="def f():\n    return 1\n```"),
-    "critic": FakeModelScript(load_s=0.05, token_s=0.002, reply="Wrong result.\n\n"),
+    "fixer": FakeModelScript(load_s=0.05, token_s=0.002, reply="def f():\n    return 2\n```"),
 }
 """Fake models on the real clock. Their answers solve no task, so every task fails (the
-same way in both runs): a critic and a second attempt follow each first grade."""
+same way in both runs): a second attempt, the fixer's, follows each first grade."""
 
 
 def fake_profile() -> Profile:
@@ -58,8 +58,10 @@ def fake_profile() -> Profile:
         name="fake",
         budget=1000,
         models={n: ModelConfig(path=f"/fake/{n}.gguf", n_ctx=4096) for n in SCRIPTS},
-        roles={"reason": "planner", "code": "coder", "critic": "critic"},
-        pipeline=PipelineConfig(max_attempts=2),
+        roles={"reason": "planner", "code": "coder", "fix": "fixer"},
+        pipeline=PipelineConfig(
+            max_attempts=2, skip_reason_max_difficulty=0, resamples=2, draws=0, second_opinion=False
+        ),
     )
 
 

@@ -32,6 +32,9 @@ PhaseName = Literal["reason", "code", "critic", "router"]
 
 PromptStyle = Literal["auto", "chat", "completion"]
 
+PassName = Literal["examples", "open_asked", "restore_dropped", "precheck_defects"]
+"""A pass a profile may name (``pipeline.passes``; what each does: :mod:`swapos.passes`)."""
+
 
 class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One model as a profile declares it: a file (``path``), a bundled name, or a remote
@@ -87,72 +90,60 @@ class PhaseConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
 class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """How a task is conducted through its phases. The retry rules these fields feed are
-    written once, in :mod:`swapos.policies.retry` (rule N below is its rule N).
+    written once, in :mod:`swapos.policies.retry` (the rules named in italics below). The
+    defaults are the embedded default profile's (``swapos/models/default.toml`` writes
+    every field; a test compares the two).
 
     Attributes:
-        max_attempts: code attempts (code phases) per task (rule 2).
+        max_attempts: code attempts (code phases) per task (*Attempts*).
         skip_reason_max_difficulty: tasks at or under this difficulty skip the plan.
         grade_timeout_s: wall-clock limit of one sandboxed test run.
-        selfcheck: check candidates against their task's examples before grading (rule 6).
-        selfcheck_retries: candidates the checks may send back without a grade (rule 8).
-        resamples: samples of a candidate that repeats a failed one (rule 5).
-        resample_temperature: the temperature of resamples and draws (rules 5, 7).
-        draws: candidates a failed check may draw from the same prompt (rule 7); 0: none.
+        selfcheck: check candidates before grading: the examples the passes read, and a
+            repository task's starter unchanged (*Pre-grade checks*).
+        selfcheck_retries: candidates the checks may send back without a grade (*Sent back*).
+        resamples: samples of a candidate that repeats a failed one (*Repeats*).
+        resample_temperature: the temperature of resamples and draws (*Repeats*, *Draws*).
+        draws: candidates a failed check may draw from the same prompt (*Draws*); 0: none.
         second_opinion: a failed attempt 1 is followed by the ``fix`` model's own answer to
-            the first prompt, when that is another model than ``code`` (rule 4).
-        critic: failed grades are reviewed by the ``critic`` model (rule 3); off: no
-            reviews, the fixer reads the test output alone.
-        focus_fix: after a candidate that is the starter again or a failed one in substance,
-            the fixer is asked in a focus prompt (rule 11).
-        check_reviews: a review the test output does not bear out reaches the fixer marked
-            unverified (rule 12).
-        draws_stop_repeats: a failed check's draws stop once this many in a row were empty
-            or a rejected candidate again (rule 7); 0: never.
+            the first prompt, when that is another model than ``code`` (*Second opinion*).
         side_by_side: a failed check's draws decode side by side when the draws policy says
             it pays (:mod:`swapos.policies.draws`, on the model's measured cost curve); off:
             always in turn.
-        edit: a chat coder of a bugfix or feature task is asked for only the functions and
-            classes it changes or adds, spliced into the file it was shown
-            (:mod:`swapos.pipeline.edits`); off: for the whole file.
-        redraw_unchanged: the draws after a candidate that is solution.py unchanged are
-            asked in its conversation continued by a turn saying so, for an edit (rule 7);
-            off: from the very prompt it answered.
-        restore_dropped: a code answer that reads a name it binds nowhere gets back the
-            starter's binding of it (an import, a constant, a function) or the standard
-            import the name says, and a bugfix's or feature's the starter's public functions
-            and classes it does not define (:mod:`swapos.pipeline.restore`), with a decision.
-        precheck_defects: a candidate that does not parse, or does not define a name the
-            task's brief asks to add, is held before its grade like a failed check (rule 6;
-            :mod:`swapos.pipeline.defects`); off: such a candidate is checked and graded as
-            any other.
-        open_asked: a chat coder's first request on a bugfix or feature task whose brief
-            asks to add a function or class the starter lacks
-            (:mod:`swapos.pipeline.brief_names`) asks for an edit, and its answer is opened
-            with that definition's first words (``def format_table``), so the first answer
-            and its draws write it instead of the starter again
-            (:func:`swapos.pipeline.chat_prompts.code_opening`); off: the whole file,
-            the answer opened with the fence only.
+        passes: the heuristics over briefs and answers the conductor runs, by name (what
+            each does, and the measurement that earned it its place: :mod:`swapos.passes`);
+            ``[]``: the core alone.
     """
 
     max_attempts: int = 3
-    skip_reason_max_difficulty: int = 0
+    skip_reason_max_difficulty: int = 2
     grade_timeout_s: float = 30.0
     selfcheck: bool = True
     selfcheck_retries: int = 1
-    resamples: int = 2
+    resamples: int = 1
     resample_temperature: float = 0.8
-    draws: int = 0
-    second_opinion: bool = False
-    critic: bool = True
-    focus_fix: bool = False
-    check_reviews: bool = False
-    draws_stop_repeats: int = 0
+    draws: int = 6
+    second_opinion: bool = True
     side_by_side: bool = True
-    edit: bool = False
-    redraw_unchanged: bool = False
-    restore_dropped: bool = True
-    precheck_defects: bool = True
-    open_asked: bool = True
+    passes: list[PassName] = msgspec.field(
+        default_factory=lambda: ["examples", "open_asked", "restore_dropped", "precheck_defects"]
+    )
+
+
+_MEASURED = "measured not to help: {}; delete it from the profile"
+_A_PASS = "it is the `{}` pass now: list the passes to run in `pipeline.passes`"
+REMOVED_PIPELINE_FIELDS: dict[str, str] = {
+    "critic": _MEASURED.format("the 1.5B's reviews rescued nothing the test output did not"),
+    "check_reviews": _MEASURED.format("it checked the critic's reviews, removed with it"),
+    "focus_fix": _MEASURED.format("focus prompts passed no more tasks"),
+    "edit": _MEASURED.format("edit answers passed no more tasks"),
+    "redraw_unchanged": _MEASURED.format('draws told "unchanged" passed no more tasks'),
+    "draws_stop_repeats": _MEASURED.format("stopping repeated draws passed no more tasks"),
+    "restore_dropped": _A_PASS.format("restore_dropped"),
+    "precheck_defects": _A_PASS.format("precheck_defects"),
+    "open_asked": _A_PASS.format("open_asked"),
+}
+"""``[pipeline]`` fields that were removed, and why (the runs that measured them are listed
+in docs/results/README.md): a profile that still sets one is an error that says so."""
 
 
 class Profile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -171,7 +162,7 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
         roles: phase name -> model name (``reason``, ``code``, ``critic``, and ``fix``: the
             coder of attempts after the first; default: the ``code`` model; ``open``: the
             coder of a task whose first request is opened with the definition its brief
-            asks for, ``pipeline.open_asked``; default: the ``code`` model).
+            asks for, read by the ``open_asked`` pass; default: the ``code`` model).
         phases: per-phase generation settings.
         pipeline: attempts and routing rules.
     """
@@ -286,6 +277,7 @@ def decode_profile(text: str | bytes, *, source: str = "<profile>") -> Profile:
         data = tomllib.loads(text.decode() if isinstance(text, bytes) else text)
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"{source}: not valid TOML ({exc}); fix the syntax") from exc
+    _check_removed(data, source)
     try:
         profile = msgspec.convert(data, Profile)
     except msgspec.ValidationError as exc:
@@ -295,6 +287,18 @@ def decode_profile(text: str | bytes, *, source: str = "<profile>") -> Profile:
         ) from exc
     check_profile(profile, source=source)
     return profile
+
+
+def _check_removed(data: dict[str, object], source: str) -> None:
+    """A ``[pipeline]`` field of :data:`REMOVED_PIPELINE_FIELDS` is an error naming it."""
+    pipeline = data.get("pipeline")
+    if not isinstance(pipeline, dict):
+        return
+    for name in pipeline:
+        if name in REMOVED_PIPELINE_FIELDS:
+            raise ProfileError(
+                f"{source}: `pipeline.{name}` was removed: {REMOVED_PIPELINE_FIELDS[name]}"
+            )
 
 
 def _check_named_tables(data: dict[str, object], source: str) -> None:

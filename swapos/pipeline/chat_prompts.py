@@ -7,40 +7,28 @@ Each phase has its role (the system message) and its request:
 * **code**: the whole file in one fenced block. The assistant's turn is opened with
   ```` ```python ```` so the answer is the code and generation stops at the closing fence;
   for the first attempt at a ``completion`` task the turn is opened with the function's
-  signature and docstring too, so the model writes only the body; with ``open_asked``, the
-  first request of a bugfix or feature whose brief asks to add a function or class the
-  starter lacks asks for an edit, and the turn is opened with that definition's first words
-  (:func:`code_opening`);
-* **critic**: why the tests fail and what to change, briefly.
+  signature and docstring too, so the model writes only the body; when a pass read from a
+  bugfix's or feature's brief a function or class to add (:attr:`Brief.opening
+  <swapos.pipeline.hooks.Brief.opening>`), the first request asks for an edit and the turn
+  is opened with that definition's first words (:func:`code_opening`).
 
 A **recap** is the code request asked afresh: one user turn with the brief, every failed
-answer (each distinct code once, with its outcome and review) and a request for a different
-answer. A model whose conversation shows its own failed answer tends to write it again, even
-after a review that names the fix; shown the same answer as one that was tried and failed,
-it changes it. When a recap is asked for is the retry policy's
-(:mod:`swapos.policies.retry`, rule 5).
+answer (each distinct code once, with its outcome) and a request for a different answer. A
+model whose conversation shows its own failed answer tends to write it again; shown the same
+answer as one that was tried and failed, it changes it. When a recap is asked for is the
+retry policy's (:mod:`swapos.policies.retry`, its *Repeats* rule). A fixer that starts from
+an earlier, better candidate than the newest (*Best candidate*) reads, after the newest
+outcome, that it passes fewer tests and the better candidate's code to fix.
 
-A **focus** prompt (rule 11) is one user turn too, for a coder that keeps answering the
-starter or a failed answer again: its first line is the failing example or assertion, then
-the lines of the candidate that the failing test runs (from its traceback), the brief, the
-candidate, and a request for the smallest change that makes that one example pass. A fixer
-that starts from an earlier, better candidate than the newest (rule 10) reads, after the
-newest outcome, that it passes fewer tests and the better candidate's code to fix.
-
-With ``pipeline.edit`` (a ``bugfix`` or ``feature`` task with a starter), every code request
-asks for only the functions and classes that change or are added, each whole, and the prompt
-names the code the answer is spliced into (:attr:`Prompt.edit_base`: the starter; a fix's
-newest candidate, or the best one it starts from; a focus prompt's candidate):
-:mod:`swapos.pipeline.edits` splices it, so every later step sees a whole file. With
-``edit="last"`` only the conversation's last request asks for an edit: the draws after an
-unchanged candidate (rule 7, ``redraw_unchanged``) read its conversation as it was asked,
-then the turn that says it is unchanged.
+An opened first request asks for only the functions and classes that change or are added,
+each whole, and the prompt names the code the answer is spliced into
+(:attr:`Prompt.edit_base`: the starter); the pass that opened it splices the answer back
+(a :class:`~swapos.pipeline.hooks.CandidateRepair`), so every later step sees a whole file.
 
 Conversations are *append-only* across attempts, as the completion prompts are: the coder's
 conversation of attempt N is its conversation of attempt N-1, its own answer (as it wrote it),
-then a user turn with the test output, the review and the request to fix; the critic's is its
-previous conversation, its previous review, then the next attempt. So the rendered prompt of
-a retry begins with exactly what the model read and wrote before, and the KV prefix cache
+then a user turn with the test output and the request to fix. So the rendered prompt of a
+retry begins with exactly what the model read and wrote before, and the KV prefix cache
 re-reads only the new turn. The stable part (the brief, starter and plan, in the first user
 turn) is the same for every attempt of a task.
 
@@ -56,7 +44,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Final, Literal
+from typing import Final
 
 import msgspec
 
@@ -64,9 +52,7 @@ from swapos.capsule.compress import AttemptView, CapsuleView, CountTokens
 from swapos.capsule.schema import Artifact, Capsule, Feedback
 from swapos.data.task import Task
 from swapos.models.templates import ChatFormat, ChatMessage, render_chat
-from swapos.pipeline.brief_names import asked_names
-from swapos.pipeline.edits import edits_apply
-from swapos.pipeline.fix_context import Base, Focus, base_of, focus_of
+from swapos.pipeline.fix_context import Base, base_of
 from swapos.pipeline.identity import candidate_identity
 from swapos.pipeline.prompts import PLAN_CUE, Assembler, Phase, Prompt, compose
 
@@ -81,21 +67,13 @@ CODER: Final = (
     "You are an expert Python programmer. You write correct, complete, idiomatic Python "
     "that passes its tests."
 )
-CRITIC: Final = (
-    "You are a senior Python reviewer. Given code and its failing test output, you say "
-    "precisely why it fails and what to change, briefly."
-)
 
-_SYSTEM: Final = {"reason": PLANNER, "code": CODER, "critic": CRITIC}
+_SYSTEM: Final = {"reason": PLANNER, "code": CODER}
 _FEEDBACK_TITLE: Final = {
     "grader": "Test output",
     "selfcheck": "Checked before running the tests",
-    "critic": "Review",
+    "critic": "Review",  # in capsules of runs with reviews (read, never written now)
 }
-
-
-Edit = bool | Literal["last"]
-"""Whether a code prompt's requests ask for an edit: all of them, none, or the last only."""
 
 
 def build_chat_prompt(  # noqa: PLR0917  (build_prompt's arguments, and the format)
@@ -107,50 +85,42 @@ def build_chat_prompt(  # noqa: PLR0917  (build_prompt's arguments, and the form
     fmt: ChatFormat,
     *,
     recap: bool = False,
-    focus: bool = False,
     base: int = 0,
-    edit: Edit = False,
-    open_asked: bool = False,
+    opening: str = "",
 ) -> Prompt:
     """Build the chat prompt of ``phase`` within ``budget_tokens`` (see ``build_prompt``);
-    with ``recap`` or ``focus``, the code request as a recap or a focus prompt, with
-    ``base`` starting from that attempt's candidate, with ``edit`` asking a repository
-    task's coder for only the definitions it changes (``"last"``: in the last request only;
-    see the module's docstring), and with ``open_asked`` a first request opened with the
-    definition the brief asks to add (:func:`code_opening`).
+    with ``recap``, the code request as a recap, with ``base`` starting from that attempt's
+    candidate, and with ``opening`` (a repository task's: the first words of a definition
+    its brief asks to add) a first request for an edit opened with it (:func:`code_opening`).
 
     Raises:
-        ValueError: ``phase`` is not one of the three.
+        ValueError: ``phase`` is not one of the two.
         CapsuleBudgetError: goal, starter and newest attempt alone exceed the budget.
         TemplateError: the model's chat template fails on the conversation.
     """
     start = base_of(capsule, base)
-    edit = edit if edits_apply(task) else False
     code: ChatAssembler
-    if focus:
-        code = _focuser(focus_of(capsule, task.starter, base), bool(edit))
-    elif recap:
-        code = _with_base(_recap, start, edit)
+    if recap:
+        code = _with_base(_recap, start)
     else:
-        code = _with_base(functools.partial(_code, open_asked=open_asked), start, edit)
+        code = _with_base(functools.partial(_code, opening=opening), start)
     layouts = {**_ASSEMBLERS, "code": code}
     assemblers = {p: _in_format(assemble, fmt) for p, assemble in layouts.items()}
     return compose(phase, task, capsule, count_tokens, budget_tokens, assemblers)
 
 
 def _with_base(
-    assemble: Callable[[Task, CapsuleView, ChatFormat, Base | None, Edit], Prompt],
+    assemble: Callable[[Task, CapsuleView, ChatFormat, Base | None], Prompt],
     base: Base | None,
-    edit: Edit,
 ) -> ChatAssembler:
     def laid_out(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
-        return assemble(task, view, fmt, base, edit)
+        return assemble(task, view, fmt, base)
 
     return laid_out
 
 
 def _based(base: Base | None) -> str:
-    """What a fixer starting from ``base`` reads before the request (rule 10)."""
+    """What a fixer starting from ``base`` reads before the request (*Best candidate*)."""
     return f"{base.note()}\n{_fenced(base.code)}\n\n" if base is not None else ""
 
 
@@ -203,11 +173,9 @@ def _request(task: Task, *, retry: bool, edit: bool = False) -> str:
     return f"Reply with {what} in one ```python code block.{terse}"
 
 
-def _outcome(status: str, feedback: tuple[Feedback, ...], *, with_review: bool) -> str:
+def _outcome(status: str, feedback: tuple[Feedback, ...]) -> str:
     parts = [f"Result: {status}." if status else ""]
     for f in feedback:
-        if f.source == "critic" and not with_review:
-            continue
         parts.append(f"{_FEEDBACK_TITLE[f.source]}:\n{f.text.strip()}")
     return "\n\n".join(p for p in parts if p)
 
@@ -273,35 +241,29 @@ def _code(
     view: CapsuleView,
     fmt: ChatFormat,
     base: Base | None = None,
-    edit: Edit = False,
     *,
-    open_asked: bool = False,
+    opening: str = "",
 ) -> Prompt:
     stable = stable_text(task, view)
     attempts = _attempts(view)
-    opening = "" if attempts or not fmt.opens_answer else code_opening(task, open_asked=open_asked)
-    opened_edit = bool(opening) and task.category != "completion"  # a definition to add
-    edit = edit or opened_edit
-    first = edit is True or (edit == "last" and not attempts)
-    messages = [_user(f"{stable}\n\n{_request(task, retry=False, edit=first)}")]
+    opening = "" if attempts or not fmt.opens_answer else code_opening(task, opening)
+    edit = bool(opening) and task.category != "completion"  # a definition to add, opened
+    messages = [_user(f"{stable}\n\n{_request(task, retry=False, edit=edit)}")]
     for i, attempt in enumerate(attempts):
         turn = _answer(attempt.artifact) if fmt.opens_answer else _own_answer(attempt.artifact)
         messages.append(ChatMessage(role="assistant", content=turn))
-        outcome = _outcome(attempt.status, attempt.feedback, with_review=True)
-        last = i == len(attempts) - 1
-        based = _based(base) if last else ""
-        ask = _request(task, retry=True, edit=edit is True or (edit == "last" and last))
-        messages.append(_user(f"{outcome}\n\n{based}{ask}"))
-    if opened_edit:  # the answer is the fenced definition, as the extractor reads it
-        prefix = CODE_CUE + opening
-    else:  # a completion's answer is the function's body, continued from its opening
-        prefix = CODE_CUE if fmt.opens_answer and not opening else ""
+        outcome = _outcome(attempt.status, attempt.feedback)
+        based = _based(base) if i == len(attempts) - 1 else ""
+        messages.append(_user(f"{outcome}\n\n{based}{_request(task, retry=True)}"))
+    # an edit's answer is the fenced definition, as the extractor reads it; a completion's
+    # is the function's body, continued from its opening
+    plain = CODE_CUE if fmt.opens_answer and not opening else ""
+    prefix = CODE_CUE + opening if edit else plain
     head, rest = _render(fmt, "code", messages, stable, CODE_CUE + opening)
-    shown = base.code if base is not None else attempts[-1].artifact.code if attempts else ""
     return Prompt(
         stable=head, variable=rest, stop=CODE_STOP if fmt.opens_answer else (),
         answer_prefix=prefix, dropped=view.dropped, chat=True, opening=opening,
-        edit_base=(shown or task.starter) if edit else None,
+        edit_base=task.starter if edit else None,
     )  # fmt: skip
 
 
@@ -310,7 +272,6 @@ def _recap(
     view: CapsuleView,
     fmt: ChatFormat,
     base: Base | None = None,
-    edit: Edit = False,
 ) -> Prompt:
     stable = stable_text(task, view)
     tried: list[str] = []
@@ -321,108 +282,28 @@ def _recap(
         first = shown.setdefault(key, n)
         code = f"{_fenced(attempt.artifact.code)}\n\n" if first == n else ""
         same = "" if first == n else f" the same code as attempt {first}."
-        outcome = _outcome(attempt.status, attempt.feedback, with_review=True)
+        outcome = _outcome(attempt.status, attempt.feedback)
         tried.append(f"Attempt {n}:{same}\n{code}{outcome}".strip())
     ask = "None of these passed. " + _based(base)
     ask += "Write a different answer that passes the tests. "
-    ask += _request(task, retry=True, edit=bool(edit))  # one request: the last
+    ask += _request(task, retry=True)  # one request: the last
     content = "\n\n".join([stable, "These answers were tried:", *tried, ask])
     head, rest = _render(fmt, "code", [_user(content)], stable, CODE_CUE)
     return Prompt(
         stable=head, variable=rest, stop=CODE_STOP if fmt.opens_answer else (),
         answer_prefix=CODE_CUE if fmt.opens_answer else "", dropped=view.dropped, chat=True,
-        edit_base=(base.code if base is not None else task.starter) if edit else None,
     )  # fmt: skip
 
 
-def _focuser(focus: Focus, edit: bool) -> ChatAssembler:
-    def laid_out(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
-        return _focus(task, view, fmt, focus, edit)
-
-    return laid_out
-
-
-def _focus(task: Task, view: CapsuleView, fmt: ChatFormat, focus: Focus, edit: bool) -> Prompt:
-    """Rule 11: one turn, the failing example as its first line."""
-    parts = [focus.headline] if focus.headline else []
-    if focus.lines:
-        parts.append(f"The test runs these lines of the code:\n```\n{focus.lines}\n```")
-    completion = task.category == "completion"
-    if completion:
-        name = task.entry_point or "the function"
-        parts.append(f"The function `{name}` must do what its docstring says. It is now:")
-    else:
-        parts.append(view.goal.strip())
-        if view.constraints:
-            parts.append("Rules:\n" + "\n".join(f"- {c.strip()}" for c in view.constraints))
-        parts.append("solution.py is now:")
-    parts.append(_fenced(focus.code))
-    what = "the function" if completion else "solution.py"
-    if focus.headline:
-        ask = (
-            f"This code fails that test. Make the smallest change to {what} that makes this "
-            "one test pass: find the line that gives the wrong result and change it; keep "
-            "everything else as it is. This code unchanged fails again."
-        )
-    else:
-        ask = f"Make the smallest change to {what} that makes the task's tests pass."
-    parts.append(f"{ask} {_request(task, retry=True, edit=edit)}")
-    head, rest = _render(fmt, "code", [_user("\n\n".join(parts))], "", CODE_CUE)
-    return Prompt(
-        stable=head, variable=rest, stop=CODE_STOP if fmt.opens_answer else (),
-        answer_prefix=CODE_CUE if fmt.opens_answer else "", dropped=view.dropped, chat=True,
-        edit_base=focus.code if edit else None,
-    )  # fmt: skip
-
-
-def code_opening(task: Task, *, open_asked: bool = False) -> str:
+def code_opening(task: Task, opening: str = "") -> str:
     """What a first attempt's prompt writes of the coder's answer after the opening fence: for
     a ``completion`` task the function's signature and docstring, so the model writes only the
-    body (a third of the tokens), as a completion model would; with ``open_asked``, for a
-    bugfix or feature with a starter, the first words of the first function or class its
-    brief asks to add (``def format_table``, ``class RingBuffer``: the name, so the model
-    writes the signature in its own tokens), so the answer is that definition and not the
-    starter again (the request asks for an edit, spliced into the starter); else nothing.
-    Retries get no opening: a model continuing its own function tends to write the same body
-    again."""
-    if task.category == "completion":
-        return task.starter
-    if not (open_asked and edits_apply(task)):
-        return ""
-    heads = (_definition_head(name) for name in asked_names(task.problem, task.starter))
-    return next((head for head in heads if head), "")
-
-
-def _definition_head(name: str) -> str:
-    """``class Name`` for a CapWords name, ``def name`` for a lower-case one; "" for a
-    constant (``TAX_RATE``: its value is the answer, not its name)."""
-    if name.isupper():
-        return ""
-    return f"class {name}" if name[:1].isupper() else f"def {name}"
-
-
-def _critic(task: Task, view: CapsuleView, fmt: ChatFormat) -> Prompt:
-    stable = stable_text(task, view)
-    ask = (
-        "In at most four sentences: why does this attempt fail, and what exactly must change? "
-        "Do not rewrite the whole file."
-    )
-    messages: list[ChatMessage] = []
-    shown = [stable]  # what the next user turn shows: attempts the critic has not reviewed
-    attempts = _attempts(view)
-    for i, attempt in enumerate(attempts):
-        shown.append(
-            f"Attempt {attempt.artifact.attempt}:\n{_answer(attempt.artifact)}\n\n"
-            f"{_outcome(attempt.status, attempt.feedback, with_review=False)}"
-        )
-        review = [f.text for f in attempt.feedback if f.source == "critic"]
-        if review and i < len(attempts) - 1:
-            messages.append(_user("\n\n".join([*shown, ask])))
-            messages.append(ChatMessage(role="assistant", content=review[-1]))
-            shown = []
-    messages.append(_user("\n\n".join([*shown, ask])))
-    head, rest = _render(fmt, "critic", messages, stable, "")
-    return Prompt(stable=head, variable=rest, stop=(), dropped=view.dropped, chat=True)
+    body (a third of the tokens), as a completion model would; for another task ``opening``,
+    what a pass read of its brief (``def format_table``: a definition to add, so the answer
+    is that definition and not the starter again; the request asks for an edit); else
+    nothing. Retries get no opening: a model continuing its own function tends to write the
+    same body again."""
+    return task.starter if task.category == "completion" else opening
 
 
 def _user(content: str) -> ChatMessage:
@@ -434,7 +315,6 @@ ChatAssembler = Callable[[Task, CapsuleView, ChatFormat], Prompt]
 _ASSEMBLERS: Final[dict[str, ChatAssembler]] = {
     "reason": _reason,
     "code": _code,
-    "critic": _critic,
 }
 
 

@@ -1,11 +1,12 @@
-"""Conduct one task through the pipeline: reason -> code -> [selfcheck] -> grade -> critic -> code
+"""Conduct one task through the pipeline: reason -> code -> [selfcheck] -> grade -> code
 
 The conductor is the Router's per-task loop. What the task does next (every retry rule:
-reviews, second opinions, repeats, pre-grade checks, draws) is the retry policy's,
+second opinions, repeats, pre-grade checks, draws) is the retry policy's,
 :mod:`swapos.policies.retry`, whose docstring is the one place the rules are written. The
 conductor asks it for the next step, carries the step out (:mod:`~swapos.pipeline.steps`,
 :mod:`~swapos.pipeline.prechecks`) through the Router, its :class:`PhaseRunner`, and feeds
-back what came of it.
+back what came of it. It runs a task with the passes the profile names
+(:class:`~swapos.pipeline.hooks.Passes`), or with none: the core alone.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from swapos.capsule.schema import encode_capsule
 from swapos.data.task import Task
 from swapos.errors import one_error
 from swapos.pipeline import side_by_side, steps
-from swapos.pipeline.identity import candidate_identity, candidate_shape
+from swapos.pipeline.hooks import NO_PASSES, Passes
+from swapos.pipeline.identity import candidate_identity
 from swapos.pipeline.phase_runner import PhaseRunner
 from swapos.pipeline.prechecks import selfcheck
 from swapos.pipeline.routing import RoutePlan, route
 from swapos.policies import retry
+from swapos.policies.retry_text import said
 
 
 class Conducted(msgspec.Struct, frozen=True, kw_only=True):
@@ -34,18 +37,25 @@ class Conducted(msgspec.Struct, frozen=True, kw_only=True):
     capsule_json: bytes
 
 
-async def conduct(task: Task, runner: PhaseRunner, *, max_attempts: int | None = None) -> Conducted:
-    """Run ``task`` to its end (``max_attempts`` code attempts, default the profile's); every
-    failure ends the task with a reason, never a crash of the system. Cancellation propagates
-    (the task is recorded as cancelled, with what it had done)."""
+async def conduct(
+    task: Task,
+    runner: PhaseRunner,
+    *,
+    passes: Passes = NO_PASSES,
+    max_attempts: int | None = None,
+) -> Conducted:
+    """Run ``task`` to its end with ``passes`` (``max_attempts`` code attempts, default the
+    profile's); every failure ends the task with a reason, never a crash of the system.
+    Cancellation propagates (the task is recorded as cancelled, with what it had done)."""
     state = retry.TaskState(rules=rules(task, runner, max_attempts))
-    work = steps.Work(task)
+    work = steps.Work(task, passes)
     await runner.task_started(task)
     try:
-        plan = route(task, runner.profile)
+        plan = route(task, runner.profile, passes)
+        work.brief = plan.brief
         outcome: retry.Outcome = retry.Started(
             plan_first=plan.reason, models=plan.models, why=tuple(plan.why),
-            examples=bool(plan.selfcheck),
+            examples=plan.examples is not None,
         )  # fmt: skip
         # the draws' task group: its draws in flight only ever end by cancellation
         with one_error():
@@ -69,7 +79,7 @@ async def conduct(task: Task, runner: PhaseRunner, *, max_attempts: int | None =
                 tests_passed=state.result.tests_passed if state.result else 0,
                 tests_total=state.result.tests_total if state.result else 0,
                 error=state.error if not state.passed else None,
-                passed_attempt=state.passed_attempt if state.passed else 0,
+                passed_attempt=state.passed_attempt,
                 grades=state.grades,
             )
     capsule = encode_capsule(work.capsule)
@@ -84,11 +94,8 @@ def rules(task: Task, runner: PhaseRunner, max_attempts: int | None) -> retry.Ru
         task_id=task.task_id, max_attempts=max_attempts or cfg.max_attempts,
         selfcheck=cfg.selfcheck, selfcheck_retries=cfg.selfcheck_retries,
         resamples=cfg.resamples, resample_temperature=cfg.resample_temperature,
-        draws=cfg.draws, second_opinion=cfg.second_opinion, critic=cfg.critic,
-        focus_fix=cfg.focus_fix, check_reviews=cfg.check_reviews,
-        draws_stop_repeats=cfg.draws_stop_repeats, redraw_unchanged=cfg.redraw_unchanged,
+        draws=cfg.draws, second_opinion=cfg.second_opinion, side_by_side=cfg.side_by_side,
         starter=candidate_identity(task.starter) if repository else None,
-        starter_shape=candidate_shape(task.starter) if repository else None,
     )  # fmt: skip
 
 
@@ -97,24 +104,21 @@ async def carry_out(
 ) -> retry.Outcome:
     """Do ``step`` and say what came of it."""
     match step:
-        case retry.Decide(phase=phase, text=text):
-            await steps.decide(runner, work, phase, text)
+        case retry.Decide(decision=decision):
+            await steps.decide(runner, work, step.phase, said(decision))
         case retry.Generate():
             return await steps.generate(runner, work, step)
         case retry.Keep():
             steps.keep(work, step)
         case retry.SelfCheck():
-            return await selfcheck(runner, work, plan, step)
+            assert plan.examples is not None  # the policy checks only a task with examples
+            return await selfcheck(runner, work, plan.examples, step)
         case retry.Replace():
             steps.replace(work, step)
         case retry.SendBack():
             steps.send_back(work, step)
         case retry.Grade():
             return await steps.grade_candidate(runner, work, step)
-        case retry.CheckReview():
-            return steps.check_review(work, step)
-        case retry.Distrust():
-            steps.distrust(work, step)
         case retry.Adopt():
             steps.adopt(work, step)
         case _:

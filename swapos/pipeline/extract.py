@@ -44,7 +44,6 @@ PARSE_ERRORS: Final = (SyntaxError, ValueError, RecursionError, MemoryError)
 """What parsing untrusted model output may raise (deep nesting: RecursionError)."""
 MAX_PLAN_STEPS: Final = 10
 MAX_STEP_CHARS: Final = 200
-MAX_FEEDBACK_CHARS: Final = 1200
 
 
 class ExtractResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -312,23 +311,6 @@ def extract_plan(output: str) -> list[str]:
         if len(steps) == MAX_PLAN_STEPS:
             break
     return steps
-
-
-def extract_feedback(output: str) -> str:
-    """Critic feedback: the text up to a fence or heading, repeats dropped, capped."""
-    lines: list[str] = []
-    for raw in _SPECIAL.sub("", output).splitlines():
-        line = raw.rstrip()
-        if line.lstrip().startswith(("```", "~~~", "## ")):
-            if any(kept.strip() for kept in lines):
-                break
-            continue
-        if line.strip() and line in lines:
-            continue
-        if not line.strip() and lines and not lines[-1].strip():
-            continue
-        lines.append(line)
-    return _cap("\n".join(lines).strip(), MAX_FEEDBACK_CHARS)
 
 
 def _cap(text: str, limit: int) -> str:

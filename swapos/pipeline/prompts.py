@@ -1,31 +1,26 @@
-"""Prompts for the reason, code and critic phases (docs/architecture.md).
+"""Prompts for the reason and code phases of a base model.
 
-The default models are small *base* models, so a prompt is a markdown document the model
-continues, not an instruction: ``## Task``, ``## Starter solution.py`` in a fence, ``## Plan``,
-the last attempt with its test output and review, and finally an opened fence
-(```` ```python ````) or ``## Plan`` / ``## Review`` heading for the model to fill in.
+A base model continues a document, not an instruction: ``## Task``, ``## Starter
+solution.py`` in a fence, ``## Plan``, the last attempt with its test output, and finally an
+opened fence (```` ```python ````) or ``## Plan`` heading for the model to fill in.
 
 Every prompt is split in two: :attr:`Prompt.stable` (brief, constraints, starter code, plan:
 identical on every attempt of a task) comes first and :attr:`Prompt.variable` (the attempts,
-test output, critic notes, the cue) last. The code and critic phases share the same stable
-part.
+test output, the cue) last.
 
 The variable part is *append-only* across attempts, so that a KV prefix cache re-reads only
 what changed on a retry: each attempt is shown as the code prompt's cue (``## solution.py``
 or ``## Fixed solution.py`` and an opened fence) followed by the code as the model wrote it
-and the closing fence, then its test output and review. So the code prompt of attempt N
-begins with exactly what the coder read *and wrote* on attempt N-1 (prompt + answer, whose
-KV state the Generator saved), and the critic prompt of attempt N begins with the critic's
-prompt and review of attempt N-1. Only when the budget forces compression do earlier
-attempts collapse to one-line summaries (oldest first), which shortens the reusable prefix.
+and the closing fence, then its test output. So the code prompt of attempt N begins with
+exactly what the coder read *and wrote* on attempt N-1 (prompt + answer, whose KV state the
+Generator saved). Only when the budget forces compression do earlier attempts collapse to
+one-line summaries (oldest first), which shortens the reusable prefix.
 
 ``completion`` tasks (HumanEval style) end the code prompt with the function prompt itself,
 which the model continues; their stable part leaves the starter out (it comes at the end).
 
-A fixer that starts from an earlier, better candidate than the newest (retry rule 10) reads
-it after the history, under ``## Start again from attempt N``; a *focus* prompt (rule 11)
-opens with the failing example (``## Failing test``), then the lines of the candidate it
-runs, the brief and the candidate, and asks for the smallest change that makes it pass.
+A fixer that starts from an earlier, better candidate than the newest (the retry policy's
+*Best candidate* rule) reads it after the history, under ``## Start again from attempt N``.
 """
 
 from __future__ import annotations
@@ -47,12 +42,11 @@ from swapos.capsule.render import (
 )
 from swapos.capsule.schema import Capsule, new_capsule
 from swapos.data.task import Task
-from swapos.pipeline.fix_context import Base, Focus, base_of, focus_of
+from swapos.pipeline.fix_context import Base, base_of
 
-Phase = Literal["reason", "code", "critic"]
+Phase = Literal["reason", "code"]
 
 PLAN_CUE: Final = "1."
-CRITIC_CUE: Final = "The tests fail because"
 REASON_STOP: Final[tuple[str, ...]] = ("\n\n", "\n#", "```")
 CODE_STOP: Final[tuple[str, ...]] = ("\n```",)
 COMPLETION_STOP: Final[tuple[str, ...]] = (
@@ -63,7 +57,6 @@ COMPLETION_STOP: Final[tuple[str, ...]] = (
     "\nprint(",
     "\n#",
 )
-CRITIC_STOP: Final[tuple[str, ...]] = ("\n\n", "\n#", "```")
 
 
 class Prompt(msgspec.Struct, frozen=True, kw_only=True):
@@ -74,8 +67,8 @@ class Prompt(msgspec.Struct, frozen=True, kw_only=True):
         variable: the part that changes between attempts; comes last and ends with the cue.
         stop: stop sequences for this phase.
         answer_prefix: the start of the answer the prompt already wrote (e.g. ``"1."``);
-            :func:`~swapos.pipeline.extract.extract_plan` and ``extract_feedback`` read
-            ``answer_prefix + output`` best (they also accept the bare output).
+            :func:`~swapos.pipeline.extract.extract_plan` reads ``answer_prefix + output``
+            best (it also accepts the bare output).
         dropped: what budget compression left out or shortened (for logs).
         chat: rendered with a chat template: its special tokens (``<|im_start|>``...) are
             tokens, not text.
@@ -83,8 +76,8 @@ class Prompt(msgspec.Struct, frozen=True, kw_only=True):
             (a chat coder's turn opened with the function it completes): the answer as the
             model's turn reads is ``opening + output``.
         edit_base: the code an *edit* answer is spliced into (the prompt asked for only the
-            definitions that change: :mod:`swapos.pipeline.edits`); None: the answer is the
-            whole file.
+            definitions that change; the pass that opened it splices it back); None: the
+            answer is the whole file.
     """
 
     stable: str
@@ -130,33 +123,26 @@ def build_prompt(
     count_tokens: CountTokens,
     budget_tokens: int,
     *,
-    focus: bool = False,
     base: int = 0,
 ) -> Prompt:
     """Build the prompt of ``phase`` for ``task`` in at most ``budget_tokens`` tokens.
 
     Args:
-        phase: ``"reason"``, ``"code"`` (its completion variant for ``completion`` tasks) or
-            ``"critic"``.
+        phase: ``"reason"`` or ``"code"`` (its completion variant for ``completion`` tasks).
         task: the task (starter code, category).
-        capsule: the task's state; the newest artifact is the attempt to fix or review.
+        capsule: the task's state; the newest artifact is the attempt to fix.
         count_tokens: the reading model's tokenizer.
         budget_tokens: the most tokens the prompt may take (``n_ctx`` minus the phase's
             ``max_tokens``).
-        focus: the code prompt is a focus prompt (retry rule 11).
-        base: the code prompt starts from that attempt's candidate (rule 10; 0: the newest).
+        base: the code prompt starts from that attempt's candidate (*Best candidate*; 0: the
+            newest).
 
     Raises:
-        ValueError: ``phase`` is not one of the three.
+        ValueError: ``phase`` is not one of the two.
         CapsuleBudgetError: goal, starter and newest attempt alone exceed the budget.
     """
-    code: Assembler
-    if focus:
-        matter = focus_of(capsule, task.starter, base)
-        code = lambda t, v: _focus(t, v, matter)  # noqa: E731
-    else:
-        start = base_of(capsule, base)
-        code = lambda t, v: _code(t, v, start)  # noqa: E731
+    start = base_of(capsule, base)
+    code: Assembler = lambda t, v: _code(t, v, start)  # noqa: E731
     assemblers = {**_ASSEMBLERS, "code": code}
     return compose(phase, task, capsule, count_tokens, budget_tokens, assemblers)
 
@@ -176,7 +162,7 @@ def compose(  # noqa: PLR0917  (build_prompt's arguments, and the layouts)
     """The prompt of ``phase`` laid out by ``assemblers[phase]``, the capsule compressed until
     it fits ``budget_tokens`` (see :func:`build_prompt`)."""
     if phase not in assemblers:
-        raise ValueError(f"no prompt for phase {phase!r}; expected reason, code or critic")
+        raise ValueError(f"no prompt for phase {phase!r}; expected reason or code")
     assemble = assemblers[phase]
     view = compress(
         capsule,
@@ -213,9 +199,9 @@ def _title(attempt: int) -> str:
     return "## solution.py" if attempt <= 1 else "## Fixed solution.py"
 
 
-def _history(view: CapsuleView, *, newest_reviews: bool = True) -> str:
+def _history(view: CapsuleView) -> str:
     """Earlier attempts (summaries, then whole ones) and the newest attempt, each as its code
-    block followed by its outcome; the newest without critic notes unless ``newest_reviews``."""
+    block followed by its outcome."""
     whole = [
         join_sections(
             code_block(_title(a.artifact.attempt), a.artifact.code),
@@ -225,10 +211,9 @@ def _history(view: CapsuleView, *, newest_reviews: bool = True) -> str:
     ]
     newest = ""
     if view.newest is not None:
-        feedback = view.feedback if newest_reviews else _grader_only(view).feedback
         newest = join_sections(
             code_block(_title(view.newest.attempt), view.newest.code),
-            outcome_sections(view.newest_status, feedback),
+            outcome_sections(view.newest_status, view.feedback),
         )
     return join_sections(earlier_section(view), *whole, newest)
 
@@ -267,41 +252,7 @@ def _cue(task: Task, view: CapsuleView) -> tuple[str, tuple[str, ...]]:
     return f"{title}\n```python\n", CODE_STOP
 
 
-def _focus(task: Task, view: CapsuleView, focus: Focus) -> Prompt:
-    """Rule 11: the failing example first, then the lines it runs, the brief, the code."""
-    failing = f"## Failing test\n{focus.headline}\n" if focus.headline else ""
-    lines = f"## Lines it runs\n```\n{focus.lines}\n```\n" if focus.lines else ""
-    target = "this one test pass" if focus.headline else "the tests pass"
-    ask = f"## Request\nMake the smallest change that makes {target}; keep the rest as it is.\n"
-    sections = [
-        failing, lines, ask, goal_section(view), constraints_section(view),
-        code_block("## solution.py now", focus.code),
-    ]  # fmt: skip
-    cue, stop = _cue(task, view)
-    return Prompt(stable="", variable=join_sections(*sections, cue), stop=stop)
-
-
-def _critic(task: Task, view: CapsuleView) -> Prompt:
-    stable = _stable(task, view, phase="critic")
-    history = _history(view, newest_reviews=False)
-    variable = _after(stable, join_sections(history, f"## Review\n{CRITIC_CUE}"))
-    return Prompt(
-        stable=stable,
-        variable=variable,
-        stop=CRITIC_STOP,
-        answer_prefix=CRITIC_CUE,
-        dropped=view.dropped,
-    )
-
-
-def _grader_only(view: CapsuleView) -> CapsuleView:
-    """The view without critic notes (the critic writes a new one for the newest attempt)."""
-    grader = tuple(f for f in view.feedback if f.source == "grader")
-    return msgspec.structs.replace(view, feedback=grader)
-
-
 _ASSEMBLERS: Final[dict[str, Assembler]] = {
     "reason": _reason,
     "code": _code,
-    "critic": _critic,
 }

@@ -1,4 +1,4 @@
-"""A task's draws decoded side by side (rule 7 of :mod:`swapos.policies.retry`).
+"""A task's draws decoded side by side (the *Draws* rule of :mod:`swapos.policies.retry`).
 
 The retry policy asks for draws one at a time and checks each before asking for the next;
 each draw's step names the draws that may follow it (``Generate.then``). At the first draw of
@@ -99,7 +99,7 @@ async def generate(
     if in_flight is not None and _covers(in_flight, step):
         return await _take(in_flight, step)
     samplings = (step.sampling, *step.then) if step.sampling is not None else ()
-    if state.tg is not None and len(samplings) > 1 and runner.profile.pipeline.side_by_side:
+    if state.tg is not None and len(samplings) > 1:  # the policy names the draws that follow
         count = await runner.token_counter(step.model)
         plan = await runner.draw_plan(
             step.model, len(samplings), prompt_tokens=count(prompt), max_tokens=params.max_tokens

@@ -5,7 +5,6 @@ it writes into the task's capsule. Which step comes next is the policy's alone."
 from __future__ import annotations
 
 import re
-from typing import Final
 
 import anyio.to_thread
 import msgspec
@@ -33,21 +32,15 @@ from swapos.errors import SwapOSError
 from swapos.grader import GradeResult, count_tests, grade
 from swapos.models.templates import TemplateError
 from swapos.pipeline import side_by_side
-from swapos.pipeline.chat_prompts import Edit, build_chat_prompt, replace_answer
-from swapos.pipeline.defects import candidate_defect
-from swapos.pipeline.edits import EDIT_CATEGORIES, merge_edit
-from swapos.pipeline.extract import ExtractResult, extract_code, extract_feedback, extract_plan
-from swapos.pipeline.identity import candidate_identity, candidate_shape
+from swapos.pipeline.chat_prompts import build_chat_prompt, replace_answer
+from swapos.pipeline.extract import ExtractResult, extract_code, extract_plan
+from swapos.pipeline.hooks import NO_PASSES, Brief, Passes
+from swapos.pipeline.identity import candidate_identity
 from swapos.pipeline.phase_runner import PhaseOutput, PhaseRunner
 from swapos.pipeline.prompts import Phase, Prompt, build_prompt, capsule_for_task
-from swapos.pipeline.restore import restore_dropped
-from swapos.pipeline.selfcheck import CandidateCheck
 from swapos.policies.retry import (
     NO_CODE,
-    UNCHANGED,
     Adopt,
-    CheckReview,
-    Distrust,
     Failed,
     Generate,
     Generated,
@@ -55,10 +48,9 @@ from swapos.policies.retry import (
     Graded,
     Keep,
     Replace,
-    ReviewChecked,
     SendBack,
 )
-from swapos.policies.review_check import check_review as check_review_text
+from swapos.policies.retry_text import identical
 
 _TIMINGS = re.compile(r" in \d+(?:\.\d+)?s\b")
 """Wall times in pytest's output; kept out of prompts so runs (and KV prefixes) repeat."""
@@ -84,22 +76,23 @@ class Answer(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Work:
-    """What the steps of one task work on: its capsule (what every prompt is built from), the
-    first prompt's capsule (a second opinion's), the newest answer and the candidate in hand.
-    Written by the steps; every decision is in the policy's ``TaskState``."""
+    """What the steps of one task work on: the passes it runs with and what they read of its
+    brief, its capsule (what every prompt is built from), the first prompt's capsule (a
+    second opinion's), the newest answer and the candidate in hand. Written by the steps;
+    every decision is in the policy's ``TaskState``."""
 
-    def __init__(self, task: Task) -> None:
+    def __init__(self, task: Task, passes: Passes = NO_PASSES) -> None:
         self.task = task
+        self.passes = passes
+        self.brief = Brief()
         self.capsule: Capsule = capsule_for_task(task)
         self.first: Capsule | None = None
         self.answer: Answer | None = None  # the newest code answer, and its code
         self.code = ExtractResult(code="", how="empty")
         self.candidate = self.code  # the attempt's candidate (kept, or a draw in its place)
         self.prompt: Prompt | None = None  # the prompt the candidate answered (draws reuse it)
-        self.redrawn: dict[int, Prompt] = {}  # attempt -> its draws' prompt after "unchanged"
         self.drawn: dict[str, tuple[Answer, ExtractResult]] = {}  # draws by identity
         self.model = ""  # the model that wrote the newest answer
-        self.checks: dict[str, CandidateCheck] = {}  # self-checks by candidate identity
         self.draws = side_by_side.DrawState()  # draws decoding side by side
 
 
@@ -110,52 +103,28 @@ async def decide(runner: PhaseRunner, work: Work, phase: str, text: str) -> None
 
 
 async def generate(runner: PhaseRunner, work: Work, step: Generate) -> Generated | Failed:
-    """Run ``step``'s phase and put what it says in the capsule: a plan, a review, or (for a
-    code phase) the newest answer, whose identity the outcome carries."""
+    """Run ``step``'s phase and put what it says in the capsule: a plan, or (for a code
+    phase) the newest answer, repaired by the task's passes, whose identity and defect (what
+    the passes see wrong with it without a run) the outcome carries."""
     out = await _answer(runner, work, step)
     if isinstance(out, str):
         return Failed(error=out)
     if step.prompt == "plan":
         work.capsule = with_plan(work.capsule, extract_plan(out.text))
         return Generated(chat=out.chat)
-    if step.prompt == "review":
-        text = extract_feedback(out.text)
-        review = Feedback(attempt=step.attempt, source="critic", text=text)
-        work.capsule = with_feedback(work.capsule, review)
-        return Generated(chat=out.chat)
-    work.answer, work.code = out, _spliced(extract_code(out.text, task=work.task), out.prompt)
-    if runner.profile.pipeline.restore_dropped and work.code.how != "empty":
-        await _restore(runner, work)
+    work.answer, work.code = out, extract_code(out.text, task=work.task)
+    empty = work.code.how == "empty"
+    if not empty:
+        code, said = work.passes.repaired(work.task, work.code.code, edit_of=out.prompt.edit_base)
+        work.code = msgspec.structs.replace(work.code, code=code)
+        for text in said:
+            await decide(runner, work, "code", text)
     work.model = step.model
-    key, shape = candidate_identity(work.code.code), candidate_shape(work.code.code)
+    key = candidate_identity(work.code.code)
     if step.prompt == "draw":
         work.drawn[key] = (out, work.code)
-    empty = work.code.how == "empty"
-    defect = ""
-    if runner.profile.pipeline.precheck_defects and not empty:
-        defect = candidate_defect(work.code.code, work.task)
-    return Generated(chat=out.chat, key=key, shape=shape, empty=empty, drew=out.drew, defect=defect)
-
-
-async def _restore(runner: PhaseRunner, work: Work) -> None:
-    """Put back what the newest code reads and no longer binds (``restore_dropped``), with
-    a decision naming it."""
-    exported = work.task.category in EDIT_CATEGORIES
-    code, restored = restore_dropped(work.code.code, work.task.starter, exported=exported)
-    if not restored:
-        return
-    work.code = msgspec.structs.replace(work.code, code=code)
-    shown = "; ".join(" ".join(r.split())[:80] for r in restored)
-    await decide(runner, work, "code", f"restored what the answer dropped: {shown}")
-
-
-def _spliced(code: ExtractResult, prompt: Prompt) -> ExtractResult:
-    """``code`` put into the file an edit prompt showed (:mod:`swapos.pipeline.edits`); as
-    it is when the prompt asked for the whole file, or when either does not parse."""
-    if prompt.edit_base is None or code.how == "empty":
-        return code
-    merged = merge_edit(prompt.edit_base, code.code)
-    return code if merged is None else msgspec.structs.replace(code, code=merged)
+    defect = "" if empty else work.passes.defect(work.task, work.code.code)
+    return Generated(chat=out.chat, key=key, empty=empty, drew=out.drew, defect=defect)
 
 
 async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | str:
@@ -170,29 +139,24 @@ async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | s
     if step.prompt == "first" and work.first is None:
         work.first = work.capsule  # what a first attempt reads: the brief and the plan
     shown = work.first if step.prompt == "opinion" and work.first is not None else work.capsule
-    edit: Edit = runner.profile.pipeline.edit
-    if step.unchanged:  # rule 7: its conversation continued, told it is unchanged
-        shown, edit = told_unchanged(work), edit or "last"
     n_ctx = runner.profile.models[step.model].n_ctx
     budget = min(cfg.prompt_budget_tokens, n_ctx - cfg.max_tokens - 8)
-    recap, focus, base = step.prompt == "recap", step.prompt == "focus", step.base
+    recap, base = step.prompt == "recap", step.base
 
     def build() -> Prompt:
         task = work.task
         if fmt is not None:
             return build_chat_prompt(
-                phase, task, shown, counter, budget, fmt, recap=recap, focus=focus, base=base,
-                edit=edit, open_asked=runner.profile.pipeline.open_asked,
+                phase, task, shown, counter, budget, fmt, recap=recap, base=base,
+                opening=work.brief.opening,
             )  # fmt: skip
-        return build_prompt(phase, task, shown, counter, budget, focus=focus, base=base)
+        return build_prompt(phase, task, shown, counter, budget, base=base)
 
     try:
-        given = _draws_prompt(work, step)
+        given = work.prompt if step.prompt == "draw" else None  # a draw reuses its prompt
         prompt = given if given is not None else await anyio.to_thread.run_sync(build)
     except (CapsuleError, TemplateError) as exc:
         return f"{phase} prompt: {exc}"
-    if step.unchanged:
-        work.redrawn[step.attempt] = prompt
     temperature, seed = step.sampling or (cfg.temperature, cfg.seed)
     params = SamplingParams(
         max_tokens=cfg.max_tokens, stop=prompt.stop + tuple(cfg.stop), temperature=temperature,
@@ -226,33 +190,15 @@ async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | s
     return Answer(text=text, raw=raw, chat=prompt.chat, prompt=prompt, drew=out.drew)
 
 
-def _draws_prompt(work: Work, step: Generate) -> Prompt | None:
-    """The prompt a draw reuses: the one its candidate answered, or after an unchanged
-    candidate the one its first draw was asked in (None: there is none yet)."""
-    if step.prompt != "draw":
-        return None
-    return work.redrawn.get(step.attempt) if step.unchanged else work.prompt
-
-
-def told_unchanged(work: Work) -> Capsule:
-    """What the draws after an unchanged candidate read (retry rule 7, ``redraw_unchanged``):
-    the first prompt's capsule, the candidate as the coder's answer, and the verdict that it
-    is solution.py unchanged."""
-    candidate = work.capsule.artifacts[-1]  # the attempt's candidate, just kept
-    told = with_artifact(work.first or capsule_for_task(work.task), candidate)
-    told = with_verdict(told, attempt=candidate.attempt, passed=False)
-    said = Feedback(attempt=candidate.attempt, source="selfcheck", text=UNCHANGED)
-    return with_feedback(told, said)
-
-
 def keep(work: Work, step: Keep) -> None:
     """The newest answer becomes ``step.attempt``'s candidate, in the capsule."""
     assert work.answer is not None  # a code phase answered before
     work.candidate, work.prompt = work.code, work.answer.prompt
     work.capsule = with_artifact(work.capsule, work.answer.artifact(step.attempt, work.code.code))
-    if step.rejected is not None:
+    if step.repeats:
         work.capsule = with_verdict(work.capsule, attempt=step.attempt, passed=False)
-        feedback = Feedback(attempt=step.attempt, source="grader", text=step.rejected)
+        text = identical(step.repeats)
+        feedback = Feedback(attempt=step.attempt, source="grader", text=text)
         work.capsule = with_feedback(work.capsule, feedback)
 
 
@@ -288,37 +234,6 @@ def record(
     work.capsule = with_feedback(work.capsule, feedback)
 
 
-def check_review(work: Work, step: CheckReview) -> ReviewChecked:
-    """Check the review of ``step.attempt`` against the test output the critic read (every
-    failed grade's so far) and the candidates it read (retry rule 12)."""
-    capsule = work.capsule
-    reviews = [f for f in capsule.feedback if f.source == "critic" and f.attempt == step.attempt]
-    if not reviews:
-        return ReviewChecked(verified=True)
-    output = "\n".join(
-        f.text for f in capsule.feedback if f.source == "grader" and f.attempt <= step.attempt
-    )
-    code = "\n".join(a.code for a in capsule.artifacts if a.attempt <= step.attempt)
-    check = check_review_text(reviews[-1].text, output, code=code)
-    return ReviewChecked(verified=check.verified, why=check.why)
-
-
-UNVERIFIED: Final = "Unverified: {why}. The test output above decides."
-"""How the fixer reads a review the test output does not bear out (retry rule 12)."""
-
-
-def distrust(work: Work, step: Distrust) -> None:
-    """The review of ``step.attempt`` is marked unverified, where every prompt reads it."""
-    feedback = list(work.capsule.feedback)
-    for i in range(len(feedback) - 1, -1, -1):
-        f = feedback[i]
-        if f.source == "critic" and f.attempt == step.attempt:
-            marked = UNVERIFIED.format(why=step.why[:1].upper() + step.why[1:])
-            feedback[i] = msgspec.structs.replace(f, text=f"{marked}\n{f.text}")
-            break
-    work.capsule = msgspec.structs.replace(work.capsule, feedback=tuple(feedback))
-
-
 def adopt(work: Work, step: Adopt) -> None:
     """A copy of ``step.attempt``'s candidate goes last in the capsule: the task's result."""
     artifacts = [a for a in work.capsule.artifacts if a.attempt == step.attempt]
@@ -330,17 +245,6 @@ def feedback_text(result: GradeResult) -> str:
     text = result.reason if result.passed else f"{result.reason}\n{result.output_tail}"
     # "1 failed in 0.34s", "<function f at 0x7f...>": the same prompt in every run
     return _ADDRESSES.sub("", _TIMINGS.sub("", text)).strip()
-
-
-def selfcheck_text(result: GradeResult) -> str:
-    """The failed examples, one line each (``f(2) returned 3; the docstring says 4``): the
-    self-check's own test code is not the model's business."""
-    failed = [
-        line.split("AssertionError:", 1)[1].strip()
-        for line in result.output_tail.splitlines()
-        if line.startswith("E ") and "AssertionError:" in line
-    ]
-    return "\n".join(dict.fromkeys(failed)) or feedback_text(result)
 
 
 async def grade_candidate(runner: PhaseRunner, work: Work, step: Grade) -> Graded:

@@ -1,8 +1,8 @@
-"""Which use comes after a candidate's grade: the critic's model, or the next task's.
+"""Which use comes after a candidate's grade: the fixer's model, or the next task's.
 
 After a code phase the pipeline's next model depends on the grade: a failure goes to the
-critic, a pass to the next task. Scheduling the critic's model while the grade runs costs a
-passing task two swaps when the budget holds one model (the critic's model comes in, then
+fixer, a pass to the next task. Scheduling the fixer's model while the grade runs costs a
+passing task two swaps when the budget holds one model (the fixer's model comes in, then
 the coder's goes back in for the next task), and spares a failing one a load. Which of the
 two is cheaper depends on how often candidates pass, which :class:`PassRate` estimates from
 the run's own grades. Pure and synchronous.

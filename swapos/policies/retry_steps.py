@@ -1,6 +1,8 @@
-"""The retry policy's vocabulary: the settings it reads, its steps, the outcomes that
-answer them and the task's state. The rules that use them are in
-:mod:`swapos.policies.retry` (its docstring is the one place they are written)."""
+"""The retry policy's vocabulary: the settings it reads, its steps and the outcomes that
+answer them. The rules that use them are in :mod:`swapos.policies.retry` (its docstring is
+the one place they are written); what a step decides is a typed value
+(:mod:`swapos.policies.retry_decisions`), put in words at the edge
+(:mod:`swapos.policies.retry_text`)."""
 
 from __future__ import annotations
 
@@ -10,26 +12,20 @@ from typing import Final, Literal
 
 import msgspec
 
-UNCHANGED: Final = "the answer is solution.py unchanged, and the task asks for a change"
-"""The verdict on a repository task's candidate that is its starter code."""
-NO_CODE: Final = "the model produced no code (empty or prose-only answer)"
-"""The verdict on an empty answer (not run)."""
+from swapos.policies.retry_decisions import AnyDecision, AnyEnding, Sampling
 
-PromptKind = Literal["plan", "first", "fix", "opinion", "recap", "focus", "draw", "review"]
+PromptKind = Literal["plan", "first", "fix", "opinion", "recap", "draw"]
 """What a :class:`Generate` step's prompt is: ``plan`` the reason phase's; ``first`` the
 first prompt (brief, starter, plan); ``fix`` the coder's conversation so far (every earlier
-attempt with its outcome and review); ``opinion`` the first prompt again, asked of a second
-model; ``recap`` one turn showing each failed answer once, asking for a different one;
-``draw`` the very prompt the attempt's candidate answered; ``focus`` one turn with the
-failing example first, the lines of the candidate it runs and a request for the smallest
-change that makes it pass (rule 11); ``review`` the critic's."""
+attempt with its outcome); ``opinion`` the first prompt again, asked of a second model;
+``recap`` one turn showing each failed answer once, asking for a different one; ``draw`` the
+very prompt the attempt's candidate answered."""
 
-GeneratePhase = Literal["reason", "code", "critic"]
+GeneratePhase = Literal["reason", "code"]
 
 _PHASE: Final[Mapping[PromptKind, GeneratePhase]] = {
     "plan": "reason",
-    "review": "critic",
-    **dict.fromkeys(("first", "fix", "opinion", "recap", "focus", "draw"), "code"),
+    **dict.fromkeys(("first", "fix", "opinion", "recap", "draw"), "code"),
 }
 
 
@@ -50,15 +46,9 @@ class Rules(msgspec.Struct, frozen=True, kw_only=True):
     resample_temperature: float = 0.8
     draws: int = 0
     second_opinion: bool = False
-    critic: bool = True
-    focus_fix: bool = False
-    check_reviews: bool = False
-    draws_stop_repeats: int = 0
-    redraw_unchanged: bool = False
+    side_by_side: bool = True
     starter: str | None = None
     """A repository task's starter code, as a candidate identity (None: any other task)."""
-    starter_shape: str | None = None
-    """... and as a candidate shape (rule 11)."""
 
 
 # --- Steps: what the conductor is asked to do ---------------------------------------------
@@ -69,45 +59,48 @@ class Step(msgspec.Struct, frozen=True, kw_only=True, tag=True):
 
 
 class Decide(Step, frozen=True, kw_only=True):
-    """Record a decision (the event log and the capsule). Answered by :class:`Done`."""
+    """Record a decision (the event log and the capsule, in its words:
+    :func:`swapos.policies.retry_text.said`). Answered by :class:`Done`."""
 
-    phase: str
-    text: str
+    decision: AnyDecision
+
+    @property
+    def phase(self) -> str:
+        """The phase the decision is recorded under (``route``, ``code``...)."""
+        return self.decision.phase
 
 
 class Generate(Step, frozen=True, kw_only=True):
     """Run a generate phase of ``model`` on a ``prompt`` of that kind, for ``attempt`` (0: the
     plan); ``sampling`` is ``(temperature, seed)``, None for the phase's own; ``upcoming``
     the model uses after it (for the Prefetcher); ``base`` the attempt whose candidate the
-    fixer starts from when it is not the newest graded one (rule 10; 0: the newest);
-    ``then``, for a draw, the sampling of the draws that may follow it, in order (rule 7):
-    a runner may decode them side by side with it, each still taken as its own step, and
-    answer the step with whichever of them finished first (:attr:`Generated.drew`);
-    ``unchanged``, for a draw, that it follows a candidate that is solution.py unchanged and
-    is asked in that candidate's conversation continued by a turn saying so, for just the
-    definitions that change (rule 7, ``redraw_unchanged``)."""
+    fixer starts from when it is not the newest graded one (the *Best candidate* rule; 0:
+    the newest); ``then``, for a draw, the sampling of the draws that may follow it, in order
+    (the *Draws* rule): a runner may decode them side by side with it, each still taken as
+    its own step, and answer the step with whichever of them finished first
+    (:attr:`Generated.drew`)."""
 
     model: str
     prompt: PromptKind
     attempt: int
     upcoming: tuple[str, ...] = ()
-    sampling: tuple[float, int] | None = None
+    sampling: Sampling | None = None
     base: int = 0
-    then: tuple[tuple[float, int], ...] = ()
-    unchanged: bool = False
+    then: tuple[Sampling, ...] = ()
 
     @property
     def phase(self) -> GeneratePhase:
-        """The phase run: ``reason``, ``code`` or ``critic``."""
+        """The phase run: ``reason`` or ``code``."""
         return _PHASE[self.prompt]
 
 
 class Keep(Step, frozen=True, kw_only=True):
-    """The newest answer is ``attempt``'s candidate (its artifact). With ``rejected``, it is
-    recorded as failed with that text, never graded."""
+    """The newest answer is ``attempt``'s candidate (its artifact). With ``repeats``, it is
+    the same as that attempt's failed candidate: recorded as failed
+    (:func:`swapos.policies.retry_text.identical`), never graded."""
 
     attempt: int
-    rejected: str | None = None
+    repeats: int = 0
 
 
 class SelfCheck(Step, frozen=True, kw_only=True):
@@ -118,7 +111,7 @@ class SelfCheck(Step, frozen=True, kw_only=True):
 
 class Replace(Step, frozen=True, kw_only=True):
     """The newest answer (a draw) takes the place of ``attempt``'s candidate; with ``key``,
-    the attempt's draw of that identity (an earlier one, rule 8)."""
+    the attempt's draw of that identity (an earlier one: the *Sent back* rule)."""
 
     attempt: int
     key: str = ""
@@ -135,23 +128,10 @@ class SendBack(Step, frozen=True, kw_only=True):
 
 class Grade(Step, frozen=True, kw_only=True):
     """Grade ``attempt``'s candidate with the task's tests; ``run=False``: it is empty, and
-    fails with :data:`NO_CODE` without running."""
+    fails with :data:`~swapos.policies.retry_text.NO_CODE` without running."""
 
     attempt: int
     run: bool = True
-
-
-class CheckReview(Step, frozen=True, kw_only=True):
-    """Check the review of ``attempt``'s grade against that grade's test output (rule 12)."""
-
-    attempt: int
-
-
-class Distrust(Step, frozen=True, kw_only=True):
-    """The review of ``attempt``'s grade is unverified (``why``): the fixer reads it marked so."""
-
-    attempt: int
-    why: str
 
 
 class Adopt(Step, frozen=True, kw_only=True):
@@ -161,24 +141,15 @@ class Adopt(Step, frozen=True, kw_only=True):
 
 
 class Finish(Step, frozen=True, kw_only=True):
-    """The task ends (the outcome is the state's: :attr:`TaskState.passed`...)."""
+    """The task ends, and why (the outcome is the state's: ``TaskState.passed``...)."""
 
-    reason: str
+    ending: AnyEnding
 
 
-Action = (
-    Decide
-    | Generate
-    | Keep
-    | SelfCheck
-    | Replace
-    | SendBack
-    | Grade
-    | CheckReview
-    | Distrust
-    | Adopt
-)
+Action = Decide | Generate | Keep | SelfCheck | Replace | SendBack | Grade | Adopt
 """Every step but :class:`Finish`."""
+RECORDS: Final = (Decide, Keep, Replace, SendBack, Adopt)
+"""The steps that record and are answered by :class:`Done`."""
 
 # --- Outcomes: what came of a step ------------------------------------------------------
 
@@ -189,7 +160,7 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True, tag=True):
 
 class Started(Outcome, frozen=True, kw_only=True):
     """The task begins, routed: whether it plans first, each role's model (``reason``,
-    ``code``, ``critic``, ``fix``), the routing decisions and whether it has examples."""
+    ``code``, ``fix``), the routing decisions and whether it has examples."""
 
     plan_first: bool
     models: dict[str, str]
@@ -203,18 +174,17 @@ class Done(Outcome, frozen=True, kw_only=True):
 
 class Generated(Outcome, frozen=True, kw_only=True):
     """A phase answered: whether its prompt was a chat; for a code phase, its candidate's
-    identity, its shape (rule 11) and whether it is empty (no code). For a draw, ``drew`` is
-    the sampling it was decoded with when that is another of the step's draws (one of its
-    ``then``: decoded side by side, it finished first); None: the step's own ``sampling``."""
+    identity and whether it is empty (no code). For a draw, ``drew`` is the sampling it was
+    decoded with when that is another of the step's draws (one of its ``then``: decoded
+    side by side, it finished first); None: the step's own ``sampling``."""
 
     chat: bool = False
     key: str = ""
     empty: bool = False
-    shape: str = ""
-    drew: tuple[float, int] | None = None
+    drew: Sampling | None = None
     defect: str = ""
     """What is wrong with the candidate that needs no run to see (it does not parse, it
-    lacks a name the task asks to add: :mod:`swapos.pipeline.defects`); "" when nothing."""
+    lacks a name the task asks to add: a pre-grade check pass); "" when nothing."""
 
 
 class Failed(Outcome, frozen=True, kw_only=True):
@@ -234,107 +204,9 @@ class Checked(Outcome, frozen=True, kw_only=True):
     precheck: bool = False
 
 
-class ReviewChecked(Outcome, frozen=True, kw_only=True):
-    """A review's check (rule 12): whether the test output bears it out, and if not why."""
-
-    verified: bool
-    why: str = ""
-
-
 class Graded(Outcome, frozen=True, kw_only=True):
     """A grade's verdict."""
 
     passed: bool
     tests_passed: int
     tests_total: int
-
-
-# --- The state -------------------------------------------------------------------------
-
-At = Literal[
-    "start", "routed", "planned", "reviewed", "review_checked", "tried", "kept", "checked",
-    "drew", "draw_checked", "drawn", "grade", "graded", "sent_back", "adopted", "done",
-]  # fmt: skip
-"""Where the task is: which outcome the state waits for (see :data:`RULES`)."""
-
-
-class TaskState(msgspec.Struct, frozen=True, kw_only=True):
-    """Everything the rules know of one task. Frozen: :func:`next_step` returns a new one
-    (its dicts are never changed in place either)."""
-
-    rules: Rules
-    at: At = "start"
-    pending: tuple[Action, ...] = ()  # record steps still to hand out before ``at`` applies
-    plans: bool = False  # the task plans first
-    models: dict[str, str] = msgspec.field(default_factory=dict)  # role -> model
-    examples: bool = False  # it has examples to check
-    attempt: int = 0  # the current attempt (0: before the first)
-    review_due: bool = False  # a failed grade the critic has not reviewed yet
-    upcoming: tuple[str, ...] = ()  # the current attempt's schedule for the Prefetcher
-    coder: str = ""
-    other: str | None = None  # who answers instead when the coder keeps repeating (rule 5)
-    tried: int = 0  # which try of the attempt's candidate is out (rule 5)
-    chats: dict[str, bool] = msgspec.field(default_factory=dict)  # model -> prompted as a chat
-    key: str = ""  # the attempt's candidate's identity
-    shape: str = ""  # ... its shape (rule 11)
-    empty: bool = False  # ... it has no code
-    defect: str = ""  # ... what is wrong with it that needs no run to see (rule 6)
-    stuck: bool = False  # the newest kept candidate is stuck (rule 11)
-    kept: int = 0  # the attempt of the capsule's newest artifact
-    base: int = 0  # the attempt the current fixer starts from (rule 10; 0: the newest)
-    budget: bool = False  # its check used the self-check budget (rule 8)
-    check: Checked | None = None  # its failed check (rule 8)
-    draw: int = 0  # how many draws of the attempt were taken (rule 7), and the newest's candidate
-    drawn: tuple[tuple[float, int], ...] = ()  # the samplings of those draws, in the order taken
-    draw_repeats: int = 0  # draws in a row that were empty or a rejected candidate again
-    draw_key: str = ""
-    draw_shape: str = ""
-    # the checked draw of the attempt that passed the most examples, more than its candidate
-    best_draw: tuple[str, str, Checked, str] | None = None  # key, shape, check, what it said
-    # candidate identity -> the attempt whose grade failed / whose check failed (never graded)
-    failed: dict[str, int] = msgspec.field(default_factory=dict)
-    unchecked: dict[str, int] = msgspec.field(default_factory=dict)
-    failed_shapes: dict[str, int] = msgspec.field(default_factory=dict)  # rule 11
-    selfchecks: int = -1  # candidates checks may still send back (-1: not started)
-    grades: int = 0  # graded candidates (an empty answer is not one)
-    passed_attempt: int = 0
-    last: Graded | None = None  # the newest grade
-    scores: dict[int, Graded] = msgspec.field(default_factory=dict)  # attempt -> its grade
-    ending: str = ""  # why the task ends, once its result is adopted (rule 10)
-    error: str | None = None
-
-    @property
-    def passed(self) -> bool:
-        """The task passed: its newest grade passed and nothing failed."""
-        return self.last is not None and self.last.passed and self.error is None
-
-    @property
-    def best_attempt(self) -> int:
-        """The attempt of the task's best candidate (rule 10; 0: none graded)."""
-        return max(self.scores, key=lambda a: (self.scores[a].tests_passed, a), default=0)
-
-    @property
-    def result(self) -> Graded | None:
-        """The grade of the task's result (rule 10): its passing grade, else its best
-        candidate's, else its newest (an empty answer's)."""
-        return self.last if self.passed or not self.scores else self.scores[self.best_attempt]
-
-    @property
-    def pass_at_1(self) -> bool:
-        """It passed with its first graded candidate."""
-        return self.passed and self.grades == 1
-
-    @property
-    def fresh(self) -> bool:
-        """The current attempt is a second opinion (rule 4)."""
-        return self.attempt == 2 and self.opinions
-
-    @property
-    def opinions(self) -> bool:
-        """A failed attempt 1 is followed by a second opinion (rule 4)."""
-        return self.rules.second_opinion and self.models["fix"] != self.models["code"]
-
-
-Result = tuple[TaskState, list[Action | Finish]]
-"""A rule's result: the new state and the steps to hand out, in order; every step but the
-last is a record step (answered by :class:`Done`)."""

@@ -40,6 +40,7 @@ from swapos.models.bundled import resolve_profile
 from swapos.models.profile import Profile
 from swapos.models.resolve import model_specs
 from swapos.models.spec import ModelSpec
+from swapos.passes import passes_named
 from swapos.pipeline.chat_prompts import build_chat_prompt
 from swapos.pipeline.humaneval import load_humaneval
 from swapos.pipeline.prompts import build_prompt, capsule_for_task
@@ -149,6 +150,7 @@ async def run_bench(
     cfg = profile.phase("code")
     budget = min(cfg.prompt_budget_tokens, spec.n_ctx - cfg.max_tokens - 8)
     tasks = pick_tasks(args.suite, args.prompts)
+    passes = passes_named(profile.pipeline.passes)
     model: LlamaModel = await backend.load(spec)
     runs: list[PromptRun] = []
     try:
@@ -163,7 +165,7 @@ async def run_bench(
                         counter,
                         budget,
                         fmt,
-                        open_asked=profile.pipeline.open_asked,
+                        opening=passes.brief(task).opening,
                     )
                     if fmt is not None
                     else build_prompt("code", task, capsule, counter, budget)

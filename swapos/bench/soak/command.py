@@ -100,13 +100,15 @@ def _count(folder: Path) -> int:
 
 def fake_setup() -> tuple[Profile, dict[str, ModelSpec], ModelBackend]:
     """Three scripted models in the pipeline's roles, on the real clock (milliseconds)."""
-    names = ("planner", "coder", "critic")
+    names = ("planner", "coder", "fixer")
     profile = Profile(
         name="soak-fake",
         budget=250,
         models={n: ModelConfig(path=f"/nonexistent/{n}.gguf", n_ctx=8192) for n in names},
-        roles={"reason": "planner", "code": "coder", "critic": "critic"},
-        pipeline=PipelineConfig(max_attempts=2),
+        roles={"reason": "planner", "code": "coder", "fix": "fixer"},
+        pipeline=PipelineConfig(
+            max_attempts=2, skip_reason_max_difficulty=0, resamples=2, draws=0, second_opinion=False
+        ),
     )
     script = FakeModelScript(load_s=0.01, token_s=0.0002, reply=FAKE_REPLY, footprint_bytes=100)
     backend = FakeBackend(MonotonicClock(), dict.fromkeys(names, script))

@@ -6,7 +6,7 @@ Shared by the local runner (:mod:`swapos.bench.suite.command`) and the Ray worke
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TypeVar
@@ -17,7 +17,13 @@ from swapos.actors.handle import TaskOutcome
 from swapos.actors.system import System
 from swapos.data.task import Task
 from swapos.errors import SwapOSError
-from swapos.models.profile import Mode, ModelConfig, PipelineConfig, Profile
+from swapos.models.profile import (
+    REMOVED_PIPELINE_FIELDS,
+    Mode,
+    ModelConfig,
+    PipelineConfig,
+    Profile,
+)
 from swapos.pipeline.routing import OPEN_ROLE
 
 ARMS = ("pipeline", "single")
@@ -104,20 +110,35 @@ def role_knobs(profile: Profile, changes: dict[str, str], arm: str) -> dict[str,
 
 
 def pipeline_knobs(pipeline: PipelineConfig, changes: dict[str, str], arm: str) -> PipelineConfig:
-    """``pipeline`` with the ``[pipeline]`` knobs of ``changes`` (:func:`split_knobs`) set.
+    """``pipeline`` with the ``[pipeline]`` knobs of ``changes`` (:func:`split_knobs`) set; a
+    list knob's items are separated by :data:`LIST_SEPARATOR`.
 
     Raises:
-        SwapOSError: a knob the pipeline does not have (neither is it a model knob), or a bad
-            value.
+        SwapOSError: a knob the pipeline does not have (neither is it a model knob), one it
+            no longer has, or a bad value.
     """
     names = [f.name for f in msgspec.structs.fields(pipeline)]
+    removed = [k for k in changes if k in REMOVED_PIPELINE_FIELDS]
+    if removed:
+        name = removed[0]
+        raise SwapOSError(f"arm {arm!r}: `{name}` was removed: {REMOVED_PIPELINE_FIELDS[name]}")
     unknown = [k for k in changes if k not in names]
     if unknown:
         raise SwapOSError(
             f"arm {arm!r}: {unknown[0]!r} is not KNOB=VALUE with a [pipeline] knob, a model "
             f"knob or a role; the knobs: {', '.join((*names, *MODEL_KNOBS))}, {ROLE_KNOB}ROLE"
         )
-    return with_settings(pipeline, changes, arm)
+    lists = {k: _listed(v) for k, v in changes.items() if isinstance(getattr(pipeline, k), list)}
+    return with_settings(pipeline, {**changes, **lists}, arm)
+
+
+LIST_SEPARATOR = "/"
+"""What separates the items of a list knob's value: ``pipeline:passes=examples/open_asked``
+(``pipeline:passes=``: none, the core alone)."""
+
+
+def _listed(value: str) -> list[str]:
+    return [item for item in (i.strip() for i in value.split(LIST_SEPARATOR)) if item]
 
 
 def model_knobs(
@@ -134,7 +155,7 @@ def model_knobs(
     return {name: with_settings(model, changes, arm) for name, model in models.items()}
 
 
-def with_settings(settings: _Settings, changes: dict[str, str], arm: str) -> _Settings:
+def with_settings(settings: _Settings, changes: Mapping[str, object], arm: str) -> _Settings:
     """``settings`` with the fields of ``changes`` set, each value read as its field's type
     (``true``/``false``, a number).
 

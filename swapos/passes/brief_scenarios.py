@@ -21,17 +21,17 @@ depend on it). :func:`scenarios` says whether a session line is one, by these ru
   defines is dropped (the check imports them from ``solution``); any other import (the
   project's own package, a third-party one) means the session is not ours to run;
 - no power with an exponent beyond a literal up to
-  :data:`~swapos.pipeline.example_values.MAX_EXPONENT` (``10**10000``: its check could take
+  :data:`~swapos.passes.example_values.MAX_EXPONENT` (``10**10000``: its check could take
   the check's whole time);
 - every name the session reads is bound: by the session itself, the starter, the builtins,
   or an imported standard module; outside a bugfix, a name nothing binds may be *called*
   (``RingBuffer(3)``: what the brief asks for), never read bare;
 - the session uses the task's code: a name the starter defines, or one it calls that way;
-- the line's output is a value (:func:`~swapos.pipeline.example_values.value_text`) on
+- the line's output is a value (:func:`~swapos.passes.example_values.value_text`) on
   one line, or what ``print`` shows (``>>> print(list(buf))`` then ``[1, 2]``);
 - the setup holds something besides imports, ``name = value`` lines and calls of functions
   on values: a session of only those, then a plain call, is the brief reader's own
-  (:mod:`swapos.pipeline.brief_examples`, its givens).
+  (:mod:`swapos.passes.brief_examples`, its givens).
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ import textwrap
 from collections.abc import Sequence
 from typing import Final
 
+from swapos.passes.example_values import MAX_EXPONENT, Example, is_value, value_text
 from swapos.pipeline.bindings import names_bound
-from swapos.pipeline.example_values import MAX_EXPONENT, Example, is_value, value_text
 from swapos.pipeline.extract import PARSE_ERRORS
 
 _BUILTINS: Final = frozenset(dir(builtins))

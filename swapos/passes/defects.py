@@ -1,12 +1,24 @@
-"""What is wrong with a candidate that needs no run to see: the pre-grade check of retry rule 6.
+"""The ``precheck_defects`` pass: what is wrong with a candidate that needs no run to see
+(:class:`PrecheckDefects`, a :class:`~swapos.pipeline.hooks.PreGradeCheck`).
 
 A candidate that does not parse fails every test; so does a repository task's candidate that
-does not define a name its brief asks to add (:func:`swapos.pipeline.brief_names.asked_names`):
+does not define a name its brief asks to add (:func:`swapos.passes.brief_names.asked_names`):
 the tests import it. Neither needs the sandbox to know, and with no example to check such a
 candidate (or a draw) would be graded and spend the grade. :func:`candidate_defect` says what
 is wrong in words the coder reads next; the retry policy treats a defect like a failed check
-(rules 6 to 8: draws, then sent back), and grades such a candidate only where it grades every
-candidate unchecked (the last attempt, a spent check budget).
+(its *Pre-grade checks*, *Draws* and *Sent back* rules), and grades such a candidate only where
+it grades every candidate unchecked (the last attempt, a spent check budget).
+
+Fixtures: ``tests/test_defects.py``, ``tests/test_brief_names.py``; end to end
+``tests/test_conductor_rules.py`` (a candidate without the asked class draws instead of
+spending a grade).
+
+Measured offline only, no run side by side (docs/results/log/2026-12-06-precheck-defects.md):
+on the 530 distinct candidates recorded in the day's seven run folders
+(docs/results/humaneval164-default-2026-12-06, builtin37-draft-2026-12-06,
+builtin13-edit-2026-12-06, issues4even-default-2026-12-06, issues11-edit-2026-12-06,
+issues11-focus-2026-12-06, issues3-redraw-2026-12-06), 44 would be held, none of which passed;
+what the draws do instead of the grades it saves is measured only by a run.
 """
 
 from __future__ import annotations
@@ -15,8 +27,8 @@ import ast
 from typing import Final
 
 from swapos.data.task import Task
+from swapos.passes.brief_names import asked_names
 from swapos.pipeline.bindings import names_bound
-from swapos.pipeline.brief_names import asked_names
 from swapos.pipeline.extract import PARSE_ERRORS
 
 
@@ -67,3 +79,10 @@ def _module_names(tree: ast.Module) -> set[str]:
             if isinstance(part, ast.AST):
                 names |= names_bound(part)
     return names
+
+
+class PrecheckDefects:
+    """The pass: :func:`candidate_defect`."""
+
+    def defect(self, task: Task, code: str) -> str:
+        return candidate_defect(code, task)

@@ -1,8 +1,8 @@
 """What one example is, and when a piece of text is one: a call of a known function on
 values, and the value it should have.
 
-Shared by the docstring reader (:mod:`swapos.pipeline.selfcheck`) and the brief reader
-(:mod:`swapos.pipeline.brief_examples`). Nothing here guesses: text that does not parse as
+Shared by the docstring reader (:mod:`swapos.passes.selfcheck`) and the brief reader
+(:mod:`swapos.passes.brief_examples`). Nothing here guesses: text that does not parse as
 exactly that shape is not an example.
 
 A *value* is what an example's arguments and wanted result may be:
@@ -59,7 +59,7 @@ class Example(msgspec.Struct, frozen=True, kw_only=True):
     """One example: an expression and the value it should have (both Python source); when
     ``printed``, ``want`` is the text ``print(call)`` shows (a doctest of a ``print``), each
     line's trailing spaces aside; ``setup``, the statements run before it, in order (a
-    doctest session's earlier lines: :mod:`swapos.pipeline.brief_scenarios`)."""
+    doctest session's earlier lines: :mod:`swapos.passes.brief_scenarios`)."""
 
     call: str
     want: str

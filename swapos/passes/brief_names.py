@@ -5,7 +5,7 @@ An issue that asks for something new names it: "Add a `RingBuffer` class", "Plea
 "Introduce a dataclass `Point`". A candidate that does not define it fails every test at
 import (``cannot import name 'RingBuffer'``), and with no example to check it would be graded
 so. :func:`asked_names` reads those names; the pre-grade check
-(:func:`swapos.pipeline.defects.candidate_defect`) holds a candidate that lacks one.
+(:func:`swapos.passes.defects.candidate_defect`) holds a candidate that lacks one.
 
 A name is read from a *sentence* (of a paragraph or a list item; a heading is one too) that
 says to add it: one of :data:`VERBS` as a word outside code spans, not negated before it

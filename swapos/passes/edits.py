@@ -2,9 +2,10 @@
 
 A model asked for "the complete solution.py" of a repository task writes the whole file again,
 most of it copied from the starter, token by token; asked for only what it changes, it writes
-a function or two. With ``pipeline.edit`` on, a chat coder of a ``bugfix`` or ``feature`` task
-is asked for that (:mod:`swapos.pipeline.chat_prompts`), and this module puts its answer back
-into the file the prompt showed it, by name, on the syntax tree:
+a function or two. With the ``open_asked`` pass, the first request of a ``bugfix`` or
+``feature`` task whose brief asks for a new definition asks a chat coder for that
+(:mod:`swapos.pipeline.chat_prompts`), and this module puts its answer back into the file
+the prompt showed it, by name, on the syntax tree:
 
 - a function or class that the file defines at the same level is replaced where it stands
   (its decorators with it); a class that the answer writes only in part (some of its methods)
@@ -37,7 +38,7 @@ from swapos.pipeline.extract import PARSE_ERRORS
 
 _IMPORTS: Final = (ast.Import, ast.ImportFrom)
 EDIT_CATEGORIES: Final = frozenset({"bugfix", "feature"})
-"""The task categories whose coders are asked for edits when ``pipeline.edit`` is on."""
+"""The task categories whose coders may be asked for edits."""
 
 
 def edits_apply(task: Task) -> bool:

@@ -7,7 +7,7 @@ so checking a candidate against them is fair, where peeking at the hidden tests 
 candidate that fails its own examples goes back to the coder with the failure, without
 spending a grade. A repository task's markdown brief states them in other forms
 (```` `slugify("A b")` -> `"a-b"` ````, tables, ``>>>`` blocks...): those are read by
-:mod:`swapos.pipeline.brief_examples`, which also decides where a bugfix brief states the
+:mod:`swapos.passes.brief_examples`, which also decides where a bugfix brief states the
 wanted result rather than the bug.
 
 :func:`task_examples` finds the examples (:func:`docstring_examples`,
@@ -29,9 +29,9 @@ import msgspec
 
 from swapos.data.task import Task, TaskMeta
 from swapos.grader import GradeResult
-from swapos.pipeline import brief_examples as briefs
-from swapos.pipeline.example_values import STDLIB_VALUE_TYPES, make_example, value_makers
-from swapos.pipeline.example_values import Example as Example  # noqa: PLC0414 (re-exported)
+from swapos.passes import brief_examples as briefs
+from swapos.passes.example_values import STDLIB_VALUE_TYPES, make_example, value_makers
+from swapos.passes.example_values import Example as Example  # noqa: PLC0414 (re-exported)
 
 MAX_EXAMPLES: Final = 12
 _ARROW: Final = re.compile(
@@ -56,7 +56,7 @@ def task_examples(task: Task) -> list[Example]:
 
 def brief_examples(task: Task) -> list[Example]:
     """The examples a repository task's markdown brief states
-    (:func:`swapos.pipeline.brief_examples.brief_examples` has the forms and the rules: a
+    (:func:`swapos.passes.brief_examples.brief_examples` has the forms and the rules: a
     bugfix brief gives only those that state the wanted result, never the bug)."""
     return briefs.brief_examples(task.problem, task.starter, task.category)
 
@@ -72,7 +72,7 @@ def docstring_examples(task: Task) -> list[Example]:
     arguments are passed in their order) and the value is one (a literal: a number, string,
     list..., ``True``/``False``/``None``, ``true``/``false`` read as such; arithmetic on
     numbers; a construction of a value type the prompt defines or imports:
-    :mod:`~swapos.pipeline.example_values`). At most
+    :mod:`~swapos.passes.example_values`). At most
     :data:`MAX_EXAMPLES`, in order, without repeats.
     """
     entry = task.entry_point

@@ -14,7 +14,7 @@ came from are the fixtures of ``tests/test_brief_examples.py``):
   ``print`` shows, each line's trailing spaces aside); a statement may go on over ``...``
   lines; ``assert f(2) == 4`` lines in a fenced block; and a doctest session's later lines
   with its earlier ones as their setup (``>>> cache.put("a", 1)`` then ``>>> cache.get("a")``
-  and ``1``: :mod:`swapos.pipeline.brief_scenarios` has the rules), and so statements joined
+  and ``1``: :mod:`swapos.passes.brief_scenarios` has the rules), and so statements joined
   by ``;`` in a span, ```` `q = Queue(); q.put(1); q.get()` -> `1` ````;
 - a call in a fenced block with its value in a comment after a marker (``->``, ``=>``,
   ``→``, ``==``, ``returns``, ``output:``, ``result:``...): ``solve("C")  # -> "G"``;
@@ -38,7 +38,7 @@ came from are the fixtures of ``tests/test_brief_examples.py``):
 An example counts only when its call is a plain function name applied to values and its
 value is a value: literals, arithmetic on numbers, and constructions of the value types the
 starter makes available (``[Interval(1, 6)]``, ``date(2024, 3, 1)``;
-:mod:`~swapos.pipeline.example_values` says which); the name
+:mod:`~swapos.passes.example_values` says which); the name
 must be one the starter defines, or, outside a bugfix, one that is not a Python builtin (the
 function the brief asks for). A call given two different values is dropped (the brief is
 unclear, so no example), and so is one stated in a sentence that places it in the present
@@ -76,15 +76,15 @@ from typing import Final, Literal
 
 import msgspec
 
-from swapos.pipeline.bindings import definitions
-from swapos.pipeline.brief_scenarios import Line, parsed_statements, scenarios
-from swapos.pipeline.example_values import (
+from swapos.passes.brief_scenarios import Line, parsed_statements, scenarios
+from swapos.passes.example_values import (
     EVAL_ERRORS,
     Example,
     is_value,
     make_example,
     value_makers,
 )
+from swapos.pipeline.bindings import definitions
 from swapos.pipeline.extract import PARSE_ERRORS
 
 Section = Literal["wanted", "actual", "neutral"]

@@ -1,4 +1,6 @@
-"""Put back what a candidate dropped and still uses: a repair with no model in it.
+"""The ``restore_dropped`` pass: put back what a candidate dropped and still uses, a repair
+with no model in it (:class:`RestoreDropped`, a :class:`~swapos.pipeline.hooks.CandidateRepair`,
+with a decision naming what it put back).
 
 A model that rewrites a whole ``solution.py`` often leaves out a line it did not mean to
 change, and the code it kept still names it: ``_MISSING = object()``, ``COMMENT_PREFIXES =
@@ -35,6 +37,16 @@ times at most. An import goes after the candidate's last top-level import; anyth
 right after the last top-level statement binding a name it needs at import time, and before
 the first one that needs it then (a default argument, a decorator, a base class, module-level
 code); where no such place exists, it is not put back. The candidate is otherwise untouched.
+
+Fixtures: ``tests/test_restore.py``; end to end ``tests/test_conductor_rules.py`` (a dropped
+constant and the starter's functions put back before the grade; not for a refactor).
+
+Measured offline only, no run side by side (docs/results/log/2026-12-06-restore-dropped.md
+and 2026-12-06-precheck-defects.md): replayed on the recorded
+candidates of the runs docs/results/issues11-edit-2026-12-06, issues11-focus-2026-12-06,
+issues3-redraw-2026-12-06 and builtin13-edit-2026-12-06, 9 candidates changed, 7 passed more
+tests, 1 all of them, none fewer; on the day's seven run folders (530 candidates), 16 changed,
+feature_slugify's attempt 1 0/6 -> 6/6 and semver-prerelease's 0/15 -> 9/15 and 12/15.
 """
 
 from __future__ import annotations
@@ -46,8 +58,11 @@ import sys
 from collections.abc import Iterator
 from typing import Final
 
+from swapos.data.task import Task
+from swapos.passes.edits import EDIT_CATEGORIES
 from swapos.pipeline.bindings import DEFINITIONS, definitions
 from swapos.pipeline.extract import PARSE_ERRORS
+from swapos.pipeline.hooks import Repaired
 
 MAX_ROUNDS: Final = 4
 _BUILTINS: Final = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__"}
@@ -330,3 +345,16 @@ def _function_head(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST
     if func.returns is not None:
         head.append(func.returns)
     return head
+
+
+class RestoreDropped:
+    """The pass: :func:`restore_dropped` on every non-empty answer (a draw too), the starter's
+    public names kept for a bugfix or feature."""
+
+    def repair(self, task: Task, code: str, *, edit_of: str | None) -> Repaired:
+        exported = task.category in EDIT_CATEGORIES
+        repaired, restored = restore_dropped(code, task.starter, exported=exported)
+        if not restored:
+            return Repaired(code)
+        shown = "; ".join(" ".join(r.split())[:80] for r in restored)
+        return Repaired(repaired, f"restored what the answer dropped: {shown}")
