@@ -52,12 +52,15 @@ from swapos.policies.retry_decisions import (
     BestDraw,
     Count,
     Defect,
+    DrawsStopped,
     DrawVerdict,
     Examples,
     GradedAsIs,
     HeldBack,
     NoCode,
+    NoProgress,
     NothingToCheck,
+    OverSpent,
     Repeats,
     Routed,
     SecondOpinion,
@@ -92,6 +95,8 @@ ONE_OF_2 = Checked(passed=False, tests_passed=1, tests_total=2, text="g(1) retur
 ONE_OF_2B = Checked(passed=False, tests_passed=1, tests_total=2, text="g(2) returned 9")
 SEVEN = Graded(passed=False, tests_passed=7, tests_total=8)  # a candidate failing 1 of 8
 THREE = Graded(passed=False, tests_passed=3, tests_total=8)  # ... failing 5 of 8
+SAME_FAIL = Graded(passed=False, tests_passed=0, tests_total=1, failure="f1")  # one output
+A100 = Generated(key="A", model="coder", tokens=100)  # a candidate of 100 tokens
 
 
 def seed(attempt: int, i: int) -> int:
@@ -461,6 +466,36 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
     # Grade
     ("an empty candidate fails without running", {"max_attempts": 1}, [EMPTY], [
         Keep(attempt=1), said(NoCode()), Grade(attempt=1, run=False),
+    ]),
+    ("a fix that fails just as the grade before it ends the task",
+     {"stop_same_failure": True}, [A, SAME_FAIL, B, SAME_FAIL], [
+        Finish(ending=NoProgress(attempt=2, same_as=1)),
+    ]),
+    ("a fix that fails differently goes on", {"stop_same_failure": True},
+     [A, SAME_FAIL, B, FAIL], [
+        code("coder", "fix", 3),
+    ]),
+    # Spend
+    ("an attempt that does not fit the spend limit ends the task",
+     {"task_budget": 1.5}, [A100, FAIL], [
+        Finish(ending=OverSpent(attempt=1, spent=100.0, expected=100.0, limit=150.0)),
+    ]),
+    ("an attempt that fits the spend limit is asked", {"task_budget": 2.0}, [A100, FAIL], [
+        code("coder", "fix", 2, "coder"),
+    ]),
+    ("a draw that does not fit stops the draws, and the attempt goes back",
+     {"examples": True, "draws": 2, "task_budget": 1.5}, [A100, BAD], [
+        said(DrawsStopped(attempt=1, drawn=0, of=2, why="spent", spent=100.0, expected=100.0,
+                          limit=150.0)),
+        SendBack(attempt=1, tests_passed=0, tests_total=1, text="f(2) returned 3"),
+        Finish(ending=OverSpent(attempt=1, spent=100.0, expected=100.0, limit=150.0)),
+    ]),
+    ("draws stop once so many in a row bring nothing new",
+     {"examples": True, "draws": 3, "stale_draws": 1}, [A, BAD, EMPTY], [
+        draw_said(1, 1, 3, AGAIN),
+        said(DrawsStopped(attempt=1, drawn=1, of=3, why="stale", stale=1)),
+        SendBack(attempt=1, tests_passed=0, tests_total=1, text="f(2) returned 3"),
+        code("coder", "fix", 2, "coder"),
     ]),
     # Best candidate
     ("a fixer starts from the best candidate when a newer graded one is worse",

@@ -15,6 +15,7 @@ from swapos.policies.retry_decisions import (
     Broke,
     Count,
     Defect,
+    DrawsStopped,
     DrawVerdict,
     Examples,
     GradedAsIs,
@@ -22,7 +23,9 @@ from swapos.policies.retry_decisions import (
     LastFailed,
     NoAttemptLeft,
     NoCode,
+    NoProgress,
     NothingToCheck,
+    OverSpent,
     Passed,
     Repeats,
     Routed,
@@ -84,6 +87,12 @@ WORDS: list[tuple[AnyDecision, str, str]] = [
      "no draw passes the checks: attempt 2 is graded with that draw"),
     (GradedAsIs(attempt=2, with_draw=False), "code",
      "no draw passes the checks: attempt 2 is graded as it is"),
+    (DrawsStopped(attempt=1, drawn=2, of=6, why="stale", stale=2), "code",
+     "attempt 1's draws stop after 2 of 6: the last 2 brought nothing new"),
+    (DrawsStopped(attempt=2, drawn=1, of=6, why="spent", spent=900.0, expected=310.0,
+                  limit=1000.0), "code",
+     "attempt 2's draws stop after 1 of 6: the next is expected to cost 310 more, and 900 of "
+     "the task's 1000 is spent"),
     (NoCode(), "grade", NO_CODE),
     (Adopted(best=1, grade=Count(7, 8), newest=3), "grade",
      "the task's result is attempt 1's candidate (7/8 tests passed), its best graded, not "
@@ -105,6 +114,16 @@ ENDINGS: list[tuple[AnyEnding, str]] = [
     (Passed(attempt=1), "attempt 1 passed"),
     (LastFailed(attempt=3), "attempt 3, the last, failed"),
     (NoAttemptLeft(attempt=2), "attempt 2 was the last"),
+    (
+        OverSpent(attempt=2, spent=900.0, expected=310.0, limit=1000.0),
+        "attempt 2 was the last the task could afford: another is expected to cost 310 more, and "
+        "900 of its 1000 is spent",
+    ),
+    (
+        NoProgress(attempt=3, same_as=2),
+        "attempt 3's fix failed the same tests as attempt 2, in the same way: the fixes find "
+        "nothing new",
+    ),
     (Broke(error="code phase failed: boom"), "code phase failed: boom"),
 ]
 

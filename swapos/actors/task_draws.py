@@ -182,7 +182,11 @@ class DrawsBatch:
         match reply:
             case DrawFinished(index=i, text=text, stats=stats):
                 await end_phase(self._ctx, self._ids[i], outcome="ok")
-                self._settle(i, PhaseOutput(text=text, tokens=stats.tokens, hit_cap=stats.hit_cap))
+                out = PhaseOutput(
+                    text=text, tokens=stats.tokens, prefilled=stats.prefill_tokens,
+                    hit_cap=stats.hit_cap,
+                )  # fmt: skip
+                self._settle(i, out)
                 return False
             case DrawsDone():
                 await self._end_rest(STOPPED, None)

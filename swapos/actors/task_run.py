@@ -50,6 +50,7 @@ from swapos.messages.events import (
 from swapos.models.templates import ChatFormat
 from swapos.pipeline.phase_runner import PhaseOutput
 from swapos.policies.draws import DrawPlan, context_room, plan_draws
+from swapos.policies.spending import ModelCost
 from swapos.sysinfo import reset_peak_rss
 
 GradeWork = Callable[[threading.Event], GradeResult]
@@ -180,6 +181,9 @@ class TaskRun:
     async def chat_format(self, model: str) -> ChatFormat | None:
         return await self._ctx.texts.chat_format(model)
 
+    async def model_cost(self, model: str) -> ModelCost | None:
+        return await self._ctx.texts.model_cost(model)
+
     # --- phases ---------------------------------------------------------------------------
 
     async def generate_phase(
@@ -250,7 +254,11 @@ class TaskRun:
             return PhaseOutput(error=reply.reason)
         assert isinstance(reply, Generated)
         await self._observed(request.model, lease, reply, started_t=gen_started)
-        return PhaseOutput(text=reply.text, tokens=reply.stats.tokens, hit_cap=reply.stats.hit_cap)
+        stats = reply.stats
+        return PhaseOutput(
+            text=reply.text, tokens=stats.tokens, prefilled=stats.prefill_tokens,
+            hit_cap=stats.hit_cap,
+        )  # fmt: skip
 
     async def _observed(
         self, model: str, lease: ModelLeased, reply: Generated, *, started_t: float

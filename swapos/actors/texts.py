@@ -14,6 +14,7 @@ from swapos.errors import SwapOSError
 from swapos.models.profile import Profile
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import CHATML, ChatFormat, FimTokens
+from swapos.policies.spending import ModelCost
 
 log = structlog.get_logger(__name__)
 
@@ -37,6 +38,7 @@ class ModelTexts:
         self._counters: dict[str, Callable[[str], int]] = {}
         self._chat: dict[str, ChatFormat | None] = {}
         self._fim: dict[str, FimTokens | None] = {}
+        self._costs: dict[str, ModelCost | None] = {}
         self._curves: dict[str, dict[int, float]] = {}
 
     async def read_all(self) -> None:
@@ -89,6 +91,13 @@ class ModelTexts:
             fim = await anyio.to_thread.run_sync(self._backend.fim_tokens, self._specs[model])
             self._fim.setdefault(model, fim)
         return self._fim[model]
+
+    async def model_cost(self, model: str) -> ModelCost | None:
+        """``model``'s measured token costs (None: not measured), read once, off the loop."""
+        if model not in self._costs:
+            cost = await anyio.to_thread.run_sync(self._backend.model_cost, self._specs[model])
+            self._costs.setdefault(model, cost)
+        return self._costs[model]
 
     async def draw_curve(self, model: str) -> dict[int, float]:
         """``model``'s measured cost of a batch of ``k`` tokens against one (``{k: ratio}``;

@@ -20,6 +20,7 @@ from swapos.data.residency import Offload
 from swapos.data.sampling import SamplingParams
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatFormat, FimTokens
+from swapos.policies.spending import ModelCost
 
 
 class GenerationOutput(msgspec.Struct, frozen=True, kw_only=True):
@@ -269,6 +270,12 @@ class ModelBackend(Protocol):
     def token_counter(self, spec: ModelSpec) -> Callable[[str], int]:
         """A function counting tokens of text as ``spec``'s tokenizer does, without loading
         the weights. Blocking (it may read the vocabulary): call it from a worker thread."""
+        ...
+
+    def model_cost(self, spec: ModelSpec) -> ModelCost | None:
+        """What ``spec``'s tokens cost on this machine, as measured (``bench decode``'s
+        step and prefill walls), or None when nothing is measured. Blocking (it may read
+        files): call it from a worker thread."""
         ...
 
     def fim_tokens(self, spec: ModelSpec) -> FimTokens | None:

@@ -29,6 +29,7 @@ from swapos.models.resolve import refuse_offload
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatFormat, FimTokens
 from swapos.policies.draws import curve_from_ratios
+from swapos.policies.spending import ModelCost
 from swapos.policies.tokens import can_cut_back, common_prefix_len
 
 
@@ -596,6 +597,14 @@ class FakeBackend:
     def token_counter(self, spec: ModelSpec) -> Callable[[str], int]:
         """Fake tokens are characters."""
         return len
+
+    def model_cost(self, spec: ModelSpec) -> ModelCost:
+        """The script's token and prefill times (as milliseconds)."""
+        script = self._script(spec)
+        return ModelCost(
+            ms_per_token=script.token_s * 1000,
+            prefill_ms_per_token=script.prefill_s_per_token * 1000,
+        )
 
     def fim_tokens(self, spec: ModelSpec) -> FimTokens | None:
         """The script's fill-in-the-middle tokens, if it has them."""

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from swapos.backends.base import LoadedModel, ModelBackend
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatFormat, FimTokens
+from swapos.policies.spending import ModelCost
 
 
 class RoutingBackend:
@@ -68,3 +69,6 @@ class RoutingBackend:
 
     def fim_tokens(self, spec: ModelSpec) -> FimTokens | None:
         return self.backend_for(spec).fim_tokens(spec)
+
+    def model_cost(self, spec: ModelSpec) -> ModelCost | None:
+        return self.backend_for(spec).model_cost(spec)

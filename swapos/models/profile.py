@@ -112,6 +112,12 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         passes: the heuristics over briefs and answers the conductor runs, by name (what
             each does, and the measurement that earned it its place: :mod:`swapos.passes`);
             ``[]``: the core alone.
+        task_budget: what a task may spend on its answers, as a multiple of its first code
+            answer's cost (*Spend*: tokens at each model's measured costs); 0: no limit.
+        stale_draws: an attempt's draws stop once this many in a row brought nothing new
+            (*Draws*); 0: never.
+        stop_same_failure: a fix whose grade fails with the very test output of the grade
+            before it ends the task (*Grade*).
     """
 
     max_attempts: int = 3
@@ -127,6 +133,9 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     passes: list[PassName] = msgspec.field(
         default_factory=lambda: ["examples", "open_asked", "restore_dropped", "precheck_defects"]
     )
+    task_budget: float = 0.0
+    stale_draws: int = 0
+    stop_same_failure: bool = False
 
 
 _MEASURED = "measured not to help: {}; delete it from the profile"
@@ -137,7 +146,10 @@ REMOVED_PIPELINE_FIELDS: dict[str, str] = {
     "focus_fix": _MEASURED.format("focus prompts passed no more tasks"),
     "edit": _MEASURED.format("edit answers passed no more tasks"),
     "redraw_unchanged": _MEASURED.format('draws told "unchanged" passed no more tasks'),
-    "draws_stop_repeats": _MEASURED.format("stopping repeated draws passed no more tasks"),
+    "draws_stop_repeats": _MEASURED.format(
+        "stopping repeated draws passed no more tasks (`stale_draws` stops them by the same "
+        "count, within the *Draws* rule)"
+    ),
     "restore_dropped": _A_PASS.format("restore_dropped"),
     "precheck_defects": _A_PASS.format("precheck_defects"),
     "open_asked": _A_PASS.format("open_asked"),

@@ -27,6 +27,7 @@ from swapos.pipeline.prechecks import selfcheck
 from swapos.pipeline.routing import RoutePlan, route
 from swapos.policies import retry
 from swapos.policies.retry_text import said
+from swapos.policies.spending import ModelCost
 
 
 class Conducted(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,7 +48,8 @@ async def conduct(
     """Run ``task`` to its end with ``passes`` (``max_attempts`` code attempts, default the
     profile's); every failure ends the task with a reason, never a crash of the system.
     Cancellation propagates (the task is recorded as cancelled, with what it had done)."""
-    state = retry.TaskState(rules=rules(task, runner, max_attempts))
+    costs = {m: c for m in runner.profile.models if (c := await runner.model_cost(m))}
+    state = retry.TaskState(rules=rules(task, runner, max_attempts, costs))
     work = steps.Work(task, passes)
     await runner.task_started(task)
     try:
@@ -86,8 +88,14 @@ async def conduct(
     return Conducted(passed=state.passed, error=state.error, capsule_json=capsule)
 
 
-def rules(task: Task, runner: PhaseRunner, max_attempts: int | None) -> retry.Rules:
-    """The policy's rules for ``task``: the profile's, and the task's starter code."""
+def rules(
+    task: Task,
+    runner: PhaseRunner,
+    max_attempts: int | None,
+    costs: dict[str, ModelCost] | None = None,
+) -> retry.Rules:
+    """The policy's rules for ``task``: the profile's, the task's starter code, and the
+    models' measured token costs."""
     cfg = runner.profile.pipeline
     repository = task.category != "completion" and bool(task.starter.strip())
     return retry.Rules(
@@ -96,6 +104,8 @@ def rules(task: Task, runner: PhaseRunner, max_attempts: int | None) -> retry.Ru
         resamples=cfg.resamples, resample_temperature=cfg.resample_temperature,
         draws=cfg.draws, second_opinion=cfg.second_opinion, side_by_side=cfg.side_by_side,
         starter=candidate_identity(task.starter) if repository else None,
+        task_budget=cfg.task_budget, stale_draws=cfg.stale_draws,
+        stop_same_failure=cfg.stop_same_failure, costs=costs or {},
     )  # fmt: skip
 
 

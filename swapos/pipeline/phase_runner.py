@@ -15,6 +15,7 @@ from swapos.grader import GradeResult
 from swapos.models.profile import Profile
 from swapos.models.templates import ChatFormat
 from swapos.policies.draws import DrawPlan
+from swapos.policies.spending import ModelCost
 
 
 class PhaseOutput(msgspec.Struct, frozen=True, kw_only=True):
@@ -23,6 +24,8 @@ class PhaseOutput(msgspec.Struct, frozen=True, kw_only=True):
 
     text: str = ""
     tokens: int = 0
+    prefilled: int = 0
+    """Prompt tokens evaluated (not restored from the KV cache)."""
     hit_cap: bool = False
     error: str | None = None
     drew: tuple[float, int] | None = None
@@ -106,6 +109,10 @@ class PhaseRunner(Protocol):
     async def token_counter(self, model: str) -> Callable[[str], int]: ...
 
     async def chat_format(self, model: str) -> ChatFormat | None: ...
+
+    async def model_cost(self, model: str) -> ModelCost | None:
+        """``model``'s measured token costs (None: not measured)."""
+        ...
 
     async def task_started(self, task: Task) -> None: ...
 

@@ -4,6 +4,7 @@ it writes into the task's capsule. Which step comes next is the policy's alone."
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 import anyio.to_thread
@@ -67,6 +68,8 @@ class Answer(msgspec.Struct, frozen=True, kw_only=True):
     chat: bool
     prompt: Prompt
     drew: tuple[float, int] | None = None  # a draw's sampling, when not the step's own
+    tokens: int = 0
+    prefilled: int = 0
 
     def artifact(self, attempt: int, code: str) -> Artifact:
         """The capsule's record of ``code``, extracted from this answer (a chat model's own
@@ -109,9 +112,10 @@ async def generate(runner: PhaseRunner, work: Work, step: Generate) -> Generated
     out = await _answer(runner, work, step)
     if isinstance(out, str):
         return Failed(error=out)
+    paid = Generated(chat=out.chat, model=step.model, tokens=out.tokens, prefilled=out.prefilled)
     if step.prompt == "plan":
         work.capsule = with_plan(work.capsule, extract_plan(out.text))
-        return Generated(chat=out.chat)
+        return paid
     work.answer, work.code = out, extract_code(out.text, task=work.task)
     empty = work.code.how == "empty"
     if not empty:
@@ -124,7 +128,7 @@ async def generate(runner: PhaseRunner, work: Work, step: Generate) -> Generated
     if step.prompt == "draw":
         work.drawn[key] = (out, work.code)
     defect = "" if empty else work.passes.defect(work.task, work.code.code)
-    return Generated(chat=out.chat, key=key, empty=empty, drew=out.drew, defect=defect)
+    return msgspec.structs.replace(paid, key=key, empty=empty, drew=out.drew, defect=defect)
 
 
 async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | str:
@@ -187,7 +191,10 @@ async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | s
     if out.error is not None:
         return f"{phase} phase failed: {out.error}"
     text, raw = prompt.answer_prefix + out.text, prompt.opening + out.text
-    return Answer(text=text, raw=raw, chat=prompt.chat, prompt=prompt, drew=out.drew)
+    return Answer(
+        text=text, raw=raw, chat=prompt.chat, prompt=prompt, drew=out.drew, tokens=out.tokens,
+        prefilled=out.prefilled,
+    )  # fmt: skip
 
 
 def keep(work: Work, step: Keep) -> None:
@@ -266,4 +273,7 @@ async def grade_candidate(runner: PhaseRunner, work: Work, step: Grade) -> Grade
     counts = (result.tests_passed, result.tests_total)
     text = feedback_text(result)
     record(work, step.attempt, passed=result.passed, source="grader", text=text, counts=counts)
-    return Graded(passed=result.passed, tests_passed=counts[0], tests_total=counts[1])
+    failure = "" if result.passed else hashlib.sha256(text.encode()).hexdigest()[:16]
+    return Graded(
+        passed=result.passed, tests_passed=counts[0], tests_total=counts[1], failure=failure
+    )

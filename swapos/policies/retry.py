@@ -74,7 +74,19 @@ The rules, by name (the tables' comments name them too):
   second opinion checked beyond the budget is graded as it is (a decision says so).
 - **Grade.** A graded candidate that passes ends the task. An empty answer is not run: it
   fails with :data:`NO_CODE` and is not counted as a grade. A failed grade on the last
-  attempt ends the task; else the next attempt begins.
+  attempt ends the task; so does, with ``stop_same_failure``, a fix (not a second opinion)
+  whose grade fails with the very test output of the grade before it (:class:`NoProgress`:
+  the fixes find nothing new); else the next attempt begins.
+- **Spend.** Every answer is paid for: its tokens and its prefilled prompt tokens at its
+  model's measured costs (:mod:`swapos.policies.spending`). With ``task_budget`` > 0 the
+  task may spend that many times its first code answer's cost: a draw, a try at a repeated
+  candidate or a next attempt is asked only while the task's spend plus what it is expected
+  to cost (the mean of the answers it would repeat: the attempt's for a draw, the task's
+  code answers' otherwise) fits. A draw that does not fit stops the draws (a decision says
+  so: :class:`~swapos.policies.retry_decisions.DrawsStopped`); an attempt that does not fit
+  ends the task (:class:`~swapos.policies.retry_decisions.OverSpent`). With
+  ``stale_draws`` > 0 an attempt's draws also stop once that many in a row brought nothing
+  new (empty, a rejected candidate again, the starter unchanged).
 - **Best candidate.** The task's *best* candidate is its graded candidate (not an empty
   answer) with the most passing tests; ties: the newest. A fixer's attempt (not a second
   opinion) starts from the best candidate when a newer graded one passed fewer tests (a
@@ -228,6 +240,8 @@ def advance(state: TaskState, outcome: Outcome, *, expects_pass: bool) -> Advanc
         return Advanced(_replace(state, pending=state.pending[1:]), state.pending[0], ())
     if state.at == DONE:
         raise TypeError(f"the task has finished; nothing answers {type(outcome).__name__}")
+    if isinstance(outcome, Generated):  # every answer is paid for before the rows read it
+        state = retry_task.charged(state, outcome)
     steps: list[Action | Finish] = []
     fired: list[Transition] = []
     event = type(outcome).__name__

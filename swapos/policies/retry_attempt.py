@@ -38,7 +38,7 @@ from swapos.policies.retry_steps import (
     SelfCheck,
     resample_seed,
 )
-from swapos.policies.retry_task import Effect, Guard, Moved, count, expect, replace
+from swapos.policies.retry_task import Effect, Guard, Moved, affords, count, expect, replace
 from swapos.policies.retry_text import UNCHANGED
 
 # --- Attempts, Second opinion, Best candidate: the first try -------------------------------
@@ -108,8 +108,13 @@ def _repeats(st: TaskState) -> int:
 
 
 def repeat_with_tries_left(st: TaskState, out: Outcome) -> bool:
+    """The candidate repeats a failed one, and a next try is left that fits the spend
+    limit (a try is expected to cost what the task's code answers cost)."""
     after = _answered(st, out)
-    return bool(_repeats(after)) and st.now.tried + 1 < len(tries(after))
+    left = tries(after)[st.now.tried + 1 :]
+    return (
+        bool(_repeats(after)) and bool(left) and affords(after, left[0].model, after.code_spend)[0]
+    )
 
 
 def repeat(st: TaskState, out: Outcome) -> bool:

@@ -4,7 +4,7 @@ records, and each :class:`Ending` a task ends with. Tests compare these; their w
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import msgspec
 
@@ -151,6 +151,21 @@ class GradedAsIs(Decision, frozen=True, kw_only=True):
     with_draw: bool
 
 
+class DrawsStopped(Decision, frozen=True, kw_only=True):
+    """``attempt``'s draws stop after ``drawn`` of ``of``: ``stale`` draws in a row brought
+    nothing new (``why`` ``"stale"``), or the next draw, expected to cost ``expected``, does
+    not fit the task's spend limit (``"spent"``: ``spent`` of ``limit``)."""
+
+    attempt: int
+    drawn: int
+    of: int
+    why: Literal["stale", "spent"]
+    stale: int = 0
+    spent: float = 0.0
+    expected: float = 0.0
+    limit: float = 0.0
+
+
 class NoCode(Decision, frozen=True, kw_only=True):
     """The candidate is empty: it fails without running."""
 
@@ -191,6 +206,24 @@ class NoAttemptLeft(Ending, frozen=True, kw_only=True):
     attempt: int
 
 
+class OverSpent(Ending, frozen=True, kw_only=True):
+    """``attempt`` was the last the task could afford: the next, expected to cost
+    ``expected``, does not fit its spend limit (``spent`` of ``limit``)."""
+
+    attempt: int
+    spent: float
+    expected: float
+    limit: float
+
+
+class NoProgress(Ending, frozen=True, kw_only=True):
+    """``attempt``'s fix failed the very tests ``same_as``'s did, with the same output:
+    the fixes find nothing new."""
+
+    attempt: int
+    same_as: int
+
+
 class Broke(Ending, frozen=True, kw_only=True):
     """A generation failed: ``error``."""
 
@@ -208,7 +241,8 @@ AnyDecision = (
     | DrawVerdict
     | BestDraw
     | GradedAsIs
+    | DrawsStopped
     | NoCode
     | Adopted
 )
-AnyEnding = Passed | LastFailed | NoAttemptLeft | Broke
+AnyEnding = Passed | LastFailed | NoAttemptLeft | OverSpent | NoProgress | Broke

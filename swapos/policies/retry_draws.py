@@ -17,6 +17,7 @@ from swapos.policies.retry_decisions import (
     BestDraw,
     Count,
     Defect,
+    DrawsStopped,
     DrawVerdict,
     Examples,
     GradedAsIs,
@@ -37,7 +38,7 @@ from swapos.policies.retry_steps import (
     SendBack,
     resample_seed,
 )
-from swapos.policies.retry_task import Effect, Guard, Moved, expect, replace
+from swapos.policies.retry_task import Effect, Guard, Moved, affords, expect, replace
 
 
 def _sampling(st: TaskState, i: int) -> Sampling:
@@ -52,8 +53,33 @@ def _untaken(st: TaskState) -> list[Sampling]:
     return [s for s in every if s not in st.now.draws.taken]
 
 
-def draws_left(st: TaskState, _: Outcome) -> bool:
+def _count_left(st: TaskState) -> bool:
     return draws_on(st) and len(st.now.draws.taken) < st.rules.draws
+
+
+def _stale(st: TaskState) -> bool:
+    return 0 < st.rules.stale_draws <= st.now.draws.stale
+
+
+def draws_left(st: TaskState, _: Outcome) -> bool:
+    return _count_left(st) and not _stale(st) and affords(st, st.now.coder, st.now.spend)[0]
+
+
+def draws_stop(st: TaskState, _: Outcome) -> bool:
+    """Draws are left by count, but they stop: the last ones brought nothing new, or the
+    next does not fit the spend limit (*Draws*, *Spend*)."""
+    return _count_left(st) and not draws_left(st, _)
+
+
+def stop_draws(st: TaskState, _: Outcome, __: bool) -> Moved:
+    expected = affords(st, st.now.coder, st.now.spend)[1]
+    stale = st.now.draws.stale
+    said = DrawsStopped(
+        attempt=st.attempt, drawn=len(st.now.draws.taken), of=st.rules.draws,
+        why="stale" if _stale(st) else "spent", stale=stale, spent=st.spend.cost,
+        expected=expected, limit=st.rules.task_budget * st.first,
+    )  # fmt: skip
+    return st, [Decide(decision=said)]
 
 
 def draw(st: TaskState, _: Outcome, __: bool) -> Moved:
@@ -69,9 +95,9 @@ def draw(st: TaskState, _: Outcome, __: bool) -> Moved:
     return st, [step]
 
 
-def _took(st: TaskState, out: Outcome) -> TaskState:
+def _took(st: TaskState, out: Outcome, *, new: bool = True) -> TaskState:
     """The state once the draw ``out`` answered is taken (the one it names, or the first
-    left).
+    left); ``new``: it is a candidate not seen before (else the draws' stale run grows).
 
     Raises:
         ValueError: it names a draw already taken (a bug in the runner).
@@ -81,7 +107,9 @@ def _took(st: TaskState, out: Outcome) -> TaskState:
     if o.drew is not None and o.drew not in untaken:
         raise ValueError(f"a draw answered with {o.drew}, not one of the draws left: {untaken}")
     d = st.now.draws
-    taken = msgspec.structs.replace(d, taken=(*d.taken, o.drew or untaken[0]), newest=o.key)
+    taken = msgspec.structs.replace(
+        d, taken=(*d.taken, o.drew or untaken[0]), newest=o.key, stale=0 if new else d.stale + 1
+    )
     return replace(st, current=replace_now(st, draws=taken))
 
 
@@ -109,12 +137,12 @@ def drew_defect(st: TaskState, out: Outcome) -> bool:
 
 
 def draw_again(st: TaskState, out: Outcome, _: bool) -> Moved:
-    st = _took(st, out)
+    st = _took(st, out, new=False)
     return st, [_verdict(st, Again())]
 
 
 def draw_unchanged(st: TaskState, out: Outcome, _: bool) -> Moved:
-    st = _rejected(_took(st, out))
+    st = _rejected(_took(st, out, new=False))
     return st, [_verdict(st, Unchanged())]
 
 
@@ -206,12 +234,13 @@ def grade_as_is(st: TaskState, _: Outcome, __: bool) -> Moved:
 
 GUARDS: Final[Mapping[str, Guard]] = {
     g.__name__: g
-    for g in (draws_left, drew_again, drew_unchanged, drew_defect, better_draw, budget)
+    for g in (draws_left, draws_stop, drew_again, drew_unchanged, drew_defect, better_draw, budget)
 }
 ACTIONS: Final[Mapping[str, Effect]] = {
     a.__name__: a
     for a in (
-        draw, draw_again, draw_unchanged, draw_defect, check_draw, draw_unchecked_in_place,
+        draw, stop_draws, draw_again, draw_unchanged, draw_defect, check_draw,
+        draw_unchecked_in_place,
         draw_in_place, draw_fails, take_best_draw, send_back, grade_as_is,
     )
 }  # fmt: skip

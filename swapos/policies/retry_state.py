@@ -9,6 +9,7 @@ import msgspec
 
 from swapos.policies.retry_decisions import AnyEnding, Sampling
 from swapos.policies.retry_steps import Action, Checked, Finish, Graded, Rules
+from swapos.policies.spending import Spend
 
 
 class Route(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,6 +48,9 @@ class Draws(msgspec.Struct, frozen=True, kw_only=True):
     taken: tuple[Sampling, ...] = ()
     newest: str = ""
     best: BestDraw | None = None
+    stale: int = 0
+    """Draws in a row, up to the newest, that brought nothing new (empty, a rejected
+    candidate again, the starter unchanged)."""
 
 
 class AttemptState(msgspec.Struct, frozen=True, kw_only=True):
@@ -64,6 +68,8 @@ class AttemptState(msgspec.Struct, frozen=True, kw_only=True):
     budget: bool = False
     check: Checked | None = None
     draws: Draws = msgspec.field(default_factory=Draws)
+    spend: Spend = msgspec.field(default_factory=Spend)
+    """This attempt's answers (its candidate, its tries and its draws): what they cost."""
 
 
 class TaskState(msgspec.Struct, frozen=True, kw_only=True):
@@ -87,6 +93,9 @@ class TaskState(msgspec.Struct, frozen=True, kw_only=True):
         last: the newest grade.
         ending: why the task ends, once it does.
         error: the generation failure that ended it.
+        spend: every answer so far (the plan's included): what they cost.
+        code_spend: the code answers: what a next attempt is expected to cost.
+        first: the cost of the first code answer (the spend limit's unit).
     """
 
     rules: Rules
@@ -106,6 +115,9 @@ class TaskState(msgspec.Struct, frozen=True, kw_only=True):
     last: Graded | None = None
     ending: AnyEnding | None = None
     error: str | None = None
+    spend: Spend = msgspec.field(default_factory=Spend)
+    code_spend: Spend = msgspec.field(default_factory=Spend)
+    first: float = 0.0
 
     @property
     def passed(self) -> bool:

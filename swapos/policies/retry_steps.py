@@ -13,6 +13,7 @@ from typing import Final, Literal
 import msgspec
 
 from swapos.policies.retry_decisions import AnyDecision, AnyEnding, Sampling
+from swapos.policies.spending import UNMEASURED, ModelCost
 
 PromptKind = Literal["plan", "first", "fix", "opinion", "recap", "draw"]
 """What a :class:`Generate` step's prompt is: ``plan`` the reason phase's; ``first`` the
@@ -49,6 +50,21 @@ class Rules(msgspec.Struct, frozen=True, kw_only=True):
     side_by_side: bool = True
     starter: str | None = None
     """A repository task's starter code, as a candidate identity (None: any other task)."""
+    task_budget: float = 0.0
+    """The task's spend limit, as a multiple of its first code answer's cost (*Spend*;
+    :mod:`swapos.policies.spending`); 0: none."""
+    stale_draws: int = 0
+    """An attempt's draws stop after this many in a row brought nothing new (*Draws*);
+    0: never."""
+    stop_same_failure: bool = False
+    """A fix whose grade fails with the same test output as the grade before it ends the
+    task (*Grade*)."""
+    costs: dict[str, ModelCost] = msgspec.field(default_factory=dict)
+    """Each model's measured token costs (a model not here: :data:`~swapos.policies.
+    spending.UNMEASURED`)."""
+
+    def cost_of(self, model: str) -> ModelCost:
+        return self.costs.get(model, UNMEASURED)
 
 
 # --- Steps: what the conductor is asked to do ---------------------------------------------
@@ -185,6 +201,11 @@ class Generated(Outcome, frozen=True, kw_only=True):
     defect: str = ""
     """What is wrong with the candidate that needs no run to see (it does not parse, it
     lacks a name the task asks to add: a pre-grade check pass); "" when nothing."""
+    model: str = ""
+    tokens: int = 0
+    prefilled: int = 0
+    """The model that answered, the tokens it generated and the prompt tokens it prefilled
+    (not restored from the KV cache): what the answer cost (*Spend*)."""
 
 
 class Failed(Outcome, frozen=True, kw_only=True):
@@ -210,3 +231,6 @@ class Graded(Outcome, frozen=True, kw_only=True):
     passed: bool
     tests_passed: int
     tests_total: int
+    failure: str = ""
+    """A digest of the failed tests' output (timings and addresses taken out): two grades
+    with the same one failed the same way ("" when it passed or was not run)."""

@@ -44,9 +44,11 @@ TASK: Final[tuple[Transition, ...]] = (
     T("planning", "Failed", "ending", "", "break_down"),
     # Attempts: each runs the attempt machine to one of its ends.
     T("next_attempt", ENTER, "attempting", "attempts_left", "begin_attempt"),
+    T("next_attempt", ENTER, "ending", "over_spent", "stop_spending"),
     T("next_attempt", ENTER, "ending", "", "none_left"),
     T("attempting", "passed", "ending", "", "pass_task"),
     T("attempting", "failed", "ending", "last_attempt", "last_failed"),
+    T("attempting", "failed", "ending", "no_progress", "stop_no_progress"),
     T("attempting", "failed", "next_attempt"),
     T("attempting", "repeated", "next_attempt"),
     T("attempting", "returned", "next_attempt"),
@@ -77,6 +79,7 @@ ATTEMPT: Final[tuple[Transition, ...]] = (
     T("checking", "Checked", "grading", "check_passed", "grade"),
     T("checking", "Checked", "check_failed", "", "fail_check"),
     # Draws.
+    T("check_failed", ENTER, "settle", "draws_stop", "stop_draws"),
     T("check_failed", ENTER, "drawing", "draws_left", "draw"),
     T("check_failed", ENTER, "drawn", "held"),
     T("check_failed", ENTER, "settle"),
@@ -88,6 +91,7 @@ ATTEMPT: Final[tuple[Transition, ...]] = (
     T("drawing", "Failed", "broken", "", "break_down"),
     T("draw_checking", "Checked", "replacing", "check_passed", "draw_in_place"),
     T("draw_checking", "Checked", "drawn", "", "draw_fails"),
+    T("drawn", "Done", "settle", "draws_stop", "stop_draws"),
     T("drawn", "Done", "drawing", "draws_left", "draw"),
     T("drawn", "Done", "settle"),
     # Sent back: the best draw takes the candidate's place; then back to the coder.

@@ -15,6 +15,8 @@ from swapos.policies.retry_decisions import (
     Count,
     LastFailed,
     NoAttemptLeft,
+    NoProgress,
+    OverSpent,
     Passed,
     Routed,
 )
@@ -26,10 +28,12 @@ from swapos.policies.retry_steps import (
     Failed,
     Finish,
     Generate,
+    Generated,
     Graded,
     Outcome,
     Started,
 )
+from swapos.policies.spending import Spend, affordable, generation_cost
 
 Moved = tuple[TaskState, list[Action | Finish]]
 """An action's result: the new state and the steps to hand out, in order."""
@@ -52,6 +56,33 @@ def replace(st: TaskState, **changes: object) -> TaskState:
 
 def count(grade: Graded) -> Count:
     return Count(grade.tests_passed, grade.tests_total)
+
+
+# --- Spend ------------------------------------------------------------------------------
+
+
+def charged(st: TaskState, out: Generated) -> TaskState:
+    """The state once the answer ``out`` is paid for: the task's spend, and, for a code
+    answer, the attempt's and the code answers' (the first one's cost is the spend limit's
+    unit)."""
+    cost = generation_cost(st.rules.cost_of(out.model), tokens=out.tokens, prefilled=out.prefilled)
+    st = replace(st, spend=st.spend.add(cost, out.tokens, out.prefilled))
+    if st.at != "attempting":  # the plan
+        return st
+    now = st.now
+    now = msgspec.structs.replace(now, spend=now.spend.add(cost, out.tokens, out.prefilled))
+    code = st.code_spend.add(cost, out.tokens, out.prefilled)
+    return replace(st, current=now, code_spend=code, first=st.first or cost)
+
+
+def affords(st: TaskState, model: str, like: Spend) -> tuple[bool, float]:
+    """Whether a next answer of ``model``, like the answers of ``like``, fits the spend
+    limit; and what it is expected to cost."""
+    expected = like.expected(st.rules.cost_of(model))
+    fits = affordable(
+        spent=st.spend.cost, expected=expected, first=st.first, limit=st.rules.task_budget
+    )
+    return fits, expected
 
 
 # --- Plan -------------------------------------------------------------------------------
@@ -89,7 +120,16 @@ def break_down(st: TaskState, out: Outcome, _: bool) -> Moved:
 # --- Attempts -----------------------------------------------------------------------------
 
 
+def _next_coder(st: TaskState) -> str:
+    return st.route.models["code"] if st.attempt == 0 else st.route.models["fix"]
+
+
 def attempts_left(st: TaskState, _: Outcome) -> bool:
+    return st.attempt < st.rules.max_attempts and affords(st, _next_coder(st), st.code_spend)[0]
+
+
+def over_spent(st: TaskState, _: Outcome) -> bool:
+    """Attempts are left, but the next does not fit the spend limit (*Spend*)."""
     return st.attempt < st.rules.max_attempts
 
 
@@ -118,6 +158,15 @@ def none_left(st: TaskState, _: Outcome, __: bool) -> Moved:
     return replace(st, ending=NoAttemptLeft(attempt=st.attempt)), []
 
 
+def stop_spending(st: TaskState, _: Outcome, __: bool) -> Moved:
+    expected = affords(st, _next_coder(st), st.code_spend)[1]
+    ending = OverSpent(
+        attempt=st.attempt, spent=st.spend.cost, expected=expected,
+        limit=st.rules.task_budget * st.first,
+    )  # fmt: skip
+    return replace(st, ending=ending), []
+
+
 def pass_task(st: TaskState, _: Outcome, __: bool) -> Moved:
     return replace(st, ending=Passed(attempt=st.attempt)), []
 
@@ -128,6 +177,27 @@ def last_attempt(st: TaskState, _: Outcome) -> bool:
 
 def last_failed(st: TaskState, _: Outcome, __: bool) -> Moved:
     return replace(st, ending=LastFailed(attempt=st.attempt)), []
+
+
+def _same_failure(st: TaskState) -> int:
+    """The graded attempt before this one, when this one's fix failed just as it did (0:
+    none, or the rule is off, or this attempt is not a fix)."""
+    if not st.rules.stop_same_failure or st.attempt == 1 or st.fresh or st.last is None:
+        return 0
+    before = [a for a in st.scores if a < st.attempt]
+    if not before or not st.last.failure:
+        return 0
+    prev = max(before)
+    return prev if st.scores[prev].failure == st.last.failure else 0
+
+
+def no_progress(st: TaskState, _: Outcome) -> bool:
+    """This fix failed the very tests the grade before it did, with the same output."""
+    return bool(_same_failure(st))
+
+
+def stop_no_progress(st: TaskState, _: Outcome, __: bool) -> Moved:
+    return replace(st, ending=NoProgress(attempt=st.attempt, same_as=_same_failure(st))), []
 
 
 # --- Best candidate -----------------------------------------------------------------------
@@ -153,12 +223,15 @@ def finish(st: TaskState, _: Outcome, __: bool) -> Moved:
 
 
 GUARDS: Final[Mapping[str, Guard]] = {
-    g.__name__: g for g in (routing_said, plans, attempts_left, last_attempt, adopt_best)
-}
+    g.__name__: g
+    for g in (
+        routing_said, plans, attempts_left, over_spent, last_attempt, no_progress, adopt_best,
+    )
+}  # fmt: skip
 ACTIONS: Final[Mapping[str, Effect]] = {
     a.__name__: a
     for a in (
-        route, ask_plan, break_down, begin_attempt, none_left, pass_task, last_failed, adopt,
-        finish,
+        route, ask_plan, break_down, begin_attempt, none_left, stop_spending, pass_task,
+        last_failed, stop_no_progress, adopt, finish,
     )
 }  # fmt: skip

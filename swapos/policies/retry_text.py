@@ -17,6 +17,7 @@ from swapos.policies.retry_decisions import (
     Broke,
     Count,
     Defect,
+    DrawsStopped,
     DrawVerdict,
     Examples,
     GradedAsIs,
@@ -24,7 +25,9 @@ from swapos.policies.retry_decisions import (
     LastFailed,
     NoAttemptLeft,
     NoCode,
+    NoProgress,
     NothingToCheck,
+    OverSpent,
     Passed,
     Repeats,
     Routed,
@@ -63,6 +66,8 @@ def said(decision: AnyDecision) -> str:
             return _draw_verdict(decision)
         case BestDraw():
             return _best_draw(decision)
+        case DrawsStopped():
+            return _draws_stopped(decision)
         case GradedAsIs(attempt=attempt, with_draw=with_draw):
             how = "with that draw" if with_draw else "as it is"
             return f"no draw passes the checks: attempt {attempt} is graded {how}"
@@ -86,10 +91,32 @@ def ended(ending: AnyEnding) -> str:
             return f"attempt {attempt}, the last, failed"
         case NoAttemptLeft(attempt=attempt):
             return f"attempt {attempt} was the last"
+        case OverSpent(attempt=attempt, spent=spent, expected=expected, limit=limit):
+            return (
+                f"attempt {attempt} was the last the task could afford: another is expected "
+                f"to cost {expected:.0f} more, and {spent:.0f} of its {limit:.0f} is spent"
+            )
+        case NoProgress(attempt=attempt, same_as=same_as):
+            return (
+                f"attempt {attempt}'s fix failed the same tests as attempt {same_as}, in the "
+                "same way: the fixes find nothing new"
+            )
         case Broke(error=error):
             return error
         case _:
             assert_never(ending)
+
+
+def _draws_stopped(d: DrawsStopped) -> str:
+    if d.why == "stale":
+        return (
+            f"attempt {d.attempt}'s draws stop after {d.drawn} of {d.of}: the last {d.stale} "
+            "brought nothing new"
+        )
+    return (
+        f"attempt {d.attempt}'s draws stop after {d.drawn} of {d.of}: the next is expected to "
+        f"cost {d.expected:.0f} more, and {d.spent:.0f} of the task's {d.limit:.0f} is spent"
+    )
 
 
 def identical(attempt: int) -> str:

@@ -15,6 +15,7 @@ from swapos.backends.api.model import HTTP_ERRORS, ApiModel
 from swapos.errors import ModelFileError
 from swapos.models.spec import ModelSpec, RemoteEndpoint
 from swapos.models.templates import MESSAGES, MESSAGES_CONTINUED, ChatFormat, FimTokens
+from swapos.policies.spending import ModelCost
 
 log = structlog.get_logger(__name__)
 
@@ -109,6 +110,10 @@ class ApiBackend:
 
     def fim_tokens(self, spec: ModelSpec) -> FimTokens | None:
         """None: a remote chat API takes no raw special tokens."""
+        return None
+
+    def model_cost(self, spec: ModelSpec) -> ModelCost | None:
+        """None: a remote model's costs are not measured here."""
         return None
 
 

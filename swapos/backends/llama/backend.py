@@ -29,6 +29,7 @@ from swapos.models.resolve import refuse_offload
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatFormat, FimTokens
 from swapos.policies.draws import curve_from_ratios
+from swapos.policies.spending import PREFILL_SHARE, ModelCost
 from swapos.sysinfo import gpu_offload_supported
 
 _WARM_CHUNK = 8 << 20
@@ -130,6 +131,16 @@ class LlamaBackend:
             return None
         with _reading_vocabulary(spec):
             return shared_counter(spec.path, info).chat_format(template)
+
+    def model_cost(self, spec: ModelSpec) -> ModelCost | None:
+        """``spec``'s measured step and prefill walls (its drafting costs: a profile's pin
+        or ``bench decode``'s cache), None when they are not measured."""
+        costs = costs_for(spec)
+        if costs is None or costs.step_s <= 0:
+            return None
+        step_ms = costs.step_s * 1000
+        prefill_ms = costs.prefill_s_per_token * 1000 or step_ms * PREFILL_SHARE
+        return ModelCost(ms_per_token=step_ms, prefill_ms_per_token=prefill_ms)
 
     def fim_tokens(self, spec: ModelSpec) -> FimTokens | None:
         """The fill-in-the-middle tokens of ``spec``'s vocabulary (None without them).

@@ -1,0 +1,72 @@
+"""What a task's generations cost, and whether the next one is still affordable. Pure.
+
+A generation's cost is its tokens at its model's measured milliseconds per token plus the
+prompt tokens it prefilled at the model's prefill milliseconds per token
+(:class:`ModelCost`: ``bench decode``'s measurement of the model on this machine; a model
+not measured counts a generated token as 1 and a prefilled one as 1/16, the ratio of
+prefill to decode speed measured on this project's CPU). A task's *spend limit* is a
+multiple of its first code answer's cost (``pipeline.task_budget``): a draw of a 400-token
+file costs twenty draws of a 20-token body, so the same limit allows many cheap draws and
+few dear ones. The next generation is affordable while what was spent plus what it is
+expected to cost stays within the limit; its expected cost is the mean of the answers it
+would repeat (an attempt's draws: that attempt's answers; a new attempt: the task's code
+answers), at its model's costs.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+PREFILL_SHARE = 1 / 16
+"""An unmeasured model's prefill cost per prompt token, against one generated token."""
+
+
+class ModelCost(msgspec.Struct, frozen=True, kw_only=True):
+    """What a model's tokens cost, in milliseconds (or relative units when unmeasured)."""
+
+    ms_per_token: float = 1.0
+    prefill_ms_per_token: float = PREFILL_SHARE
+
+
+UNMEASURED = ModelCost()
+
+
+class Spend(msgspec.Struct, frozen=True, kw_only=True):
+    """A task's generations so far: their cost, and the tokens they generated and
+    prefilled (for what the next one is expected to cost)."""
+
+    cost: float = 0.0
+    answers: int = 0
+    tokens: int = 0
+    prefilled: int = 0
+
+    def add(self, cost: float, tokens: int, prefilled: int) -> Spend:
+        return Spend(
+            cost=self.cost + cost,
+            answers=self.answers + 1,
+            tokens=self.tokens + tokens,
+            prefilled=self.prefilled + prefilled,
+        )
+
+    def expected(self, model: ModelCost) -> float:
+        """A next answer like these at ``model``'s costs (0 before any answer)."""
+        if not self.answers:
+            return 0.0
+        return generation_cost(
+            model, tokens=self.tokens / self.answers, prefilled=self.prefilled / self.answers
+        )
+
+
+def generation_cost(model: ModelCost, *, tokens: float, prefilled: float) -> float:
+    """One generation's cost: its tokens and its prefilled prompt tokens at ``model``'s
+    costs."""
+    return tokens * model.ms_per_token + prefilled * model.prefill_ms_per_token
+
+
+def affordable(*, spent: float, expected: float, first: float, limit: float) -> bool:
+    """Whether a generation expected to cost ``expected`` fits a task that has spent
+    ``spent`` under a limit of ``limit`` times its first answer's cost ``first`` (a limit
+    of 0: no limit; before a first answer, everything fits)."""
+    if limit <= 0 or first <= 0:
+        return True
+    return spent + expected <= limit * first

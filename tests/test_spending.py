@@ -1,0 +1,58 @@
+"""What answers cost and whether the next fits a task's spend limit: pure functions."""
+
+from __future__ import annotations
+
+import pytest
+
+from swapos.policies.spending import (
+    PREFILL_SHARE,
+    UNMEASURED,
+    ModelCost,
+    Spend,
+    affordable,
+    generation_cost,
+)
+
+LARGE = ModelCost(ms_per_token=72.0, prefill_ms_per_token=4.0)
+
+
+def test_a_generation_costs_its_tokens_and_its_prefill_at_the_models_costs() -> None:
+    assert generation_cost(LARGE, tokens=10, prefilled=100) == 10 * 72.0 + 100 * 4.0
+    assert generation_cost(UNMEASURED, tokens=10, prefilled=160) == 10 + 160 * PREFILL_SHARE
+
+
+def test_the_next_answer_is_expected_to_cost_the_mean_of_those_it_repeats() -> None:
+    spend = Spend().add(100.0, 100, 0).add(300.0, 300, 0)
+    assert spend.answers == 2 and spend.cost == 400.0
+    assert spend.expected(UNMEASURED) == 200.0  # 200 tokens on average
+    assert spend.expected(LARGE) == 200 * 72.0  # the same answer from a dearer model
+    assert Spend().expected(LARGE) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("spent", "expected", "first", "limit", "fits"),
+    [
+        (100.0, 100.0, 100.0, 2.0, True),  # exactly at the limit
+        (100.0, 101.0, 100.0, 2.0, False),
+        (10_000.0, 10_000.0, 100.0, 0.0, True),  # no limit
+        (0.0, 50.0, 0.0, 2.0, True),  # before a first answer
+    ],
+)
+def test_a_next_answer_fits_while_spent_plus_expected_is_within_the_limit(
+    spent: float, expected: float, first: float, limit: float, fits: bool
+) -> None:
+    assert affordable(spent=spent, expected=expected, first=first, limit=limit) is fits
+
+
+def test_a_limit_allows_many_cheap_draws_and_few_dear_ones() -> None:
+    def draws_allowed(tokens: int, limit: float = 4.0) -> int:
+        spend, n = Spend().add(float(tokens), tokens, 0), 0
+        while affordable(
+            spent=spend.cost, expected=spend.expected(UNMEASURED), first=tokens, limit=limit
+        ):
+            spend, n = spend.add(float(tokens), tokens, 0), n + 1
+        return n
+
+    assert draws_allowed(20) == draws_allowed(400) == 3  # relative to the first answer
+    first, draws = Spend().add(20.0, 20, 0), Spend().add(400.0, 400, 0)  # a body, then a file
+    assert not affordable(spent=first.cost + draws.cost, expected=400.0, first=20.0, limit=4.0)
