@@ -16,7 +16,8 @@ from swapos.backends.fake import FakeModelScript
 from swapos.bench import report
 from swapos.bench.compare import compare
 from swapos.bench.suite.arms import arm_choices, arm_profile, parse_arms
-from swapos.bench.suite.command import parse_choices, run_bench
+from swapos.bench.suite.command import parse_choices
+from swapos.bench.suite.session import run_bench
 from swapos.data.task import Task, TaskMeta
 from swapos.errors import SwapOSError
 from swapos.models.profile import Mode, Profile

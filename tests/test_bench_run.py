@@ -19,7 +19,8 @@ from swapos.bench.cli import main as bench_main
 from swapos.bench.results import info_of, read_summary, summarize
 from swapos.bench.suite import command as suite_command
 from swapos.bench.suite.arms import arm_profile
-from swapos.bench.suite.command import parse_choices, run_bench, write_comparison
+from swapos.bench.suite.command import parse_choices, write_comparison
+from swapos.bench.suite.session import run_bench
 from swapos.bench.swap.coldcache import ColdCache
 from swapos.capsule.schema import decode_capsule
 from swapos.data.task import Task, TaskMeta

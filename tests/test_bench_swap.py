@@ -11,20 +11,17 @@ import pytest
 from swapos.backends.fake import FakeBackend, FakeModelScript
 from swapos.bench import cli
 from swapos.bench.swap.command import build_args, run_bench
-from swapos.bench.swap.measure import (
-    CacheDropper,
-    ModeRun,
-    Rig,
+from swapos.bench.swap.measure import CacheDropper, Rig, measure_swap, run_mode
+from swapos.bench.swap.report import SwapReport
+from swapos.bench.swap.results import ModeRun
+from swapos.bench.swap.stats import ModeStats, Ratio, median, targets, wall_ratios
+from swapos.bench.swap.workload import (
     alternating,
-    measure_swap,
     pipeline_phases,
     rotation,
     round_order,
-    run_mode,
     schedule_models,
 )
-from swapos.bench.swap.report import SwapReport
-from swapos.bench.swap.stats import ModeStats, Ratio, median, targets, wall_ratios
 from swapos.clock import MonotonicClock
 from swapos.models.profile import ModelConfig, Profile
 from swapos.models.spec import ModelSpec

@@ -21,7 +21,7 @@ from swapos.bench.cli import main as bench_main
 from swapos.bench.compare import Key
 from swapos.bench.replay import load_events
 from swapos.bench.results import read_summary
-from swapos.bench.suite.command import run_bench
+from swapos.bench.suite.session import run_bench
 from swapos.capsule.schema import decode_capsule
 from swapos.cluster.driver import ClusterReport
 from swapos.cluster.session import run_on_ray

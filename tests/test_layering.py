@@ -308,9 +308,6 @@ MAX_LINES = 400
 LONG_MODULES_ALLOWED: dict[str, str] = {
     "actors/system.py": "the wiring tables (inbox sizes, edges, modes) beside open_system",
     "backends/fake.py": "the scripted model, its faults and draws, mirroring the llama backend",
-    "bench/suite/command.py": "the suite benchmark's command, session and scoreboard",
-    "bench/swap/measure.py": "the swap benchmark's measurements and their result Structs",
-    "bench/trace.py": "span pairing for every event type beside the Chrome trace writer",
     "grader/_sandbox.py": "a stdlib-only script run by path under -I: it cannot import a sibling",
     "models/bundled.py": "the pinned table of the bundled models' chunks and their assembly",
     "models/profile.py": "the profile Structs, one documented field per knob, and their checks",

@@ -14,7 +14,8 @@ import pytest
 from swapos.backends.fake import FakeModelScript
 from swapos.bench import cli
 from swapos.bench.replay import load_events, replay
-from swapos.bench.trace import chrome_trace, swaps
+from swapos.bench.spans import swaps
+from swapos.bench.trace import chrome_trace
 from swapos.data.sampling import SamplingParams
 from swapos.errors import EventLogError, SwapOSError
 from swapos.messages.commands import PhaseSpec

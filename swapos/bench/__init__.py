@@ -5,6 +5,6 @@ the arms, the scoreboard of finished triples and the progress bar, which the Ray
 reuses), ``swap`` (with the size scaling and the page-cache dropping of ``--cold``),
 ``serve``, ``soak``, ``overhead``; ``kv.py`` is ``bench kv``. Beside them, what reads any
 run's output: ``results`` (results files), ``compare`` and ``stats`` (paired comparisons),
-``report``, ``replay``, ``trace`` and ``plot`` (event logs), ``splice`` (reruns laid over a
-run). See docs/benchmarks.md and docs/reports.md.
+``report``, ``replay``, ``spans``, ``trace`` and ``plot`` (event logs), ``splice`` (reruns
+laid over a run). See docs/benchmarks.md and docs/reports.md.
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from swapos.bench.trace import lane_order, spans
+from swapos.bench.spans import lane_order, spans
 from swapos.errors import SwapOSError
 from swapos.messages.events import AnyEvent
 

@@ -24,7 +24,8 @@ from rich.table import Table
 
 from swapos.bench.results import RunInfo, add_counters, info_of
 from swapos.bench.results import summarize as summarize_results
-from swapos.bench.trace import Swap, chrome_trace, cluster_trace, node_of, swaps
+from swapos.bench.spans import Swap, swaps
+from swapos.bench.trace import chrome_trace, cluster_trace, node_of
 from swapos.errors import EventLogError
 from swapos.messages.events import (
     EVENT_DECODER,

@@ -259,7 +259,7 @@ async def run_cluster(
 
     Args:
         tasks, profile, out, modes, arms, max_attempts, resume, reporter: as for
-            :func:`swapos.bench.suite.command.run_bench`.
+            :func:`swapos.bench.suite.session.run_bench`.
         pool: starts the workers (only when work is left).
         shared_logs: ``out`` is a folder every node mounts: workers write their event logs
             into it directly (a killed worker's log then survives up to its last flush).

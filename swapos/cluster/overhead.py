@@ -1,7 +1,7 @@
 """``python -m swapos.bench ray-overhead``: what Ray adds per task, on the fake backend.
 
 The same suite (default: the first 6 builtin tasks, ``overlap`` mode, ``pipeline`` arm) runs
-once in one local process (:func:`~swapos.bench.suite.command.run_bench`) and once on Ray with
+once in one local process (:func:`~swapos.bench.suite.session.run_bench`) and once on Ray with
 ``--workers`` workers (default 2; a local Ray gets the machine's CPUs, so on 2 cores: 2
 workers of 1 CPU). Models are fake (scripted load and token times on the real clock), so
 what is measured is the machinery, not llama.cpp; the grader is real (each grade is a
@@ -33,7 +33,7 @@ from swapos.actors.system import System, open_system
 from swapos.backends.fake import FakeBackend, FakeModelScript
 from swapos.bench.compare import Key
 from swapos.bench.results import write_atomic
-from swapos.bench.suite.command import run_bench
+from swapos.bench.suite.session import run_bench
 from swapos.cliargs import positive_int
 from swapos.clock import MonotonicClock
 from swapos.models.profile import Mode, ModelConfig, PipelineConfig, Profile

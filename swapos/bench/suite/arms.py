@@ -1,6 +1,6 @@
 """The arms of a suite run and how one system runs one task in one of them.
 
-Shared by the local runner (:mod:`swapos.bench.suite.command`) and the Ray workers
+Shared by the local runner (:mod:`swapos.bench.suite.session`) and the Ray workers
 (:mod:`swapos.cluster.worker`), so an arm means the same thing in both.
 """
 

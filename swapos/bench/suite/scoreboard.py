@@ -6,7 +6,7 @@ one by rewriting that file atomically (so a crash or a kill loses at most the tr
 flight) after writing the task's final capsule to ``capsules/<task_id>.json`` beside it (the
 code of every candidate, its feedback and every decision: what the event log does not hold),
 and rebuilds every summary with the same :func:`~swapos.bench.results.summarize`.
-The local runner (:mod:`swapos.bench.suite.command`) and the Ray driver
+The local runner (:mod:`swapos.bench.suite.session`) and the Ray driver
 (:mod:`swapos.cluster.driver`) share it, so their results files are built the same way.
 
 A mode/arm may be served by several systems at once (one per Ray worker) and over several

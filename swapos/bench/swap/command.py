@@ -17,9 +17,11 @@ scaling bench of :mod:`~swapos.bench.swap.sizes` instead.
 3. **Targets** (issue 4's against `sequential`, issue 13's against `lru`), each reported
    met or missed with its numbers.
 
-This module is the command; the measurements are in :mod:`~swapos.bench.swap.measure`, the
-statistics and targets in :mod:`~swapos.bench.swap.stats`, the report in
-:mod:`~swapos.bench.swap.report`. See ``docs/benchmarks.md`` for how to read the output.
+This module is the command; the prompt and schedules are in :mod:`~swapos.bench.swap.workload`,
+the measurements in :mod:`~swapos.bench.swap.measure`, their result Structs in
+:mod:`~swapos.bench.swap.results`, the statistics and targets in
+:mod:`~swapos.bench.swap.stats`, the report in :mod:`~swapos.bench.swap.report`. See
+``docs/benchmarks.md`` for how to read the output.
 """
 
 from __future__ import annotations
@@ -39,22 +41,13 @@ from rich.console import Console
 
 from swapos.actors.prefetcher import PrefetchPolicy
 from swapos.backends.base import ModelBackend
-from swapos.bench.swap.measure import (
-    SCHEDULES,
-    CacheDropper,
-    ModeRun,
-    Rig,
-    SwapSample,
-    measure_swap,
-    pipeline_phases,
-    round_order,
-    run_mode,
-    schedule_models,
-)
+from swapos.bench.swap.measure import CacheDropper, Rig, measure_swap, run_mode
 from swapos.bench.swap.report import SwapReport, print_report
+from swapos.bench.swap.results import ModeRun, SwapSample
 from swapos.bench.swap.sizes import main_sizes
 from swapos.bench.swap.sizes_stats import parse_sizes
 from swapos.bench.swap.stats import mode_stats, model_stats, targets, wall_ratios
+from swapos.bench.swap.workload import SCHEDULES, pipeline_phases, round_order, schedule_models
 from swapos.errors import ProfileError
 from swapos.messages.commands import PhaseSpec
 from swapos.models.profile import MODES, Mode, parse_size

@@ -7,7 +7,7 @@ On a machine with a GPU and a GPU build of llama-cpp-python (docs/gpu.md):
    device (its ``load_tensors: layer N assigned to device ...`` lines), and the device
    memory the load took is printed beside the estimate.
 2. **Swaps under the device budget.** The swap microbench's alternating schedule
-   (:func:`~swapos.bench.swap.measure.alternating`) runs in ``overlap``, ``lru`` and
+   (:func:`~swapos.bench.swap.workload.alternating`) runs in ``overlap``, ``lru`` and
    ``resident`` (warm page cache, a fresh system each), while the GPUs' used memory is
    sampled; in ``overlap`` and ``lru`` it must stay under ``device_budget`` plus what was
    in use before (``resident``, the lower bound, has no budget). The default
@@ -34,7 +34,9 @@ import msgspec
 import msgspec.structs
 
 from swapos.backends.base import ModelBackend
-from swapos.bench.swap.measure import ModeRun, Rig, alternating, pipeline_phases, run_mode
+from swapos.bench.swap.measure import Rig, run_mode
+from swapos.bench.swap.results import ModeRun
+from swapos.bench.swap.workload import alternating, pipeline_phases
 from swapos.errors import ModelFileError
 from swapos.models.gguf import read_gguf
 from swapos.models.profile import Mode, Profile, parse_device_budget

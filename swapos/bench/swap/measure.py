@@ -2,26 +2,28 @@
 
 Everything here times real work with :func:`time.perf_counter` and reads the process's RSS
 from ``/proc``; the backend is injected (:class:`Rig`), so the same functions run on the
-llama backend for the benchmark and on the fake backend in tests.
+llama backend for the benchmark and on the fake backend in tests. What is run (the probe
+prompt, the schedules) is in :mod:`~swapos.bench.swap.workload`, the result Structs in
+:mod:`~swapos.bench.swap.results`.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import anyio
-import msgspec
 import structlog
 
 from swapos.actors.prefetcher import PrefetchPolicy
 from swapos.actors.system import open_system
 from swapos.backends.base import ModelBackend
 from swapos.bench.swap.coldcache import DROP_CACHES, drop_page_cache
+from swapos.bench.swap.results import ModeRun, SwapSample
+from swapos.bench.swap.workload import PROMPT, TTFT_PROMPT_TOKENS
 from swapos.data.sampling import SamplingParams
 from swapos.messages.commands import PhaseSpec
 from swapos.models.profile import Mode, Profile
@@ -30,48 +32,6 @@ from swapos.records.schema import PhaseRecord, RunSummary
 from swapos.sysinfo import peak_rss_bytes, reset_peak_rss, rss_bytes
 
 log = structlog.get_logger(__name__)
-
-T = TypeVar("T")
-
-TTFT_PROMPT_TOKENS = 200
-PROMPT = '''\
-"""Inventory service: stock levels, reservations and restocking for a small warehouse."""
-
-from __future__ import annotations
-
-import dataclasses
-from collections import defaultdict
-
-
-@dataclasses.dataclass
-class Item:
-    sku: str
-    name: str
-    quantity: int = 0
-    reserved: int = 0
-    reorder_level: int = 5
-
-    def available(self) -> int:
-        """Units that can still be reserved."""
-        return self.quantity - self.reserved
-
-
-class Inventory:
-    """Keeps items by SKU and the reservations made against them."""
-
-    def __init__(self) -> None:
-        self.items: dict[str, Item] = {}
-        self.reservations: dict[str, list[tuple[str, int]]] = defaultdict(list)
-
-    def add(self, item: Item) -> None:
-        if item.sku in self.items:
-            raise ValueError(f"duplicate sku {item.sku}")
-        self.items[item.sku] = item
-
-    def reserve(self, order_id: str, sku: str, count: int) -> bool:
-'''
-"""A fixed code prompt (~250 Gemma tokens): the TTFT probe uses its first 200 tokens, each
-pipeline phase all of it."""
 
 
 @dataclass(frozen=True)
@@ -137,37 +97,6 @@ class CacheDropper:
         return False
 
 
-# --- one swap of one model ----------------------------------------------------------------
-
-
-class SwapSample(msgspec.Struct, frozen=True, kw_only=True):
-    """One load → first token → close of one model.
-
-    Attributes:
-        load_s: ``backend.load``.
-        ttft_s: the first generation's request to first token (tokenize excluded; prefill of
-            the probe prompt included), as the backend measured it.
-        swap_s: from the load's start to the first token (load + tokenize + ttft).
-        evict_s: ``model.close()``.
-        prompt_tokens: tokens of the probe prompt.
-        peak_rss_delta_bytes: peak RSS over load + generation minus the RSS before the load.
-        rss_delta_bytes: RSS after the generation minus the RSS before the load.
-        rss_after_close_delta_bytes: RSS after close minus the RSS before the load (what a
-            close failed to give back).
-    """
-
-    model: str
-    condition: str
-    load_s: float
-    ttft_s: float
-    swap_s: float
-    evict_s: float
-    prompt_tokens: int
-    peak_rss_delta_bytes: int
-    rss_delta_bytes: int
-    rss_after_close_delta_bytes: int
-
-
 async def measure_swap(
     backend: ModelBackend, spec: ModelSpec, *, condition: str, dropper: CacheDropper
 ) -> SwapSample | None:
@@ -209,106 +138,6 @@ async def measure_swap(
         rss_delta_bytes=rss1 - rss0,
         rss_after_close_delta_bytes=rss_bytes() - rss0,
     )
-
-
-# --- one pipeline run in one mode ---------------------------------------------------------
-
-
-SCHEDULES = ("alternating", "rotation")
-"""``alternating``: ``A B C B C …``. ``rotation``: a task loop with one retry per task, by the
-profile's roles: reason, code, critic, fix, critic, then the next task's reason, …"""
-
-
-def alternating(models: list[str], n: int) -> list[str]:
-    """``A, B, C, B, C, ...`` (``n`` long) from the first three of ``models``."""
-    if n <= 0:
-        return []
-    first, b, c = models[0], models[1 % len(models)], models[2 % len(models)]
-    return [first] + [(b, c)[i % 2] for i in range(n - 1)]
-
-
-def rotation(roles: Mapping[str, str], models: list[str], n: int) -> list[str]:
-    """``n`` uses of the task loop reason, code, critic, fix, critic (one retry per task), each
-    role on the model ``roles`` gives it. A role the profile leaves out falls to the first,
-    second and third model for reason, code and critic, and to the coder for fix: planner,
-    coder, critic, coder, critic, planner, … on three models."""
-    k = len(models)
-    code = roles.get("code", models[1 % k])
-    loop = [roles.get("reason", models[0]), code, roles.get("critic", models[2 % k])]
-    loop += [roles.get("fix", code), loop[2]]
-    return [loop[i % len(loop)] for i in range(max(n, 0))]
-
-
-def schedule_models(
-    schedule: str, models: list[str], roles: Mapping[str, str], n: int
-) -> list[str]:
-    """The model of each of ``n`` phases under ``schedule`` (one of :data:`SCHEDULES`)."""
-    if schedule == "rotation":
-        return rotation(roles, models, n)
-    if schedule == "alternating":
-        return alternating(models, n)
-    raise ValueError(f"unknown schedule {schedule!r} (choose from {', '.join(SCHEDULES)})")
-
-
-def pipeline_phases(models: Sequence[str], tokens: int, *, prompt: str = PROMPT) -> list[PhaseSpec]:
-    """One greedy phase of ``tokens`` tokens per entry of ``models``, all from ``prompt``."""
-    params = SamplingParams(max_tokens=tokens, temperature=0.0)
-    return [
-        PhaseSpec(phase=f"p{i}", model=m, prompt=prompt, params=params)
-        for i, m in enumerate(models)
-    ]
-
-
-def round_order(items: Sequence[T], round_: int) -> list[T]:
-    """``items`` rotated left by ``round_``: each round starts with the next one, so no
-    mode always runs first (on a cold page cache, or right after the system starts)."""
-    k = round_ % len(items)
-    return [*items[k:], *items[:k]]
-
-
-class ModeRun(msgspec.Struct, frozen=True, kw_only=True):
-    """One timed ``run_phases`` of the pipeline, in one mode and condition.
-
-    Attributes:
-        wall_s: ``run_phases`` alone (the system was opened, and resident's models
-            preloaded, before the clock started).
-        open_s: opening the system (resident: the preload of every model).
-        load_s, load_hidden_s, evict_s: sums over the phases (docs/timings.md).
-        load_hidden_fraction: hidden / (hidden + paid) over every phase (the run summary's).
-        swap_hidden_fraction: the same without the first phase, whose load nothing can
-            hide (it is the pipeline's cold start, not a swap).
-        loads, evictions: the run's counters (resident's preload loads included).
-        tokens: tokens generated over all phases.
-        baseline_rss_bytes: RSS before the system opened.
-        open_rss_bytes: RSS once it was open (resident: every model loaded).
-        peak_rss_bytes: the process's peak RSS, reset before opening (resident) or once
-            open (budgeted modes), read after the run.
-        peak_rss_delta_bytes: ``peak_rss_bytes`` minus the RSS before any model loaded.
-        load_avg: the 1-minute load average when the run ended.
-        records: the per-phase records (docs/timings.md), to see where the time went.
-    """
-
-    round: int
-    condition: str
-    mode: str
-    position: int
-    wall_s: float
-    open_s: float
-    load_s: float
-    load_hidden_s: float
-    evict_s: float
-    load_hidden_fraction: float
-    swap_hidden_fraction: float
-    loads: int
-    evictions: int
-    tokens: int
-    baseline_rss_bytes: int
-    open_rss_bytes: int
-    peak_rss_bytes: int
-    peak_rss_delta_bytes: int
-    load_avg: float
-    error: str | None = None
-    records: list[PhaseRecord] = msgspec.field(default_factory=list)
 
 
 def _fraction(hidden: float, paid: float) -> float:

@@ -11,7 +11,7 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from swapos.bench.swap.measure import ModeRun
+from swapos.bench.swap.results import ModeRun
 from swapos.bench.swap.stats import MiB, ModelStats, ModeStats, Ratio, TargetCheck
 
 

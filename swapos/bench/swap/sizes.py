@@ -44,14 +44,7 @@ from rich.console import Console
 
 from swapos.backends.base import ModelBackend
 from swapos.bench.swap.coldcache import DROP_CACHES
-from swapos.bench.swap.measure import (
-    PROMPT,
-    CacheDropper,
-    Rig,
-    pipeline_phases,
-    round_order,
-    run_mode,
-)
+from swapos.bench.swap.measure import CacheDropper, Rig, run_mode
 from swapos.bench.swap.sizes_report import SizesReport, plot_sizes, print_sizes
 from swapos.bench.swap.sizes_stats import (
     TOUCHES,
@@ -63,6 +56,7 @@ from swapos.bench.swap.sizes_stats import (
     size_mode_stats,
     size_stats,
 )
+from swapos.bench.swap.workload import PROMPT, pipeline_phases, round_order
 from swapos.data.sampling import SamplingParams
 from swapos.errors import SwapOSError
 from swapos.models.profile import Mode, ModelConfig, Profile

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from swapos.bench.swap.measure import ModeRun
+from swapos.bench.swap.results import ModeRun
 from swapos.bench.swap.stats import median
 from swapos.errors import ProfileError
 from swapos.models.profile import parse_size

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from swapos.bench.swap.measure import ModeRun, SwapSample
+from swapos.bench.swap.results import ModeRun, SwapSample
 from swapos.models.profile import Mode
 
 COLD_SPEEDUP = 0.85
