@@ -31,6 +31,7 @@ class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
         leases: leases held on it; a leased model is never a victim.
         speculative: wanted by a prefetch only (its load may be cancelled for urgent work).
         last_used: clock time of its last lease (LRU order and tie-break).
+        pinned: never a victim (a profile's ``pin = true``): it stays until it is unloaded.
     """
 
     model: str
@@ -40,6 +41,7 @@ class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
     speculative: bool = False
     last_used: float = 0.0
     device_bytes: int = 0
+    pinned: bool = False
 
     def size(self, kind: MemoryKind) -> int:
         """Its claim on the ``kind`` budget."""
