@@ -314,7 +314,6 @@ LONG_MODULES_ALLOWED: dict[str, str] = {
     "grader/_sandbox.py": "a stdlib-only script run by path under -I: it cannot import a sibling",
     "models/bundled.py": "the pinned table of the bundled models' chunks and their assembly",
     "passes/brief_examples.py": "the tables of brief forms (regexes) and their readers",
-    "serve/ollama.py": "Ollama's routes, one translation each onto the OpenAI routes",
 }
 """Modules over :data:`MAX_LINES` today, each with why; the list may only shrink."""
 
