@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 
 import anyio
+from starlette.types import ASGIApp
 
 from swapos.actors.system import open_system
 from swapos.errors import ProfileError, SwapOSError
@@ -196,6 +197,7 @@ async def _serve(
     kv_dir: Path | None,
 ) -> None:
     bind, port = listening_socket(host, port)  # bound before the banner names the port
+    failed = ""
     async with open_system(
         profile,
         specs=specs,
@@ -206,43 +208,45 @@ async def _serve(
         kv_disk_dir=kv_dir,
     ) as system:
         asgi = app(system, settings)
-        await _preload(asgi.state.server, preload)
-        stop = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_stop_on_signal, stop)
-            print(
+        failed = await _preload(asgi.state.server, preload)
+        if not failed:
+            banner = (
                 f"swapos serve: {profile.name} ({', '.join(sorted(specs))}), mode "
-                f"{system.mode}, on http://{host}:{port}",
-                file=sys.stderr,
-                flush=True,
+                f"{system.mode}, on http://{host}:{port}"
             )
-
-            async def http() -> None:
-                # In a child task: Hypercorn's asyncio TaskGroup cancels its parent task on
-                # shutdown, which must not be the task that owns the system.
-                await serve_http(asgi, bind=bind, shutdown_trigger=stop.wait, access_log=access_log)
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(http)
+            await _serve_until_stopped(asgi, bind, banner=banner, access_log=access_log)
+    if failed:  # raised here, not inside the system's task groups (they would wrap it)
+        raise SwapOSError(failed)
 
 
-async def _preload(server: Server, models: list[str]) -> None:
-    """Load ``models`` before serving (their ttls start then).
+async def _serve_until_stopped(asgi: ASGIApp, bind: str, *, banner: str, access_log: bool) -> None:
+    """Serve ``asgi`` on ``bind`` until Ctrl-C or SIGTERM; ``banner`` once it is about to."""
+    stop = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_stop_on_signal, stop)
+        print(banner, file=sys.stderr, flush=True)
 
-    Raises:
-        SwapOSError: one could not be loaded (named, with why).
-    """
+        async def http() -> None:
+            # In a child task: Hypercorn's asyncio TaskGroup cancels its parent task on
+            # shutdown, which must not be the task that owns the system.
+            await serve_http(asgi, bind=bind, shutdown_trigger=stop.wait, access_log=access_log)
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(http)
+
+
+async def _preload(server: Server, models: list[str]) -> str:
+    """Load ``models`` before serving (their ttls start then); what failed, or ""."""
     if not models:
-        return
+        return ""
     print(f"swapos serve: preloading {', '.join(models)}", file=sys.stderr, flush=True)
     failed = await server.system.preload(models)
     if failed:
-        raise SwapOSError(
-            "--preload: "
-            + "; ".join(f"{m} could not be loaded: {why}" for m, why in failed.items())
-        )
+        why = "; ".join(f"{m} could not be loaded: {reason}" for m, reason in failed.items())
+        return f"--preload: {why}"
     for model in models:
         server.expiry.finished(model)
+    return ""
 
 
 async def _stop_on_signal(stop: anyio.Event) -> None:
