@@ -4,8 +4,9 @@ A streamed request may wait a long time before its first token: in its model's q
 ``--max-wait`` behind another model's requests), then for its model's load, then for its
 prefill. A client with a read timeout gives up on a silent stream, so while nothing else is
 sent the response sends its request's :class:`Status` (:func:`status_of`, pure): at once
-when the request has to wait (it is queued, or its model is not ready), then again whenever
-nothing has been sent for ``ServeSettings.heartbeat_s`` seconds of the system's clock. The
+when the request has to wait (it is queued, or its model is not ready), at once again when
+it is admitted while its model is not ready, and whenever nothing has been sent for
+``ServeSettings.heartbeat_s`` seconds of the system's clock. The
 OpenAI routes send it as an SSE comment (:func:`sse_comment`: ``: queued, position 2 for
 'b'``), which SSE clients skip; the Ollama routes as an NDJSON line with empty content and
 ``done: false`` that carries the status in its ``swapos`` field, as Ollama's clients take
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import Literal
 
 import anyio
@@ -112,6 +112,7 @@ class Heartbeat:
         self._queued = anyio.Event()
         self._stopped = False
         self._waiting: anyio.CancelScope | None = None
+        self._watching = anyio.CancelScope()
         self.beats = 0
         """Statuses sent so far."""
 
@@ -146,32 +147,58 @@ class Heartbeat:
             yield
             return
         async with anyio.create_task_group() as tg:
+            tg.start_soon(self._watch)
             tg.start_soon(self._run)
             try:
                 yield
             finally:
                 self._stopped = True
+                self._watching.cancel()
                 if self._waiting is not None:
                     self._waiting.cancel()
 
     async def _run(self) -> None:
         if not await self._wait(self._queued.wait):
             return
-        first = self.status()
-        if first is not None and first.stage != "running":
-            await self._beat(first)  # it has to wait: say so at once
-        while True:
-            due = self._sent_at + self._interval - self._clock.now()
-            if due > 0:
-                if not await self._wait(partial(self._clock.sleep, due)):
-                    return
-                continue
-            status = self.status()
-            if status is not None:
-                await self._beat(status)
+        ticket = self._ticket
+        assert ticket is not None
+        await self._tell_if_waiting()  # it has to wait: say so at once
+        while ticket.admitted_at is None:  # queued: beat on silence, until admitted
+            if not await self._wait(self._until_silent):  # (:meth:`_watch` cuts it short)
+                return
+            if ticket.admitted_at is None:
+                await self._beat_if_silent()
+        await self._tell_if_waiting()  # admitted, its model not ready: say so at once
+        while await self._wait(self._until_silent):
+            await self._beat_if_silent()
+
+    async def _watch(self) -> None:
+        """Cut :meth:`_run`'s wait short when the request is admitted. (The clock wakes
+        :meth:`_run` itself: a ``FakeClock`` driver sees it run before moving time on.)"""
+        with self._watching:
+            await self._queued.wait()
+            assert self._ticket is not None
+            await self._ticket.admitted.wait()
+            if self._waiting is not None:
+                self._waiting.cancel()
+
+    async def _tell_if_waiting(self) -> None:
+        status = self.status()
+        if status is not None and status.stage != "running":
+            await self._beat(status)
+
+    async def _beat_if_silent(self) -> None:
+        status = self.status()
+        if status is not None and self._clock.now() - self._sent_at >= self._interval:
+            await self._beat(status)
+
+    async def _until_silent(self) -> None:
+        """Sleep until the stream has been silent for the interval."""
+        await self._clock.sleep(max(0.0, self._sent_at + self._interval - self._clock.now()))
 
     async def _wait(self, waiting: Callable[[], Awaitable[None]]) -> bool:
-        """Await ``waiting()`` unless stopped meanwhile; False once stopped."""
+        """Await ``waiting()`` unless stopped meanwhile (or cut short by :meth:`_watch`);
+        False once stopped."""
         with anyio.CancelScope() as scope:
             self._waiting = scope
             if not self._stopped:
