@@ -97,10 +97,12 @@ DELEGATED: dict[str, Delegated] = {
         main=_run_main,
     ),
     "serve": Delegated(
-        summary="serve the OpenAI and Ollama APIs over a profile (python -m swapos.serve)",
+        summary="serve the OpenAI and Ollama APIs over a profile or GGUF files",
         examples="""examples:
   swapos serve                              # the default profile on 127.0.0.1:8080
   swapos serve --profile tiny --port 11434  # where Ollama's clients look by default
+  swapos serve a.gguf b.gguf                # your own files, named a and b
+  swapos serve --models-dir ~/models --preload coder --cors http://localhost:3000
   swapos serve --api-key sekret --event-log events.jsonl""",
         parser=_serve_parser,
         main=_serve_main,
@@ -262,34 +264,10 @@ def _ps(args: argparse.Namespace) -> int:
     if args.json:
         print(r.text)
         return 0
+    from swapos.serve.ps import print_running
+
     print_running(_console(), running, url=args.url)
     return 0
-
-
-def print_running(console: Console, running: dict[str, Any], *, url: str) -> None:
-    """The small table of ``swapos ps``: one row per model, its residency and its queue."""
-    queues = {q["model"]: q for q in running.get("queues", [])}
-    table = Table(title=escape(f"{url}  mode {running.get('mode')}"), title_justify="left")
-    for col in ("model", "state", "leases", "MiB", "waiting", "running", "oldest wait s", "held"):
-        table.add_column(col, justify="left" if col in ("model", "state") else "right")
-    models = {m["model"]: m for m in running.get("models", [])}
-    for name in sorted(set(models) | set(queues)):
-        m, q = models.get(name, {}), queues.get(name, {})
-        table.add_row(
-            escape(name),
-            escape(m.get("state", "absent")),
-            str(m.get("leases", 0)),
-            f"{m.get('footprint_bytes', 0) / MiB:.0f}",
-            str(q.get("waiting", 0)),
-            str(q.get("running", 0)),
-            f"{q.get('oldest_wait_s', 0.0):.1f}",
-            "yes" if q.get("held") else "",
-        )
-    console.print(table)
-    console.print(
-        f"used {running.get('used_bytes', 0) / MiB:.0f} MiB of "
-        f"{running.get('budget_bytes', 0) / MiB:.0f} MiB; max wait {running.get('max_wait_s')} s"
-    )
 
 
 # --- swapos models ------------------------------------------------------------------------
@@ -397,4 +375,4 @@ def _pull(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["build_parser", "main", "print_running", "pull_names"]
+__all__ = ["build_parser", "main", "pull_names"]

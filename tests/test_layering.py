@@ -310,9 +310,7 @@ LONG_MODULES_ALLOWED: dict[str, str] = {
     "backends/fake.py": "the scripted model, its faults and draws, mirroring the llama backend",
     "grader/_sandbox.py": "a stdlib-only script run by path under -I: it cannot import a sibling",
     "models/bundled.py": "the pinned table of the bundled models' chunks and their assembly",
-    "models/profile.py": "the profile Structs, one documented field per knob, and their checks",
     "passes/brief_examples.py": "the tables of brief forms (regexes) and their readers",
-    "serve/ollama.py": "Ollama's routes, one translation each onto the OpenAI routes",
 }
 """Modules over :data:`MAX_LINES` today, each with why; the list may only shrink."""
 

@@ -24,7 +24,7 @@ from swapos.backends.base import ModelBackend
 from swapos.data.lifecycle import Lifecycle
 from swapos.errors import SwapOSError
 from swapos.models.spec import ModelSpec
-from swapos.policies.ledger import Ledger, kv_room
+from swapos.policies.ledger import Ledger, kv_room, pinned_bytes
 from swapos.sysinfo import peak_rss_bytes, rss_bytes
 
 MIB = 2**20
@@ -71,9 +71,17 @@ class MemoryAccount:
 
     def too_big(self, name: str, nbytes: int, device_nbytes: int) -> str:
         """Why a claim of ``nbytes`` host and ``device_nbytes`` device bytes for ``name``
-        can never fit (it is bigger than a whole budget), or ""."""
+        can never fit (it is bigger than a whole budget, or than what pinned models leave of
+        it), or ""."""
         budget = self.ledger.budget("host")
         device_budget = self.ledger.device_budget_bytes
+        pinned = pinned_bytes(self.ledger.claims(excluding=name))
+        if nbytes <= budget < nbytes + pinned:
+            return (
+                f"model {name!r} needs ~{nbytes / MIB:.0f} MiB but pinned models hold "
+                f"{pinned / MIB:.0f} MiB of the models' {budget / MIB:.0f} MiB budget and are "
+                "never evicted: unload one (POST /unload), drop its `pin`, or raise `budget`"
+            )
         if nbytes > budget:
             why = (
                 f"model {name!r} needs ~{nbytes / MIB:.0f} MiB but the models' whole budget is "

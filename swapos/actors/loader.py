@@ -85,6 +85,7 @@ class Loader:
     ``watch_rss`` too, RSS above the budget comes off the tier's share
     (:class:`~swapos.actors.accounting.MemoryAccount`). With ``cold``, an evicted model's
     file is also dropped from the page cache (:class:`~swapos.actors.cold.PageCache`).
+    ``pinned`` models are never evicted to make room (an unload still closes them).
 
     An urgent load that cannot fit waits until a lease is released or memory freed; a
     speculative one (a prefetch) is refused, and may be cancelled by an urgent plan; a load
@@ -107,12 +108,15 @@ class Loader:
         kv_ram_bytes: int | None = None,
         cold: bool = False,
         watch_rss: bool = False,
+        pinned: frozenset[str] = frozenset(),
     ) -> None:
         self._inbox = inbox
         self._outbox = outbox
         self._events = events
         self._pending = Pending()
-        ledger = Ledger(budget_bytes, device_budget_bytes, overhead_bytes=overhead_bytes)
+        ledger = Ledger(
+            budget_bytes, device_budget_bytes, overhead_bytes=overhead_bytes, pinned=pinned
+        )
         self._ledger = ledger
         self._memory = MemoryAccount(
             ledger, backend=backend, specs=specs, kv_ram_bytes=kv_ram_bytes, watch_rss=watch_rss

@@ -51,6 +51,8 @@ class Load(_Work):
         room: when it made room (its victims closing).
         times: when it ran (the backend's load).
         hidden_credit_s: a finished prefetch's load time, credited to its first lease only.
+        progress: how far the backend's load has gone (0 to 1), as it last reported
+            (:meth:`report`).
     """
 
     def __init__(self, *, speculative: bool) -> None:
@@ -62,6 +64,12 @@ class Load(_Work):
         self.room: Interval = (0.0, 0.0)
         self.times: Interval = (0.0, 0.0)
         self.hidden_credit_s = 0.0
+        self.progress = 0.0
+
+    def report(self, fraction: float) -> None:
+        """The backend's progress report (possibly from its loading thread: it only stores
+        the value)."""
+        self.progress = min(1.0, max(0.0, fraction))
 
     def decide(self, outcome: LoadOutcome, failure: str = "") -> None:
         """Say how the load ends: once, before it has finished."""

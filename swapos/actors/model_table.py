@@ -115,10 +115,18 @@ class ModelTable:
                     leases=self._ledger.leases(name),
                     footprint_bytes=row.model.footprint_bytes if row.model else 0,
                     device_footprint_bytes=_device_bytes(row.model),
+                    load_progress=self._progress(name, row),
                 )
                 for name, row in self._rows.items()
             )
         )
+
+    def _progress(self, name: str, row: Row) -> float | None:
+        """How far ``name``'s load has gone (0 to 1) while it loads; None otherwise (also
+        while it waits for room)."""
+        if self.state(name) is not Lifecycle.LOADING or row.load is None:
+            return None
+        return row.load.progress
 
     # --- loading --------------------------------------------------------------------------
 
@@ -159,7 +167,7 @@ class ModelTable:
                 await self.fit_kv()  # victims are gone: the KV tier yields what is left
                 load.room = (t_room, self._events.t())
                 t_load = self._events.t()
-                model = await self._backend.load(row.spec)
+                model = await self._backend.load(row.spec, progress=load.report)
                 if self.state(name) is Lifecycle.EVICTING:  # cancelled by an urgent plan
                     with anyio.CancelScope(shield=True):  # just as the load finished
                         await model.close()

@@ -312,6 +312,9 @@ class _Builder:
             kv_ram_bytes=shared[1] if shared else None,
             cold=self.opts.cold,
             watch_rss=self.opts.watch_rss,
+            pinned=frozenset(
+                n for n, cfg in self.profile.models.items() if cfg.pin and n in self.specs
+            ),
         )
 
     def prefetcher(self) -> Prefetcher:

@@ -238,8 +238,14 @@ class ModelBackend(Protocol):
         """
         ...
 
-    async def load(self, spec: ModelSpec) -> LoadedModel:
+    async def load(
+        self, spec: ModelSpec, *, progress: Callable[[float], None] | None = None
+    ) -> LoadedModel:
         """Load ``spec``.
+
+        ``progress``, when given, is told how far the load has gone (0 to 1) as the backend
+        knows it (llama.cpp's progress callback; the fake backend's clock), possibly from a
+        worker thread: it must only store the value.
 
         Raises:
             ModelFileError: the file is missing, truncated or not loadable (says which).

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Literal
 
+import anyio
 import msgspec
 
 from swapos.backends.base import DrawOutput, GenerationOutput
@@ -31,6 +32,9 @@ from swapos.models.templates import ChatFormat, FimTokens
 from swapos.policies.draws import curve_from_ratios
 from swapos.policies.spending import ModelCost
 from swapos.policies.tokens import can_cut_back, common_prefix_len
+
+LOAD_REPORTS = 4
+"""A fake load tells its progress this many times (each quarter of its read)."""
 
 
 class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
@@ -542,9 +546,12 @@ class FakeBackend:
         if not self.gpu:
             refuse_offload(specs, build="this fake backend is a CPU-only build")
 
-    async def load(self, spec: ModelSpec) -> FakeModel:
+    async def load(
+        self, spec: ModelSpec, *, progress: Callable[[float], None] | None = None
+    ) -> FakeModel:
         """Read the file (``load_s``, or ``warm_load_s`` once warmed), then upload the
-        offloaded layers (``upload_s``) into the fake GPU's memory.
+        offloaded layers (``upload_s``) into the fake GPU's memory. ``progress`` is told
+        each quarter of the read, on the clock (:data:`LOAD_REPORTS`).
 
         Raises:
             ModelFileError: a scripted or injected failure, or the upload would exceed
@@ -557,7 +564,7 @@ class FakeBackend:
         self.loading += 1
         try:
             await self.stall("load_hang")
-            await self.clock.sleep(load_s)
+            await self._read(load_s, progress)
             if spec.offloaded:
                 await self.clock.sleep(script.upload_s)
         finally:
@@ -589,6 +596,24 @@ class FakeBackend:
         self.peak_resident_bytes = max(self.peak_resident_bytes, self.resident_bytes)
         self.loads.append(spec.name)
         return model
+
+    async def _read(self, seconds: float, progress: Callable[[float], None] | None) -> None:
+        """Sleep ``seconds`` on the clock, telling ``progress`` each step of the way (its
+        reports sleep beside the read: the read ends at the same time as without them)."""
+        if progress is None or seconds <= 0:
+            await self.clock.sleep(seconds)
+            return
+
+        async def report() -> None:
+            for i in range(1, LOAD_REPORTS):
+                await self.clock.sleep(seconds / LOAD_REPORTS)
+                progress(i / LOAD_REPORTS)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(report)
+            await self.clock.sleep(seconds)
+            tg.cancel_scope.cancel()
+        progress(1.0)
 
     async def drop_page_cache(self, spec: ModelSpec) -> bool:
         self.warmed.discard(spec.name)

@@ -52,8 +52,10 @@ class RoutingBackend:
         self.local.check_devices([s for s in specs if not s.remote])
         self.remote.check_devices([s for s in specs if s.remote])
 
-    async def load(self, spec: ModelSpec) -> LoadedModel:
-        return await self.backend_for(spec).load(spec)
+    async def load(
+        self, spec: ModelSpec, *, progress: Callable[[float], None] | None = None
+    ) -> LoadedModel:
+        return await self.backend_for(spec).load(spec, progress=progress)
 
     async def warm(self, spec: ModelSpec) -> None:
         await self.backend_for(spec).warm(spec)

@@ -31,6 +31,7 @@ class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
         leases: leases held on it; a leased model is never a victim.
         speculative: wanted by a prefetch only (its load may be cancelled for urgent work).
         last_used: clock time of its last lease (LRU order and tie-break).
+        pinned: never a victim (a profile's ``pin = true``): it stays until it is unloaded.
     """
 
     model: str
@@ -40,6 +41,7 @@ class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
     speculative: bool = False
     last_used: float = 0.0
     device_bytes: int = 0
+    pinned: bool = False
 
     def size(self, kind: MemoryKind) -> int:
         """Its claim on the ``kind`` budget."""
@@ -73,13 +75,16 @@ class Offload(msgspec.Struct, frozen=True, kw_only=True):
 
 class ModelState(msgspec.Struct, frozen=True, kw_only=True):
     """One row of the Loader's model table, as data (``state``: the lifecycle state as it is
-    served, :attr:`~swapos.data.lifecycle.Lifecycle.served`)."""
+    served, :attr:`~swapos.data.lifecycle.Lifecycle.served`; ``load_progress``: how far its
+    load has gone, 0 to 1, as the backend reports it; None unless it is loading, also while
+    a load waits for room)."""
 
     model: str
     state: ServedState
     leases: int
     footprint_bytes: int  # measured once loaded, 0 otherwise
     device_footprint_bytes: int = 0  # GPU memory, measured once loaded
+    load_progress: float | None = None
 
 
 class ResidencySnapshot(msgspec.Struct, frozen=True, kw_only=True):
@@ -88,9 +93,14 @@ class ResidencySnapshot(msgspec.Struct, frozen=True, kw_only=True):
 
     models: tuple[ModelState, ...]
 
+    def get(self, model: str) -> ModelState | None:
+        """``model``'s row (None for a model the table does not know)."""
+        return next((m for m in self.models if m.model == model), None)
+
     def state(self, model: str) -> ServedState:
         """``model``'s state (``absent`` for a model the table does not know)."""
-        return next((m.state for m in self.models if m.model == model), "absent")
+        row = self.get(model)
+        return row.state if row is not None else "absent"
 
     def ready(self) -> frozenset[str]:
         """The models that are loaded and may be leased now."""

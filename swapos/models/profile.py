@@ -16,7 +16,39 @@ from typing import Literal, get_args
 import msgspec
 
 from swapos.errors import ProfileError
+from swapos.models.model_config import (
+    ModelConfig,
+    PromptStyle,
+    check_aliases,
+    check_model,
+    gpu_layer_count,
+    ttl_seconds,
+)
 from swapos.sysinfo import free_device_bytes
+
+__all__ = [
+    "DEVICE_MARGIN",
+    "DEVICE_MARGIN_MIN",
+    "MODES",
+    "REMOVED_PIPELINE_FIELDS",
+    "Mode",
+    "ModelConfig",
+    "PassName",
+    "PhaseConfig",
+    "PhaseName",
+    "PipelineConfig",
+    "Profile",
+    "PromptStyle",
+    "auto_budget",
+    "check_profile",
+    "decode_profile",
+    "device_budget_bytes",
+    "gpu_layer_count",
+    "load_profile",
+    "parse_device_budget",
+    "parse_size",
+    "ttl_seconds",
+]
 
 Mode = Literal["overlap", "lru", "sequential", "resident"]
 """A swap mode (docs/architecture.md, "Modes"): ``overlap`` is SwapOS (prefetch, next-use
@@ -30,52 +62,8 @@ CLIs, benchmarks and reports use."""
 PhaseName = Literal["reason", "code", "critic", "router"]
 
 
-PromptStyle = Literal["auto", "chat", "completion"]
-
 PassName = Literal["examples", "open_asked", "restore_dropped", "precheck_defects"]
 """A pass a profile may name (``pipeline.passes``; what each does: :mod:`swapos.passes`)."""
-
-
-class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One model as a profile declares it: a file (``path``), a bundled name, or a remote
-    model on an OpenAI-compatible endpoint (``api_base`` + ``api_model``, the bearer key read
-    from the environment variable ``api_key_env``; ``api_timeout_s`` bounds each wait for the
-    server; ``api_continue`` says the endpoint continues a final assistant message, as
-    ``swapos serve`` does). A remote model's ``n_ctx`` is what prompts are budgeted to; its
-    load settings (``n_batch``, ``threads``...) do not apply.
-
-    ``prompt`` chooses how phases talk to it: ``"chat"`` (its chat template; ChatML when the
-    file has none), ``"completion"`` (a markdown document the model continues: base models),
-    or ``"auto"``: chat when the GGUF carries ``tokenizer.chat_template``. ``repack`` lets
-    llama.cpp copy weights into its CPU-optimised layouts (more memory and slower loads; see
-    :class:`~swapos.models.spec.ModelSpec`).
-
-    ``gpu_layers`` offloads that many of its layers to a GPU (``"all"``: every layer; 0, the
-    default: none), ``main_gpu`` says on which of llama.cpp's devices (its index among the
-    GPUs; see ``docs/gpu.md``). ``draft`` pins the drafting costs the decode
-    loop reads (a ``bench decode`` file) or turns drafting off (``"off"``); unset, the costs
-    ``bench decode`` cached for this file on this machine are used (see
-    ``docs/timings.md``).
-    """
-
-    path: str | None = None
-    bundled: str | None = None
-    n_ctx: int = 2048
-    n_batch: int = 128
-    threads: int | None = None
-    use_mmap: bool = True
-    type_k: str = "f16"
-    type_v: str = "f16"
-    prompt: PromptStyle = "auto"
-    repack: bool = False
-    draft: str | None = None
-    api_base: str | None = None
-    api_model: str | None = None
-    api_key_env: str | None = None
-    api_timeout_s: float = 600.0
-    api_continue: bool = False
-    gpu_layers: int | str = 0
-    main_gpu: int = 0
 
 
 class PhaseConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -272,12 +260,6 @@ def device_budget_bytes(profile: Profile, *, offloading: bool, unlimited: int = 
     return unlimited or parse_device_budget(profile.device_budget)
 
 
-def gpu_layer_count(cfg: ModelConfig) -> int:
-    """``cfg.gpu_layers`` as llama.cpp's ``n_gpu_layers``: ``"all"`` is -1 (every layer
-    and the output head), a number is that many layers. Call after :func:`check_profile`."""
-    return -1 if cfg.gpu_layers == "all" else int(cfg.gpu_layers)
-
-
 def decode_profile(text: str | bytes, *, source: str = "<profile>") -> Profile:
     """Decode a profile from TOML text.
 
@@ -358,76 +340,13 @@ def load_profile(path: str | os.PathLike[str]) -> Profile:
     return msgspec.structs.replace(profile, models=models)
 
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def _check_remote(name: str, cfg: ModelConfig, source: str) -> None:
-    """The ``api_*`` fields of ``models.NAME``: all or nothing, a URL, a variable's name."""
-    where = f"{source}: `models.{name}`"
-    if cfg.api_base is None:
-        if cfg.api_model is not None or cfg.api_key_env is not None or cfg.api_continue:
-            raise ProfileError(
-                f"{where}: `api_model`, `api_key_env` and `api_continue` need `api_base`"
-            )
-        return
-    if not re.match(r"^https?://[^/\s]+", cfg.api_base):
-        raise ProfileError(
-            f"{where}.api_base` = {cfg.api_base!r} is not an http(s) URL; write e.g. "
-            f'"http://127.0.0.1:8080/v1"'
-        )
-    if not cfg.api_model:
-        raise ProfileError(
-            f"{where}: a remote model needs `api_model`, the name its endpoint serves it under"
-        )
-    if cfg.api_key_env is not None and not _ENV_NAME.match(cfg.api_key_env):
-        raise ProfileError(
-            f"{where}.api_key_env` = {cfg.api_key_env!r} is not an environment variable's "
-            "name; write the variable's name (e.g. OPENAI_API_KEY), never the key itself"
-        )
-    if cfg.api_timeout_s <= 0:
-        raise ProfileError(f"{where}.api_timeout_s` must be > 0")
-
-
-def _check_gpu(name: str, cfg: ModelConfig, source: str) -> None:
-    """``gpu_layers`` and ``main_gpu`` of ``models.NAME``: a count or "all", on a device."""
-    where = f"{source}: `models.{name}"
-    layers = cfg.gpu_layers
-    if isinstance(layers, str) and layers != "all":
-        raise ProfileError(
-            f'{where}.gpu_layers` = {layers!r}: write a number of layers (0: none) or "all"'
-        )
-    if isinstance(layers, int) and layers < 0:
-        raise ProfileError(
-            f'{where}.gpu_layers` = {layers} must be >= 0; write "all" to offload every layer'
-        )
-    if cfg.main_gpu < 0:
-        raise ProfileError(f"{where}.main_gpu` = {cfg.main_gpu} must be >= 0 (a GPU's index)")
-    offloads = layers == "all" or (isinstance(layers, int) and layers > 0)
-    if cfg.main_gpu and not offloads:
-        raise ProfileError(
-            f"{where}.main_gpu` = {cfg.main_gpu} but `gpu_layers` is 0: set `gpu_layers` "
-            "to put layers on that GPU, or drop `main_gpu`"
-        )
-    if offloads and cfg.api_base is not None:
-        raise ProfileError(
-            f"{where}.gpu_layers` applies to model files; a remote model (`api_base`) runs "
-            "where its server puts it: drop `gpu_layers`"
-        )
-
-
 def check_profile(profile: Profile, *, source: str = "<profile>") -> None:
     """Cross-field checks that types alone cannot express."""
     if not profile.models:
         raise ProfileError(f"{source}: `models` is empty; declare at least one [models.NAME]")
+    check_aliases(profile.models, source)
     for name, cfg in profile.models.items():
-        if sum(x is not None for x in (cfg.path, cfg.bundled, cfg.api_base)) != 1:
-            raise ProfileError(
-                f"{source}: `models.{name}` needs exactly one of `path`, `bundled` or `api_base`"
-            )
-        if cfg.n_ctx < 64 or cfg.n_batch < 1:
-            raise ProfileError(f"{source}: `models.{name}`: n_ctx must be >= 64, n_batch >= 1")
-        _check_remote(name, cfg, source)
-        _check_gpu(name, cfg, source)
+        check_model(name, cfg, source)
     for role, model in profile.roles.items():
         if model not in profile.models:
             raise ProfileError(

@@ -2,8 +2,9 @@
 
 The rule (docs/architecture.md): evict idle models, the one needed *farthest in the future* first
 (Belady on the published schedule), least recently used breaking ties; never a leased
-model; never exceed either budget (host memory, and GPU memory for offloaded layers: one
-ledger, two budgets; a victim is taken only if it frees a kind still lacking). A
+model, never a pinned one (a profile's ``pin = true``: :func:`evictable`); never exceed
+either budget (host memory, and GPU memory for offloaded layers: one ledger, two budgets; a
+victim is taken only if it frees a kind still lacking). A
 *speculative* request (a prefetch) may only evict models needed later than itself and never
 cancels anything; an *urgent* request may also cancel speculative loads in flight.
 """
@@ -32,6 +33,11 @@ def next_use_distance(model: str, schedule: Sequence[str]) -> float:
         return float(schedule.index(model))
     except ValueError:
         return math.inf
+
+
+def evictable(entry: LedgerEntry) -> bool:
+    """Whether ``entry`` may be a victim: ready, idle (no lease) and not pinned."""
+    return entry.status is Lifecycle.READY and entry.leases == 0 and not entry.pinned
 
 
 class _Room:
@@ -103,7 +109,7 @@ def plan_room(
         lru = _lru(entries, want, budgets)
         return None if lru is None else RoomPlan(victims=lru, cancel=[])
     room = _Room(entries, want, budgets)
-    idle = [e for e in entries if e.status is Lifecycle.READY and e.leases == 0]
+    idle = [e for e in entries if evictable(e)]
     if rule == "all_idle" and urgent:
         for entry in idle:
             room.take(entry)
@@ -175,7 +181,7 @@ def _lru(
     entries: Sequence[LedgerEntry], want: dict[MemoryKind, int], budgets: dict[MemoryKind, int]
 ) -> list[str] | None:
     room = _Room(entries, want, budgets)
-    idle = [e for e in entries if e.status is Lifecycle.READY and e.leases == 0]
+    idle = [e for e in entries if evictable(e)]
     victims: list[str] = []
     for entry in sorted(idle, key=lambda e: e.last_used):
         if room.fits():

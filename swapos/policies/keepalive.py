@@ -18,25 +18,12 @@ Pure and synchronous: callers pass the clock's time in.
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-FOREVER = math.inf
-"""A keep-alive that never expires (a negative ``keep_alive``)."""
+from swapos.data.durations import FOREVER, DurationError, parse_duration
 
-_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+__all__ = ["FOREVER", "KeepAlive", "KeepAliveError", "parse_keep_alive"]
 
 
 class KeepAliveError(ValueError):
@@ -48,39 +35,23 @@ def parse_keep_alive(value: float | str | None) -> float | None:
     or None when the request gave none.
 
     Numbers are seconds. Strings are Go durations: a sign, then one or more
-    ``<number><unit>`` parts with units ``ns us µs ms s m h`` (``"1h30m"``), or ``"0"``.
+    ``<number><unit>`` parts with units ``ns us µs ms s m h`` (``"1h30m"``), or ``"0"``
+    (:func:`~swapos.data.durations.parse_duration`).
 
     Raises:
         KeepAliveError: a string that is not a duration (the message says what is accepted).
     """
     if value is None:
         return None
-    if isinstance(value, bool):
-        raise KeepAliveError(f"keep_alive must be a number or a duration, got {value!r}")
-    if isinstance(value, int | float):
-        if math.isnan(value):
-            raise KeepAliveError("keep_alive must be a number or a duration, got NaN")
-        return FOREVER if value < 0 else float(value)
-    return _parse_duration(value)
-
-
-def _parse_duration(text: str) -> float:
-    raw = text.strip()
-    sign, body = (-1.0, raw[1:]) if raw[:1] == "-" else (1.0, raw.removeprefix("+"))
-    if body == "0":
-        return 0.0
-    seconds, pos = 0.0, 0
-    for match in _PART.finditer(body):
-        if match.start() != pos:
-            break
-        seconds += float(match.group(1)) * _UNITS[match.group(2)]
-        pos = match.end()
-    if not body or pos != len(body):
-        raise KeepAliveError(
-            f'keep_alive: invalid duration "{text}"; give seconds (300), a duration '
-            '("5m", "1h30m", "30s"), 0 to unload after the request or -1 to keep the model'
-        )
-    return FOREVER if sign < 0 else seconds
+    try:
+        return parse_duration(value)
+    except DurationError as exc:
+        if isinstance(value, str):
+            raise KeepAliveError(
+                f'keep_alive: invalid duration "{value}"; give seconds (300), a duration '
+                '("5m", "1h30m", "30s"), 0 to unload after the request or -1 to keep the model'
+            ) from exc
+        raise KeepAliveError(f"keep_alive must be {exc}") from exc
 
 
 @dataclass

@@ -44,6 +44,11 @@ def free_bytes(entries: Sequence[LedgerEntry], budget: int, kind: MemoryKind = "
     return budget - used_bytes(entries, kind) + pending_free
 
 
+def pinned_bytes(entries: Sequence[LedgerEntry], kind: MemoryKind = "host") -> int:
+    """Bytes of ``kind`` held by pinned models: room no eviction can free."""
+    return sum(e.size(kind) for e in entries if e.pinned and e.status.holds_room)
+
+
 def kv_room(budget: int, *, overhead: int, models: int, cap: int) -> int:
     """The KV RAM tier's share of a process ``budget``: what the fixed ``overhead`` and the
     ``models``' claims leave, at most ``cap`` (its own configured size), never below 0. So
@@ -56,12 +61,20 @@ class Ledger:
     (``device_budget_bytes`` 0: no GPU memory; only claims of 0 device bytes fit).
 
     ``overhead_bytes`` of the host budget are the process's own (measured when the system
-    opens): models share ``budget_bytes - overhead_bytes`` (:meth:`budget`).
+    opens): models share ``budget_bytes - overhead_bytes`` (:meth:`budget`). The entries of
+    ``pinned`` models say so (:attr:`~swapos.data.residency.LedgerEntry.pinned`): the
+    eviction policy never takes them as victims.
     """
 
     def __init__(
-        self, budget_bytes: int, device_budget_bytes: int = 0, *, overhead_bytes: int = 0
+        self,
+        budget_bytes: int,
+        device_budget_bytes: int = 0,
+        *,
+        overhead_bytes: int = 0,
+        pinned: frozenset[str] = frozenset(),
     ) -> None:
+        self.pinned = pinned
         self.budget_bytes = budget_bytes
         self.device_budget_bytes = device_budget_bytes
         self.overhead_bytes = overhead_bytes
@@ -136,7 +149,14 @@ class Ledger:
     def want(self, model: str, *, speculative: bool, now: float) -> None:
         """A load of ``model`` starts (absent -> waiting); it holds no room until
         :meth:`reserve`."""
-        self._move(model, Lifecycle.WAITING, nbytes=0, speculative=speculative, last_used=now)
+        self._move(
+            model,
+            Lifecycle.WAITING,
+            nbytes=0,
+            speculative=speculative,
+            last_used=now,
+            pinned=model in self.pinned,
+        )
 
     def upgrade(self, model: str) -> None:
         """An urgent request joined ``model``'s speculative load: never cancel it."""

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from swapos.serve.bodies import decode, read_body
-from swapos.serve.errors import RequestError
+from swapos.serve.completions import served_model
 from swapos.serve.schemas import ModelCard, ModelList, UnloadRequest
 from swapos.serve.state import Server
 
@@ -29,28 +29,29 @@ async def health(server: Server, request: Request) -> Response:
 
 
 async def models(server: Server, request: Request) -> Response:
-    """The profile's models, each with its residency (``swapos``: state, leases, bytes)."""
+    """The profile's models, each with its residency (``swapos``: state, leases, bytes,
+    ``load_progress`` while it loads, its ``aliases``), then each alias as a card of its own
+    (``swapos.alias_of``: the model it names)."""
     states = {s.model: s for s in await server.system.models()}
     waiting = {q.model: q.waiting for q in server.scheduler.snapshot()}
     created = int(time.time())
     cards = []
-    for name, spec in sorted(server.system.specs.items()):
-        st = states.get(name)
-        cards.append(
-            ModelCard(
-                id=name,
-                created=created,
-                owned_by="swapos",
-                swapos={
-                    "state": st.state if st else "absent",
-                    "resident": st is not None and st.state == "ready",
-                    "leases": st.leases if st else 0,
-                    "footprint_bytes": st.footprint_bytes if st else 0,
-                    "n_ctx": spec.n_ctx,
-                    "waiting": waiting.get(name, 0),
-                },
-            )
-        )
+    for name, model in server.names.listed():
+        st = states.get(model)
+        if name != model:
+            info: dict[str, Any] = {"alias_of": model}
+        else:
+            info = {
+                "state": st.state if st else "absent",
+                "resident": st is not None and st.state == "ready",
+                "leases": st.leases if st else 0,
+                "footprint_bytes": st.footprint_bytes if st else 0,
+                "load_progress": st.load_progress if st else None,
+                "n_ctx": server.system.specs[model].n_ctx,
+                "waiting": waiting.get(model, 0),
+                "aliases": server.names.aliases_of(model),
+            }
+        cards.append(ModelCard(id=name, created=created, owned_by="swapos", swapos=info))
     return _json(ModelList(data=cards))
 
 
@@ -75,13 +76,11 @@ async def unload(server: Server, request: Request) -> Response:
     again."""
     raw = await read_body(request, server.settings.max_body_bytes)
     body = decode(raw, UnloadRequest) if raw.strip() else UnloadRequest()
-    if body.model is not None and body.model not in server.system.specs:
-        known = ", ".join(sorted(server.system.specs))
-        raise RequestError(
-            404, f"The model {body.model!r} does not exist; models: {known}", param="model",
-            code="model_not_found",
-        )  # fmt: skip
-    names = [body.model] if body.model is not None else sorted(server.system.specs)
+    names = (
+        [served_model(server, body.model)]
+        if body.model is not None
+        else sorted(server.system.specs)
+    )
     async with server.scheduler.hold(names):
         done = await server.system.unload(names)
     return _json({"unloaded": done.unloaded, "skipped": done.skipped})

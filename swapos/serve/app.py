@@ -16,17 +16,22 @@ from typing import Any
 import structlog
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from swapos.actors.system import System
+from swapos.models.profile import ttl_seconds
 from swapos.serve import admin
 from swapos.serve.bodies import decode, read_body
 from swapos.serve.completions import Prepared, prepare_chat, prepare_text
 from swapos.serve.errors import RequestError
+from swapos.serve.expiry import Expiry
 from swapos.serve.fields import checked_fields
 from swapos.serve.metrics import Metrics
+from swapos.serve.names import ModelNames
 from swapos.serve.ollama import Ollama, OllamaError
 from swapos.serve.responses import new_response_id, streamer, whole_response
 from swapos.serve.running import failure, run
@@ -49,24 +54,30 @@ def app(system: System, settings: ServeSettings | None = None) -> Starlette:
         settings: queueing bound, parallelism, bearer key, body limit (defaults: see
             :class:`ServeSettings`).
 
-    The app is also reachable as ``app.state.server`` (its scheduler and counters), and
-    its Ollama routes (``/api/...``) as ``app.state.ollama``: their keep-alive expiry runs
-    in the app's lifespan (a server that runs the lifespan, as Hypercorn does; an app that
-    mounts this one runs ``app.state.ollama.lifespan()`` in its own).
+    The app is also reachable as ``app.state.server`` (its scheduler, counters and
+    keep-alive timers), and its Ollama routes (``/api/...``) as ``app.state.ollama``. Models'
+    keep-alives and ttls run out in the app's lifespan (a server that runs the lifespan, as
+    Hypercorn does; an app that mounts this one runs ``app.state.server.expiry.lifespan()``
+    in its own).
     """
     settings = settings or ServeSettings()
 
     def resident() -> frozenset[str]:
         return system.residency().ready()
 
+    scheduler = Scheduler(
+        system.clock, max_wait=settings.max_wait, parallel=settings.parallel, resident=resident
+    )
+    configs = {n: c for n, c in system.profile.models.items() if n in system.specs}
+    ttls = {n: s for n, c in configs.items() if (s := ttl_seconds(c)) is not None}
     server = Server(
         system=system,
         settings=settings,
-        scheduler=Scheduler(
-            system.clock, max_wait=settings.max_wait, parallel=settings.parallel, resident=resident
-        ),
+        scheduler=scheduler,
         metrics=Metrics(),
         next_models=NextModels(),
+        names=ModelNames.of(system.specs, {n: c.aliases for n, c in configs.items()}),
+        expiry=Expiry(system, scheduler, ttls),
     )
 
     def route(path: str, handler: Handler, methods: list[str]) -> Route:
@@ -96,7 +107,7 @@ def app(system: System, settings: ServeSettings | None = None) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with ollama.lifespan():  # keep-alive expiry of the Ollama routes
+        async with server.expiry.lifespan():  # keep-alive and ttl expiry
             yield
 
     starlette = Starlette(
@@ -112,10 +123,29 @@ def app(system: System, settings: ServeSettings | None = None) -> Starlette:
         ],
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
+        middleware=_cors(settings.cors_origins),
     )
     starlette.state.server = server
     starlette.state.ollama = ollama
     return starlette
+
+
+def _cors(origins: tuple[str, ...]) -> list[Middleware]:
+    """Starlette's CORS middleware for ``origins`` (``*``: any), none without them: a
+    browser page of such an origin may call every route, with any header (the bearer key
+    among them); preflight requests need no key."""
+    if not origins:
+        return []
+    return [
+        Middleware(
+            CORSMiddleware,
+            allow_origins=list(origins),
+            allow_methods=["*"],
+            allow_headers=["*"],
+            expose_headers=["*"],
+            max_age=600,
+        )
+    ]
 
 
 def _authorize(request: Request, api_key: str | None) -> None:

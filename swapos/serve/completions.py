@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
+import msgspec
 
 from swapos.data.constraint import Constraint
 from swapos.data.generation import DraftRequest
@@ -67,15 +68,22 @@ class Prepared:
 # --- preparing ----------------------------------------------------------------------------
 
 
-def _check_model(server: Server, model: str) -> None:
-    if model not in server.system.specs:
-        known = ", ".join(sorted(server.system.specs))
+def served_model(server: Server, requested: str) -> str:
+    """The model ``requested`` names (its name or an alias).
+
+    Raises:
+        RequestError: it names none of the server's models (404, listing them).
+    """
+    model = server.names.resolve(requested)
+    if model is None:
         raise RequestError(
             404,
-            f"The model {model!r} does not exist; this server's models are: {known}",
+            f"The model {requested!r} does not exist; this server's models are: "
+            f"{server.names.known()}",
             param="model",
             code="model_not_found",
         )
+    return model
 
 
 def _messages(messages: list[ChatMessageIn]) -> list[ChatMessage]:
@@ -180,7 +188,7 @@ async def prepare_chat(server: Server, body: ChatCompletionRequest, key: str | N
     """
     if body.n != 1:
         raise RequestError(400, "n must be 1: SwapOS generates one choice", param="n")
-    _check_model(server, body.model)
+    body = msgspec.structs.replace(body, model=served_model(server, body.model))
     messages = _messages(body.messages)
     chat = await server.system.chat_format(body.model)
     sampling = sampling_of(body)
@@ -279,7 +287,7 @@ async def prepare_text(
     """
     if body.n != 1:
         raise RequestError(400, "n must be 1: SwapOS generates one choice", param="n")
-    _check_model(server, body.model)
+    body = msgspec.structs.replace(body, model=served_model(server, body.model))
     prompt = body.prompt
     if isinstance(prompt, list):
         if len(prompt) != 1:

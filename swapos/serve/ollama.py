@@ -13,23 +13,22 @@ long, and no ``keep_alive`` leaves it to the budget, as every SwapOS model is.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import anyio
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from swapos.policies.keepalive import FOREVER, KeepAlive, KeepAliveError, parse_keep_alive
+from swapos.policies.keepalive import KeepAliveError, parse_keep_alive
 from swapos.serve.bodies import decode, read_body
 from swapos.serve.completions import Prepared, prepare_chat, prepare_text
 from swapos.serve.errors import RequestError
 from swapos.serve.fields import checked_fields
+from swapos.serve.heartbeat import Status, heartbeat
 from swapos.serve.ollama_admin import ps, show, tags, version
-from swapos.serve.ollama_models import now_rfc3339, profile_name
+from swapos.serve.ollama_models import now_rfc3339
 from swapos.serve.ollama_requests import (
     chat_request,
     ollama_calls,
@@ -106,10 +105,8 @@ class Ollama:
 
     def __init__(self, server: Server, authorize: Authorize, client_key: ClientKey) -> None:
         self.server = server
-        self.keep_alive = KeepAlive()
         self._authorize = authorize
         self._client_key = client_key
-        self._wake = anyio.Event()
 
     def routes(self) -> list[Route]:
         """The ``/api/...`` routes (Ollama's paths and methods)."""
@@ -134,7 +131,7 @@ class Ollama:
             route("/api/chat", self.chat, "POST"),
             route("/api/generate", self.generate, "POST"),
             route("/api/tags", lambda r: tags(server), "GET"),
-            route("/api/ps", lambda r: ps(server, self.keep_alive), "GET"),
+            route("/api/ps", lambda r: ps(server, server.expiry.keep_alive), "GET"),
             route("/api/show", on_show, "POST"),
             route("/api/version", lambda r: version(), "GET"),
         ]
@@ -206,7 +203,15 @@ class Ollama:
         return EventStream(self._streamer(ask, task_id), media_type=NDJSON)
 
     def _streamer(self, ask: _Ask, task_id: str) -> Callable[[Emit], Awaitable[None]]:
-        async def produce(emit: Emit) -> None:
+        """NDJSON lines: one per decoded piece, the last with ``done``; while the stream is
+        silent, empty pieces whose ``swapos`` field says how the request goes."""
+
+        def render(status: Status) -> bytes:
+            return _line(msgspec.structs.replace(self._piece(ask, ""), swapos=status))
+
+        async def produce(client: Emit) -> None:
+            beat = heartbeat(self.server, client, render)
+            emit = beat.send
             tools = ask.prep.tools
             split = CallStream(tools.fmt, tools.offered) if tools is not None else None
 
@@ -215,7 +220,8 @@ class Ollama:
                 if text:
                     await emit(_line(self._piece(ask, text)))
 
-            ran = await run_streamed(self.server, ask.prep, task_id, each)
+            async with beat.beating():
+                ran = await run_streamed(self.server, ask.prep, task_id, each, beat.queued)
             ended = self.server.system.clock.now()
             await self._after(ask)
             if ran.error is not None:
@@ -276,27 +282,25 @@ class Ollama:
 
     async def _after(self, ask: _Ask) -> None:
         """Carry out the request's keep-alive once it is done."""
-        model, now = ask.prep.model, self.server.system.clock.now()
+        model = ask.prep.model
         if ask.keep == 0:
-            await self.unload_if_idle(model)
-            return
-        self.keep_alive.finished(model, ask.keep, now)
-        self._changed()
+            await self.server.expiry.unload_if_idle(model)
+        elif ask.keep is not None:
+            self.server.expiry.finished(model, ask.keep)  # a ttl was applied by run()
 
     async def _load_or_unload(
         self, model: str, requested: str, keep: float | None, *, chat: bool
     ) -> Response:
         """Ollama's empty request: load the model, or with ``keep_alive`` 0 unload it."""
         if keep == 0:
-            await self.unload_if_idle(model)
+            await self.server.expiry.unload_if_idle(model)
             reason = "unload"
         else:
             async with self.server.scheduler.turn(model):
                 failed = await self.server.system.preload([model])
             if model in failed:
                 raise OllamaError(500, f"cannot load {requested!r}: {failed[model]}")
-            self.keep_alive.finished(model, keep, self.server.system.clock.now())
-            self._changed()
+            self.server.expiry.finished(model, keep)
             reason = "load"
         created = now_rfc3339()
         chunk: ChatChunk | GenerateChunk
@@ -307,49 +311,6 @@ class Ollama:
             chunk = GenerateChunk(model=requested, created_at=created, response="", done=True,
                                   done_reason=reason)  # fmt: skip
         return _json(chunk)
-
-    # --- keep-alive -----------------------------------------------------------------------
-
-    def _busy(self) -> set[str]:
-        return {q.model for q in self.server.scheduler.snapshot() if q.waiting or q.running}
-
-    async def unload_if_idle(self, model: str) -> bool:
-        """Unload ``model`` unless a request is running or waiting for it (then the hint
-        yields: the model stays for that request). True when it was unloaded."""
-        self.keep_alive.forget(model)
-        if model in self._busy():
-            return False
-        async with self.server.scheduler.hold([model]):
-            done = await self.server.system.unload([model])
-        return model in done.unloaded
-
-    def _changed(self) -> None:
-        self._wake.set()
-        self._wake = anyio.Event()
-
-    async def sweep(self) -> None:
-        """Unload models whose keep-alive ran out, for as long as the app serves (run it in
-        the app's lifespan). Sleeps on the system's clock until the next expiry, or until a
-        request sets a new one."""
-        clock = self.server.system.clock
-        while True:
-            deadline = self.keep_alive.next_expiry()
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(_cancel_when, self._wake, tg.cancel_scope)
-                if deadline == FOREVER:
-                    await anyio.sleep_forever()
-                await clock.sleep(max(0.0, deadline - clock.now()))
-                tg.cancel_scope.cancel()
-            for model in self.keep_alive.expired(clock.now(), busy=self._busy()):
-                await self.unload_if_idle(model)
-
-    @asynccontextmanager
-    async def lifespan(self) -> AsyncIterator[None]:
-        """Runs :meth:`sweep` while the block runs (the app's lifespan)."""
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self.sweep)
-            yield
-            tg.cancel_scope.cancel()
 
     # --- checks ---------------------------------------------------------------------------
 
@@ -373,20 +334,15 @@ class Ollama:
     def _model(self, requested: str) -> str:
         if not requested:
             raise OllamaError(400, "model is required")
-        model = profile_name(requested, self.server.system.specs)
+        model = self.server.names.resolve(requested)
         if model is None:
-            known = ", ".join(sorted(self.server.system.specs))
+            known = self.server.names.known()
             raise OllamaError(
                 404,
                 f'model "{requested}" not found, try pulling it first (this server\'s models '
                 f"are: {known})",
             )
         return model
-
-
-async def _cancel_when(event: anyio.Event, scope: anyio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()
 
 
 def _keep(value: float | str | None) -> float | None:

@@ -13,7 +13,8 @@ from starlette.responses import Response
 from swapos.policies.keepalive import FOREVER, KeepAlive
 from swapos.serve.bodies import decode
 from swapos.serve.errors import RequestError
-from swapos.serve.ollama_models import file_facts, ollama_name, profile_name, rfc3339
+from swapos.serve.names import ollama_name
+from swapos.serve.ollama_models import file_facts, rfc3339
 from swapos.serve.ollama_schemas import (
     Running,
     RunningModel,
@@ -42,10 +43,11 @@ async def version() -> Response:
 
 
 async def tags(server: Server) -> Response:
-    """Every model of the profile, as Ollama lists local models."""
+    """Every model of the profile and every alias, as Ollama lists local models (an alias
+    as a copy of its model: the same file, size and digest)."""
     models = []
-    for name, spec in sorted(server.system.specs.items()):
-        facts = await file_facts(spec)
+    for name, model in server.names.listed():
+        facts = await file_facts(server.system.specs[model])
         models.append(
             TagModel(
                 name=ollama_name(name),
@@ -108,7 +110,7 @@ async def show(server: Server, raw: bytes) -> Response:
     requested = body.model or body.name
     if not requested:
         raise RequestError(400, "model is required")
-    model = profile_name(requested, server.system.specs)
+    model = server.names.resolve(requested)
     if model is None:
         raise RequestError(404, f"model '{requested}' not found")
     spec = server.system.specs[model]

@@ -1,9 +1,8 @@
-"""What Ollama's clients are told about the profile's models: names, files, details.
+"""What Ollama's clients are told about the profile's models' files: size, digest, details.
 
-Ollama names models ``name:tag``; a profile's model ``small`` is listed as ``small:latest``
-and answers to either. A model's size, digest and details come from its GGUF file (read in
-a worker thread, once per file version); a model without a readable file (a remote model, a
-fake one in tests) is listed with size 0 and no digest.
+A model's size, digest and details come from its GGUF file (read in a worker thread, once
+per file version); a model without a readable file (a remote model, a fake one in tests) is
+listed with size 0 and no digest. Its names: :mod:`swapos.serve.names`.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from swapos.models.gguf import read_gguf
 from swapos.models.spec import ModelSpec
 from swapos.serve.ollama_schemas import Details
 
-TAG = "latest"
 FILE_TYPES = {
     0: "F32",
     1: "F16",
@@ -57,21 +55,6 @@ class FileFacts:
 
 
 _facts: dict[tuple[str, int, int], FileFacts] = {}
-
-
-def ollama_name(model: str) -> str:
-    """The name Ollama's clients see: ``small`` -> ``small:latest``."""
-    return f"{model}:{TAG}"
-
-
-def profile_name(requested: str, known: set[str] | dict[str, ModelSpec]) -> str | None:
-    """The profile model ``requested`` names (``small`` or ``small:latest``), if any."""
-    if requested in known:
-        return requested
-    base, _, tag = requested.rpartition(":")
-    if base and tag == TAG and base in known:
-        return base
-    return None
 
 
 def rfc3339(when: dt.datetime) -> str:

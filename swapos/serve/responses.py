@@ -17,6 +17,7 @@ import structlog
 
 from swapos.messages.base import new_id
 from swapos.serve.completions import Kind, Prepared
+from swapos.serve.heartbeat import heartbeat, sse_comment
 from swapos.serve.running import Ran, failure, run_streamed
 from swapos.serve.schemas import (
     ChatChoice,
@@ -217,13 +218,16 @@ class _Chunks:
 
 
 def streamer(server: Server, prep: Prepared, response_id: str) -> Callable[[Emit], Awaitable[None]]:
-    """The producer of a streamed response: a role chunk, one chunk per decoded piece
-    (tool calls once whole), a last chunk with ``finish_reason``, ``usage`` and
-    ``swapos``, then ``[DONE]``. A phase that fails mid-stream ends with an ``error`` event
-    in the OpenAI error shape."""
+    """The producer of a streamed response: a role chunk (at once, before the request is
+    queued), one chunk per decoded piece (tool calls once whole), a last chunk with
+    ``finish_reason``, ``usage`` and ``swapos``, then ``[DONE]``; while the stream is
+    silent, SSE comments say how the request goes (:mod:`swapos.serve.heartbeat`). A phase
+    that fails mid-stream ends with an ``error`` event in the OpenAI error shape."""
     chunks = _Chunks(prep, response_id)
 
-    async def produce(emit: Emit) -> None:
+    async def produce(client: Emit) -> None:
+        beat = heartbeat(server, client, sse_comment)
+        emit = beat.send
         if prep.kind == "chat":
             await emit(chunks.piece("", role=True))
         elif prep.echo:
@@ -235,7 +239,8 @@ def streamer(server: Server, prep: Prepared, response_id: str) -> Callable[[Emit
             if text:
                 await emit(chunks.piece(text))
 
-        ran = await run_streamed(server, prep, response_id, each)
+        async with beat.beating():
+            ran = await run_streamed(server, prep, response_id, each, queued=beat.queued)
         if ran.error is not None:
             await emit(sse_event(failure(ran).body()))
             await emit(sse_event("[DONE]"))

@@ -19,7 +19,11 @@ from swapos.messages.commands import PhaseSpec
 from swapos.records.schema import PhaseRecord
 from swapos.serve.completions import Prepared
 from swapos.serve.errors import RequestError
+from swapos.serve.scheduler import Ticket
 from swapos.serve.state import Server
+
+Queued = Callable[[Ticket], None]
+"""Told the request's ticket once it is in its model's queue."""
 
 
 @dataclass(frozen=True)
@@ -35,9 +39,14 @@ class Ran:
 
 
 async def run(
-    server: Server, prep: Prepared, task_id: str, on_token: Callable[[str], None] | None = None
+    server: Server,
+    prep: Prepared,
+    task_id: str,
+    on_token: Callable[[str], None] | None = None,
+    queued: Queued | None = None,
 ) -> Ran:
-    """Queue ``prep`` for its model's turn and run it as one phase (task ``task_id``).
+    """Queue ``prep`` for its model's turn and run it as one phase (task ``task_id``);
+    ``queued`` is told its ticket once it is queued.
 
     Cancelled (the client went away), the request leaves its queue or stops its generation
     within a token; its turn and lease are released at once and the cancellation propagates.
@@ -45,10 +54,11 @@ async def run(
     server.next_models.arrived(prep.key, prep.model)
     queue_wait = 0.0
     try:
-        async with server.scheduler.turn(prep.model) as ticket:
+        turn = server.scheduler.turn(prep.model, request_id=task_id, queued=queued)
+        async with turn as ticket:
             queue_wait = ticket.queue_wait_s
-            queued = server.scheduler.queued_models(exclude=prep.model)
-            then = server.next_models.upcoming(prep.key, prep.model, queued)
+            waiting = server.scheduler.queued_models(exclude=prep.model)
+            then = server.next_models.upcoming(prep.key, prep.model, waiting)
             outcome: PhasesOutcome = await server.system.generate(
                 task_id,
                 PhaseSpec(
@@ -71,6 +81,7 @@ async def run(
         else PhaseRecord(task_id=task_id, phase_id="", phase=prep.kind)
     )
     server.metrics.observe(prep.model, record, queue_wait_s=queue_wait)
+    server.expiry.finished(prep.model)  # the model's ttl, if it has one
     return Ran(
         task_id=task_id,
         record=record,
@@ -82,7 +93,11 @@ async def run(
 
 
 async def run_streamed(
-    server: Server, prep: Prepared, task_id: str, each: Callable[[str], Awaitable[None]]
+    server: Server,
+    prep: Prepared,
+    task_id: str,
+    each: Callable[[str], Awaitable[None]],
+    queued: Queued | None = None,
 ) -> Ran:
     """:func:`run`, handing each decoded piece to ``each`` as it comes (a streamed answer:
     ``each`` sends it). Pieces are relayed through a bounded stream sized to the answer, so
@@ -97,7 +112,7 @@ async def run_streamed(
     async def generate() -> None:
         nonlocal ran
         with send:
-            ran = await run(server, prep, task_id, on_token=tap)
+            ran = await run(server, prep, task_id, on_token=tap, queued=queued)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(generate)

@@ -27,10 +27,12 @@ ADMISSIONS_KEPT = 256
 
 @dataclass(eq=False)
 class Ticket:
-    """One request's place in the queues."""
+    """One request's place in the queues (``request_id``: its response id, as ``GET
+    /running`` lists it)."""
 
     model: str
     arrived: float
+    request_id: str = ""
     admitted_at: float | None = None
     admitted: anyio.Event = field(default_factory=anyio.Event)
 
@@ -47,14 +49,24 @@ class Admission(msgspec.Struct, frozen=True, kw_only=True):
     admitted: float
 
 
+class QueuedRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """A request waiting in its model's queue: ``position`` 1 is the next one admitted."""
+
+    id: str
+    position: int
+    wait_s: float
+
+
 class QueueState(msgspec.Struct, frozen=True, kw_only=True):
-    """One model's queue, as ``GET /running`` shows it."""
+    """One model's queue, as ``GET /running`` shows it (``requests``: those waiting, in
+    their order)."""
 
     model: str
     waiting: int
     running: int
     oldest_wait_s: float
     held: bool
+    requests: tuple[QueuedRequest, ...] = ()
 
 
 class Scheduler:
@@ -91,15 +103,26 @@ class Scheduler:
         """The latest admissions, oldest first."""
 
     @asynccontextmanager
-    async def turn(self, model: str) -> AsyncIterator[Ticket]:
+    async def turn(
+        self,
+        model: str,
+        *,
+        request_id: str = "",
+        queued: Callable[[Ticket], None] | None = None,
+    ) -> AsyncIterator[Ticket]:
         """Wait for ``model``'s turn and hold it for the block.
+
+        ``queued`` is called with the request's ticket once it is in its queue (admitted at
+        once, or not: ``admitted_at``), before it waits.
 
         Cancelled while waiting, the request leaves its queue; cancelled or failing inside
         the block, its turn is released at once and the next request may be admitted.
         """
-        ticket = Ticket(model=model, arrived=self._clock.now())
+        ticket = Ticket(model=model, arrived=self._clock.now(), request_id=request_id)
         self._queues.setdefault(model, deque()).append(ticket)
         self._dispatch()
+        if queued is not None:
+            queued(ticket)
         try:
             await ticket.admitted.wait()
         except BaseException:
@@ -137,6 +160,12 @@ class Scheduler:
         heads = [(q[0].arrived, m) for m, q in self._queues.items() if q and m != exclude]
         return [m for _, m in sorted(heads)]
 
+    def position(self, ticket: Ticket) -> int:
+        """``ticket``'s place in its model's queue (1: admitted next of its model), 0 once
+        it is admitted or gone."""
+        queue = self._queues.get(ticket.model, ())
+        return next((i for i, t in enumerate(queue, 1) if t is ticket), 0)
+
     def snapshot(self) -> list[QueueState]:
         now = self._clock.now()
         models = sorted(set(self._queues) | set(self._running) | set(self._held))
@@ -147,6 +176,10 @@ class Scheduler:
                 running=self._running.get(m, 0),
                 oldest_wait_s=now - self._queues[m][0].arrived if self._queues.get(m) else 0.0,
                 held=m in self._held,
+                requests=tuple(
+                    QueuedRequest(id=t.request_id, position=i, wait_s=now - t.arrived)
+                    for i, t in enumerate(self._queues.get(m, ()), 1)
+                ),
             )
             for m in models
         ]

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 import msgspec
 
 from swapos.actors.system import System
+from swapos.serve.expiry import Expiry
 from swapos.serve.metrics import Metrics
+from swapos.serve.names import ModelNames
 from swapos.serve.scheduler import Scheduler
 from swapos.serve.transitions import NextModels
 
@@ -26,6 +28,10 @@ class ServeSettings(msgspec.Struct, frozen=True, kw_only=True):
         max_body_bytes: larger request bodies are refused with 413.
         default_max_tokens: ``max_tokens`` of a request that names none (always also
             bounded by the room left in the model's context).
+        heartbeat_s: a streamed response silent this many seconds (of the system's clock)
+            is sent its request's status: queued, loading, running
+            (:mod:`swapos.serve.heartbeat`); 0: never.
+        cors_origins: origins a browser may call the server from (CORS); empty: none.
     """
 
     max_wait: float = 30.0
@@ -33,14 +39,19 @@ class ServeSettings(msgspec.Struct, frozen=True, kw_only=True):
     api_key: str | None = None
     max_body_bytes: int = MiB
     default_max_tokens: int = 1024
+    heartbeat_s: float = 5.0
+    cors_origins: tuple[str, ...] = ()
 
 
 @dataclass
 class Server:
-    """The state of one served app."""
+    """The state of one served app (``names``: what its models answer to; ``expiry``:
+    their keep-alive timers)."""
 
     system: System
     settings: ServeSettings
     scheduler: Scheduler
     metrics: Metrics
     next_models: NextModels
+    names: ModelNames
+    expiry: Expiry

@@ -62,8 +62,11 @@ class ApiBackend:
     def check_devices(self, specs: Sequence[ModelSpec]) -> None:
         """Nothing to check (``check_profile`` refuses ``gpu_layers`` on a remote model)."""
 
-    async def load(self, spec: ModelSpec) -> ApiModel:
-        """Open a client for ``spec``'s endpoint and check that it answers ``GET /models``.
+    async def load(
+        self, spec: ModelSpec, *, progress: Callable[[float], None] | None = None
+    ) -> ApiModel:
+        """Open a client for ``spec``'s endpoint and check that it answers ``GET /models``
+        (``progress`` is not told anything: the endpoint's loads are its own).
 
         Raises:
             ModelFileError: the key's environment variable is not set, or the endpoint is

@@ -154,8 +154,11 @@ class LlamaBackend:
         with _reading_vocabulary(spec):
             return shared_counter(spec.path, info).fim_tokens()
 
-    async def load(self, spec: ModelSpec) -> LlamaModel:
-        """Load ``spec`` in a worker thread.
+    async def load(
+        self, spec: ModelSpec, *, progress: Callable[[float], None] | None = None
+    ) -> LlamaModel:
+        """Load ``spec`` in a worker thread; ``progress`` is told llama.cpp's progress
+        (0 to 1, from the loading thread) as it reads the tensors.
 
         Raises:
             ModelFileError: missing, truncated or unloadable file (the message names it).
@@ -174,9 +177,11 @@ class LlamaBackend:
                 f"loading model {spec.name!r} from {spec.path}",
                 advice="check that the file is a complete GGUF model and that n_ctx fits memory",
             ):
-                box.append(
-                    load_model(spec, abort, limiter=self._generate_limiter, peers=self.resident)
-                )
+                loaded = load_model(
+                    spec, abort, limiter=self._generate_limiter, peers=self.resident,
+                    progress=progress,
+                )  # fmt: skip
+                box.append(loaded)
             self._resident.add(box[0])
             return box[0]
 

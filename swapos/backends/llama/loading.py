@@ -83,9 +83,11 @@ def load_model(
     *,
     limiter: anyio.CapacityLimiter | None = None,
     peers: Callable[[], Iterable[LlamaModel]] | None = None,
+    progress: Callable[[float], None] | None = None,
 ) -> LlamaModel:
     """Load ``spec`` synchronously (in a worker thread); ``abort`` cancels the load;
-    ``peers``: the other models resident beside it (drafters it may borrow).
+    ``peers``: the other models resident beside it (drafters it may borrow); ``progress``
+    is told llama.cpp's progress reports (0 to 1).
 
     Raises:
         ModelFileError: the file is bad; ``Aborted`` when ``abort`` was set.
@@ -99,7 +101,7 @@ def load_model(
     device0 = device_used_bytes() if spec.offloaded else 0
     started = time.perf_counter()
     with layer_report() as layers:
-        model, ctx, upload_s = _open(spec, abort)
+        model, ctx, upload_s = _open(spec, abort, progress)
     delta = rss_bytes() - rss0
     offload = None
     if spec.offloaded:
@@ -166,19 +168,23 @@ def model_params(spec: ModelSpec) -> Any:
     return mparams
 
 
-def _open(spec: ModelSpec, abort: threading.Event) -> tuple[Any, Any, float]:
+def _open(
+    spec: ModelSpec, abort: threading.Event, told: Callable[[float], None] | None = None
+) -> tuple[Any, Any, float]:
     """The llama.cpp model and context for ``spec``, and the seconds llama.cpp spent loading
     tensor data (from its first progress report to its last: with layers offloaded, the
     read of their tensors and their upload to the device); nothing stays allocated on
-    failure."""
+    failure. ``told`` gets each progress report's fraction."""
     if abort.is_set():
         raise Aborted
     mparams = model_params(spec)
     reports: list[float] = []
 
     @llama_cpp.llama_progress_callback  # type: ignore[untyped-decorator]
-    def progress(_fraction: float, _data: Any) -> bool:
+    def progress(fraction: float, _data: Any) -> bool:
         reports.append(time.perf_counter())
+        if told is not None:
+            told(float(fraction))
         return not abort.is_set()
 
     mparams.progress_callback = progress
