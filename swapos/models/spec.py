@@ -52,6 +52,10 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
             holds no local memory.
         draft: the drafting costs file the decode loop reads, ``"off"``, or None: the ones
             ``bench decode`` cached for this file (see ``backends/llama/draft_costs.py``).
+        slots: requests the model decodes side by side, each a sequence of its one context
+            with ``n_ctx`` cells of its own (``backends/llama/slots.py``); 0: as many as its
+            measured cost curve pays for (``policies/slots.py``, resolved when the system
+            opens; 1 where nothing is measured).
     """
 
     name: str
@@ -68,6 +72,7 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
     main_gpu: int = 0
     api: RemoteEndpoint | None = None
     draft: str | None = None
+    slots: int = 1
 
     @property
     def remote(self) -> bool:
