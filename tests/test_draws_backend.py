@@ -13,7 +13,8 @@ import pytest
 
 from swapos.backends.base import DrawOutput, DrawsModel
 from swapos.backends.fake import FakeBackend, FakeModel, FakeModelScript
-from swapos.backends.llama.decode import Decoder, Handles
+from swapos.backends.llama.decode import Decoder
+from swapos.backends.llama.handles import Handles
 from swapos.backends.llama.parallel import draws_context_cells
 from swapos.backends.llama.sampling import sample_logits
 from swapos.data.sampling import SamplingParams
@@ -140,8 +141,8 @@ def test_side_by_side_sampler_is_the_decode_loops_sampler(
     handles = Handles(
         name="m", model=None, ctx=None, vocab=None, n_vocab=n_vocab, n_ctx=64, n_batch=8
     )
-    decoder = Decoder(handles, abort=None, on_token=None, started=0.0)  # type: ignore[arg-type]
+    decoder = Decoder(handles, abort=None, emit=None, started=0.0)  # type: ignore[arg-type]
     turn_rng, side_rng = np.random.default_rng(params.seed), np.random.default_rng(params.seed)
     for row in rows:
         ctypes.memmove(current, row.ctypes.data, row.nbytes)
-        assert decoder._sample(params, turn_rng) == sample_logits(row, params, side_rng)
+        assert decoder._sample(params, turn_rng, -1) == sample_logits(row, params, side_rng)

@@ -64,9 +64,15 @@ class VerifyBatch:
         llama.cpp's status (0 ok, 1 no room in the KV cache, other: an error)."""
         return self.decode_rows(ctx, [(t, start + i, 0) for i, t in enumerate(tokens)])
 
-    def decode_rows(self, ctx: Any, rows: Sequence[tuple[int, int, int]]) -> int:
+    def decode_rows(
+        self,
+        ctx: Any,
+        rows: Sequence[tuple[int, int, int]],
+        outputs: Sequence[bool] | None = None,
+    ) -> int:
         """Evaluate ``(token, position, sequence)`` rows, logits at each (draws side by
-        side: one row per live sequence); llama.cpp's status as for :meth:`decode`."""
+        side: one row per live sequence) or where ``outputs`` says; llama.cpp's status as
+        for :meth:`decode`."""
         assert 0 < len(rows) <= self.capacity, "a batch must fit its capacity"
         b = self._batch
         for i, (token, pos, seq) in enumerate(rows):
@@ -74,7 +80,7 @@ class VerifyBatch:
             b.pos[i] = pos
             b.n_seq_id[i] = 1
             b.seq_id[i][0] = seq
-            b.logits[i] = 1
+            b.logits[i] = 1 if outputs is None or outputs[i] else 0
         b.n_tokens = len(rows)
         return int(llama_cpp.llama_decode(ctx, b))
 

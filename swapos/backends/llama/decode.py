@@ -1,8 +1,11 @@
 """One generation's decode loop: restore, prefill in ``n_batch`` chunks, sample, stop.
 
-It runs in a worker thread that holds the model's lock, and polls the abort flag between
-chunks and tokens, so a cancellation stops it within one token (or one prefill chunk, or
-one verification batch).
+The loop is a generator (:data:`~swapos.backends.llama.drive.Steps`): it asks its driver to
+evaluate tokens of its sequence and samples from the logits it gets back, so one loop runs
+alone on a model's own context (``drive.drive_alone``, in a worker thread that holds the
+model's lock) or beside other generations of the model (the slot engine,
+``backends/llama/slots.py``). It polls the abort flag between chunks and tokens, so a
+cancellation stops it within one token (or one prefill chunk, or one verification batch).
 
 With drafting (``policies/drafting.py`` decides; the model's measured costs say whether it
 pays) a step evaluates the next token and a looked-up draft in one batch with logits at each
@@ -20,46 +23,28 @@ import codecs
 import dataclasses
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Generator
 
-import anyio.from_thread
 import llama_cpp
 import msgspec
 import numpy as np
 
 from swapos.backends.base import GenerationOutput
 from swapos.backends.llama import kv_state
-from swapos.backends.llama.batch import VerifyBatch, decode_chunks
+from swapos.backends.llama.drive import NO_ROOM, Eval, Steps, drive_alone
 from swapos.backends.llama.grammar import GrammarGate
-from swapos.backends.llama.model_draft import ModelDrafter
+from swapos.backends.llama.handles import Handles, logits_row
 from swapos.backends.llama.runtime import Aborted
 from swapos.backends.llama.sampling import adjust_logits, sample_logits
 from swapos.backends.llama.vocab import piece, tokenize
 from swapos.backends.stops import StopStream
-from swapos.data.generation import DraftCosts, GenerationStats, StopReason
+from swapos.data.generation import GenerationStats, StopReason
 from swapos.data.prefix import PrefixState
 from swapos.data.sampling import SamplingParams
 from swapos.policies.drafting import MAX_DRAFT, DraftPolicy, NgramIndex, lookup
 
-
-@dataclasses.dataclass(frozen=True)
-class Handles:
-    """The llama.cpp objects (and their sizes) a generation runs on."""
-
-    name: str
-    model: Any
-    ctx: Any
-    vocab: Any
-    n_vocab: int
-    n_ctx: int
-    n_batch: int
-    window: int | None = None
-    """The sliding attention window (``n_swa``), None with full attention."""
-    draft_costs: DraftCosts | None = None
-    """The model's measured drafting costs (None: never draft unless a request pins it)."""
-    drafter: ModelDrafter | None = None
-    """A smaller resident model that drafts where the lookup finds nothing (None: none)."""
+Read = Generator[Eval, int, bool]
+"""Evaluating tokens: yields the chunks, returns False when the context has no room."""
 
 
 @dataclasses.dataclass
@@ -72,33 +57,30 @@ class _Drafts:
     steps: int = 0
 
 
-def logits_row(ctx: Any, n_vocab: int, row: int = -1) -> np.ndarray:
-    """The logits of output ``row`` of the last batch (-1: its last), as a view."""
-    ptr = llama_cpp.llama_get_logits_ith(ctx, row)
-    return np.ctypeslib.as_array(ptr, shape=(n_vocab,))
-
-
 class Decoder:
-    """One generation (runs in the worker thread, holding the model lock)."""
+    """One generation (its steps run in the thread of its driver, which holds the model's
+    lock). ``emit`` is called in that thread with each piece of text."""
 
     def __init__(
         self,
         handles: Handles,
         abort: threading.Event,
-        on_token: Callable[[str], None] | None,
+        emit: Callable[[str], None] | None,
         started: float,
     ) -> None:
         self.h = handles
         self.ctx = handles.ctx
+        self.seq = handles.seq or 0
         self.abort = abort
-        self.on_token = on_token
+        self.emit = emit
         self.started = started
         self.n_past = 0
+        self.row = 0  # the batch index of the last logits row evaluated for this loop
         self.generated: list[int] = []  # sampled tokens decoded into the KV cache
         self.drafts = _Drafts()
         self.policy = DraftPolicy(None, None)
         self.sources: list[NgramIndex] = []  # prediction, then prompt + answer (the history)
-        self.batch: VerifyBatch | None = None
+        self.drafting = False
         self.drafter = handles.drafter if handles.window is None else None
         self.prompt: list[int] = []
         self.max_tokens = 0
@@ -113,9 +95,23 @@ class Decoder:
         *,
         save_final: bool = False,
     ) -> GenerationOutput:
+        """:meth:`steps` run alone on the context's one sequence (``drive.drive_alone``),
+        in this thread, which must hold the model's lock."""
+        steps = self.steps(prompt, params, restore, save_at, save_final=save_final)
+        return drive_alone(steps, self.ctx)
+
+    def steps(
+        self,
+        prompt: list[int],
+        params: SamplingParams,
+        restore: PrefixState | None,
+        save_at: int | None,
+        *,
+        save_final: bool = False,
+    ) -> Steps:
         """Restore, prefill (snapshotting at ``save_at``), sample until a stop (under
         ``params.constraint``'s grammar, if any), then snapshot the final state if
-        ``save_final``.
+        ``save_final``; a driver evaluates what it yields.
 
         Raises:
             GenerationError: the constraint's grammar does not compile or reaches a dead end.
@@ -123,7 +119,7 @@ class Decoder:
         if params.constraint is not None:
             self.gate = GrammarGate(self.h.vocab, self.h.n_vocab, params.constraint)
         try:
-            return self._run(prompt, params, restore, save_at, save_final=save_final)
+            return (yield from self._run(prompt, params, restore, save_at, save_final=save_final))
         finally:
             if self.gate is not None:
                 self.gate.close()
@@ -136,10 +132,10 @@ class Decoder:
         save_at: int | None,
         *,
         save_final: bool,
-    ) -> GenerationOutput:
-        kv_state.clear(self.ctx)
+    ) -> Steps:
+        kv_state.clear(self.ctx, self.h.seq)
         restored = self.n_past = kv_state.restore(
-            self.ctx, self.h.model, self.h.name, prompt, restore
+            self.ctx, self.h.model, self.h.name, prompt, restore, seq=self.h.seq
         )
         saved: PrefixState | None = None
         if save_at is not None:
@@ -148,24 +144,24 @@ class Decoder:
                 saved = restore
         ok = True
         if saved is None and save_at is not None and save_at > self.n_past:
-            ok = self._eval(prompt[self.n_past : save_at])
+            ok = yield from self._eval(prompt[self.n_past : save_at])
             if ok:
-                saved = kv_state.snapshot(self.ctx, prompt[:save_at])
+                saved = kv_state.snapshot(self.ctx, prompt[:save_at], self.seq)
         prompt_state: PrefixState | None = None
         held = len(prompt) - 1  # all but the last prompt token: a whole prefix of any retry
         windowed = self.h.window is not None
         if ok and save_final and windowed and held > max(self.n_past, save_at or 0):
-            ok = self._eval(prompt[self.n_past : held])
+            ok = yield from self._eval(prompt[self.n_past : held])
             if ok:
-                prompt_state = kv_state.snapshot(self.ctx, prompt[:held])
-        ok = ok and self._eval(prompt[self.n_past :])
+                prompt_state = kv_state.snapshot(self.ctx, prompt[:held], self.seq)
+        ok = ok and (yield from self._eval(prompt[self.n_past :]))
         prefilled = time.perf_counter()
         if not ok or not prompt:
             return self._output(
                 "", prompt, restored, prefilled=prefilled, first=prefilled, count=0,
                 reason="context", saved=saved,
             )  # fmt: skip
-        text, count, reason, first = self._sample_loop(params, prompt)
+        text, count, reason, first = yield from self._sample_loop(params, prompt)
         out = self._output(
             text, prompt, restored, prefilled=prefilled, first=first, count=count,
             reason=reason, saved=saved,
@@ -175,21 +171,27 @@ class Decoder:
         )
         if not save_final:
             return out
-        final = self._final_state(prompt)
+        final = yield from self._final_state(prompt)
         return msgspec.structs.replace(out, final=final) if final is not None else out
 
-    def _eval(self, tokens: list[int]) -> bool:
-        """Evaluate ``tokens`` in n_batch chunks; False when the context is full."""
+    def _eval(self, tokens: list[int], *, prefill: bool = True) -> Read:
+        """Evaluate ``tokens`` in n_batch chunks (a prefill, or one token of a step), logits
+        at the last; False when the context is full."""
         h = self.h
-        n_past = decode_chunks(
-            self.ctx, tokens, n_past=self.n_past, n_batch=h.n_batch, n_ctx=h.n_ctx, abort=self.abort
-        )
-        if n_past is None:
-            return False
-        self.n_past = n_past
+        for i in range(0, len(tokens), h.n_batch):
+            if self.abort.is_set():
+                raise Aborted
+            chunk = tokens[i : i + h.n_batch]
+            if self.n_past + len(chunk) > h.n_ctx:
+                return False
+            index = yield Eval(chunk, self.n_past, prefill=prefill)
+            if index == NO_ROOM:
+                return False
+            self.n_past += len(chunk)
+            self.row = index + len(chunk) - 1
         return True
 
-    def _sample(self, params: SamplingParams, rng: np.random.Generator, row: int = -1) -> int:
+    def _sample(self, params: SamplingParams, rng: np.random.Generator, row: int) -> int:
         """The next token from output ``row``'s logits: biased and penalised over the prompt
         and answer so far, sampled, then (under a grammar) checked alone and, if the grammar
         rejects it, sampled again from the logits the grammar allows."""
@@ -205,8 +207,8 @@ class Decoder:
         return token
 
     def _emit(self, text: str) -> None:
-        if text and self.on_token is not None:
-            anyio.from_thread.run_sync(self.on_token, text)
+        if text and self.emit is not None:
+            self.emit(text)
 
     def _policy(
         self, params: SamplingParams, prompt: list[int]
@@ -240,7 +242,7 @@ class Decoder:
 
     def _sample_loop(
         self, params: SamplingParams, prompt: list[int]
-    ) -> tuple[str, int, StopReason, float]:
+    ) -> Generator[Eval, int, tuple[str, int, StopReason, float]]:
         if params.max_tokens <= 0:
             return "", 0, "length", time.perf_counter()
         rng = np.random.default_rng(params.seed)
@@ -252,57 +254,55 @@ class Decoder:
         history = sources[-1] if sources else None
         count = 0
         reason: StopReason = "length"
-        token = self._sample(params, rng)
+        token = self._sample(params, rng, self.row)
         first = time.perf_counter()
-        drafting = policy.active or self.drafter is not None
-        batch = self.batch = VerifyBatch(MAX_DRAFT + 1) if drafting else None
-        try:
-            queue = [token]  # sampled, not yet emitted; all but the last are in the KV cache
-            while True:
-                if self.abort.is_set():
-                    raise Aborted
-                ended: StopReason | None = None
-                for j, tok in enumerate(queue):
-                    if llama_cpp.llama_vocab_is_eog(self.h.vocab, tok):
-                        ended = "eos"
-                    else:
-                        count += 1
-                        self._emit(stream.add(utf8.decode(piece(self.h.vocab, tok))))
-                        ended = "stop" if stream.stopped else None
-                        if ended is None and count >= params.max_tokens:
-                            ended = "length"
-                    if ended is not None:
-                        self._keep(len(queue) - 1 - j)  # tok and what followed leave the KV
-                        break
-                    if j < len(queue) - 1:
-                        self.generated.append(tok)
-                        self.drafts.accepted += 1
-                    if history is not None:
-                        history.append(tok)
+        self.drafting = policy.active or self.drafter is not None
+        queue = [token]  # sampled, not yet emitted; all but the last are in the KV cache
+        while True:
+            if self.abort.is_set():
+                raise Aborted
+            ended: StopReason | None = None
+            for j, tok in enumerate(queue):
+                if llama_cpp.llama_vocab_is_eog(self.h.vocab, tok):
+                    ended = "eos"
+                else:
+                    count += 1
+                    self._emit(stream.add(utf8.decode(piece(self.h.vocab, tok))))
+                    ended = "stop" if stream.stopped else None
+                    if ended is None and count >= params.max_tokens:
+                        ended = "length"
                 if ended is not None:
-                    reason = ended
+                    self._keep(len(queue) - 1 - j)  # tok and what followed leave the KV
                     break
-                queue = self._step(queue[-1], params, rng)
-                if not queue:
-                    reason = "context"
-                    break
-        finally:
-            if batch is not None:
-                batch.close()
+                if j < len(queue) - 1:
+                    self.generated.append(tok)
+                    self.drafts.accepted += 1
+                if history is not None:
+                    history.append(tok)
+            if ended is not None:
+                reason = ended
+                break
+            queue = yield from self._step(queue[-1], params, rng)
+            if not queue:
+                reason = "context"
+                break
         if reason == "stop":
             return stream.text, count, "stop", first
         self._emit(stream.finish(utf8.decode(b"", final=True)))
         return stream.text, count, "stop" if stream.stopped else reason, first
 
-    def _step(self, token: int, params: SamplingParams, rng: np.random.Generator) -> list[int]:
+    def _step(
+        self, token: int, params: SamplingParams, rng: np.random.Generator
+    ) -> Generator[Eval, int, list[int]]:
         """Put ``token`` in the KV cache (with a verified draft when one pays) and sample
         what follows: the accepted drafted tokens (in the cache) and the model's own next
         token (not yet). Empty when the context is full."""
-        policy, sources, batch = self.policy, self.sources, self.batch
+        policy, sources = self.policy, self.sources
+        drafting = self.drafting and (self.h.beside is None or self.h.beside() == 0)
         draft = lookup(sources, sources[-1].tokens, policy.rule) if sources else []
         room = min(self.h.n_ctx - self.n_past - 1, MAX_DRAFT)
-        d = min(policy.length(len(draft)), room) if draft else 0
-        drafter = self.drafter if d <= 0 and batch is not None else None
+        d = min(policy.length(len(draft)), room) if draft and drafting else 0
+        drafter = self.drafter if d <= 0 and drafting else None
         if drafter is not None:
             wanted = min(drafter.length(self.max_tokens - len(self.generated)), room)
             proposed = drafter.propose([*self.prompt, *self.generated, token], wanted)
@@ -310,25 +310,23 @@ class Decoder:
                 draft, d = proposed, len(proposed)
             else:
                 drafter = None
-        if d <= 0 or batch is None:
-            if not self._eval([token]):
+        if d <= 0:
+            if not (yield from self._eval([token], prefill=False)):
                 return []
             self.generated.append(token)
-            nxt = self._sample(params, rng)
+            nxt = self._sample(params, rng, self.row)
             if draft:
                 policy.observe_unverified(draft[0], nxt)
             return [nxt]
         start = self.n_past
-        status = batch.decode(self.ctx, [token, *draft[:d]], start)
-        if status == 1:
+        index = yield Eval([token, *draft[:d]], start, every=True)
+        if index == NO_ROOM:
             return []
-        if status != 0:
-            raise RuntimeError(f"llama_decode failed with status {status}")
         self.n_past += d + 1
         self.generated.append(token)
         out: list[int] = []
         for j in range(d + 1):
-            sampled = self._sample(params, rng, j)
+            sampled = self._sample(params, rng, index + j)
             out.append(sampled)
             if j == d or sampled != draft[j]:
                 break
@@ -344,11 +342,11 @@ class Decoder:
         if drop <= 0:
             return
         keep = self.n_past - drop
-        if not kv_state.truncate(self.ctx, keep):
+        if not kv_state.truncate(self.ctx, keep, self.seq):
             raise RuntimeError(f"llama.cpp refused to drop KV cells from position {keep}")
         self.n_past = keep
 
-    def _final_state(self, prompt: list[int]) -> PrefixState | None:
+    def _final_state(self, prompt: list[int]) -> Generator[Eval, int, PrefixState | None]:
         """The state holding ``prompt`` + the answer's decoded tokens, for a retry whose
         prompt appends to them.
 
@@ -362,12 +360,12 @@ class Decoder:
         assert self.n_past == len(prompt) + len(self.generated), "KV cache and tokens disagree"
         answer = self.generated if len(self.generated) > 1 else []
         if self.generated:
-            if not kv_state.truncate(self.ctx, len(prompt)):
+            if not kv_state.truncate(self.ctx, len(prompt), self.seq):
                 return None
             self.n_past = len(prompt)
-            if answer and not self._eval(answer):
+            if answer and not (yield from self._eval(answer)):
                 return None
-        return kv_state.snapshot(self.ctx, prompt + answer)
+        return kv_state.snapshot(self.ctx, prompt + answer, self.seq)
 
     def _output(
         self,

@@ -37,7 +37,7 @@ import numpy as np
 from swapos.backends.base import DrawOutput, GenerationOutput
 from swapos.backends.llama import kv_state
 from swapos.backends.llama.batch import VerifyBatch, decode_chunks
-from swapos.backends.llama.decode import Handles
+from swapos.backends.llama.handles import Handles
 from swapos.backends.llama.runtime import Aborted
 from swapos.backends.llama.sampling import sample_logits
 from swapos.backends.llama.vocab import piece

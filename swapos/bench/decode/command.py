@@ -46,8 +46,8 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from swapos.backends.llama.decode import Handles
 from swapos.backends.llama.draft_costs import save_cached
+from swapos.backends.llama.handles import Handles
 from swapos.backends.llama.loading import gguf_info, load_model
 from swapos.backends.llama.vocab import tokenize
 from swapos.bench.decode.measure import (

@@ -17,7 +17,8 @@ import msgspec
 
 from swapos.backends.llama import kv_state
 from swapos.backends.llama.batch import VerifyBatch
-from swapos.backends.llama.decode import Decoder, Handles
+from swapos.backends.llama.decode import Decoder
+from swapos.backends.llama.handles import Handles
 from swapos.backends.llama.vocab import tokenize
 from swapos.bench.decode.replay import Recorded
 from swapos.data.generation import DraftCosts, DraftRequest

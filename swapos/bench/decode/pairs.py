@@ -15,7 +15,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from swapos.backends.llama.decode import Decoder, Handles
+from swapos.backends.llama.decode import Decoder
+from swapos.backends.llama.handles import Handles
 from swapos.backends.llama.model import LlamaModel
 from swapos.backends.llama.model_draft import ModelDrafter
 from swapos.backends.llama.vocab import tokenize
