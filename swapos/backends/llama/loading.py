@@ -14,6 +14,7 @@ import structlog
 
 from swapos.backends.llama.model import LlamaModel
 from swapos.backends.llama.runtime import Aborted, init_llama, layer_report
+from swapos.backends.llama.slots import context_batch
 from swapos.data.residency import Offload
 from swapos.errors import ModelFileError
 from swapos.models.digests import file_digest
@@ -55,9 +56,15 @@ def footprint_estimate(spec: ModelSpec) -> int:
         return spec.footprint_bytes
     info = gguf_info(spec.path)
     return estimate_footprint(
-        info.file_size, info, n_ctx=spec.n_ctx, n_batch=spec.n_batch,
+        info.file_size, info, n_ctx=context_cells(spec),
+        n_batch=max(spec.n_batch, context_batch(spec)),
         type_k=spec.type_k, type_v=spec.type_v, gpu_layers=spec.gpu_layers,
     )  # fmt: skip
+
+
+def context_cells(spec: ModelSpec) -> int:
+    """KV cells of ``spec``'s context: ``n_ctx`` per slot (each sequence has its own)."""
+    return spec.n_ctx * max(spec.slots, 1)
 
 
 def device_footprint_estimate(spec: ModelSpec) -> int:
@@ -66,13 +73,15 @@ def device_footprint_estimate(spec: ModelSpec) -> int:
         return 0
     info = gguf_info(spec.path)
     return estimate_device_footprint(
-        info.file_size, info, n_ctx=spec.n_ctx, n_batch=spec.n_batch,
+        info.file_size, info, n_ctx=context_cells(spec),
+        n_batch=max(spec.n_batch, context_batch(spec)),
         type_k=spec.type_k, type_v=spec.type_v, gpu_layers=spec.gpu_layers,
     )  # fmt: skip
 
 
 def state_bytes_estimate(spec: ModelSpec) -> int:
-    """Bytes of a saved KV state of ``spec``'s whole context (:func:`kv_cache_bytes`)."""
+    """Bytes of a saved KV state of ``spec``'s whole context, one sequence's
+    (:func:`kv_cache_bytes`)."""
     info = gguf_info(spec.path)
     return kv_cache_bytes(info, n_ctx=spec.n_ctx, type_k=spec.type_k, type_v=spec.type_v)
 
@@ -135,11 +144,14 @@ def _offload(
 def kv_identity(spec: ModelSpec) -> str:
     """Key of the KV states a model loaded from ``spec`` can restore: file sha256, size,
     mtime, ``n_ctx``, KV types, the offload setting (``n_gpu_layers``: a GPU's kernels do
-    not compute bit for bit what the CPU's do) and the llama-cpp-python version."""
+    not compute bit for bit what the CPU's do), the slots (a state records its context's
+    KV streams, one per slot, and llama.cpp restores it only into as many) and the
+    llama-cpp-python version."""
     stat = os.stat(spec.path)
+    slots = f";slots={spec.slots}" if spec.slots > 1 else ""
     return (
         f"sha256={file_digest(spec.path)};size={stat.st_size};mtime_ns={stat.st_mtime_ns};"
-        f"n_ctx={spec.n_ctx};kv={spec.type_k}/{spec.type_v};ngl={spec.gpu_layers};"
+        f"n_ctx={spec.n_ctx};kv={spec.type_k}/{spec.type_v};ngl={spec.gpu_layers}{slots};"
         f"llama_cpp={llama_cpp.__version__}"
     )
 
@@ -198,11 +210,13 @@ def _open(
             "a complete GGUF model of an architecture this llama.cpp supports"
         )
     threads = spec.n_threads or os.cpu_count() or 1
+    slots = max(spec.slots, 1)
     cparams = llama_cpp.llama_context_default_params()
-    cparams.n_ctx = spec.n_ctx
-    cparams.n_batch = cparams.n_ubatch = min(spec.n_batch, spec.n_ctx)
-    cparams.n_seq_max = 1
-    cparams.n_outputs_max = MAX_DRAFT + 1  # a verification batch has logits at each token
+    cparams.n_ctx = context_cells(spec)
+    cparams.n_batch = cparams.n_ubatch = context_batch(spec)
+    cparams.n_seq_max = slots  # one sequence per slot (backends/llama/slots.py)
+    cparams.kv_unified = False  # each its own n_ctx cells, attending to its own only
+    cparams.n_outputs_max = MAX_DRAFT + slots  # a verification batch has logits at each token
     cparams.n_threads = cparams.n_threads_batch = threads
     cparams.type_k = _kv_type(spec, spec.type_k)
     cparams.type_v = _kv_type(spec, spec.type_v)
@@ -217,7 +231,7 @@ def _open(
             raise Aborted
         raise ModelFileError(
             f"llama.cpp could not create a context for {spec.path} (n_ctx={spec.n_ctx}, "
-            f"n_batch={spec.n_batch}, KV {spec.type_k}/{spec.type_v}); lower n_ctx or change "
-            "the KV types in the profile"
+            f"slots={slots}, n_batch={spec.n_batch}, KV {spec.type_k}/{spec.type_v}); lower "
+            "n_ctx or the slots, or change the KV types in the profile"
         )
     return model, ctx, (reports[-1] - reports[0]) if reports else 0.0

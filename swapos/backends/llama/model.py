@@ -11,27 +11,31 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import anyio
+import anyio.from_thread
 import anyio.to_thread
 import llama_cpp
-import msgspec
 import structlog
 
 from swapos.backends.base import DrawOutput, GenerationOutput
 from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
-from swapos.backends.llama.decode import Decoder, Handles
+from swapos.backends.llama.decode import Decoder
 from swapos.backends.llama.draft_costs import costs_for
-from swapos.backends.llama.model_draft import ModelDrafter
+from swapos.backends.llama.drafters import DraftChoice
+from swapos.backends.llama.drive import Steps
+from swapos.backends.llama.handles import Handles
 from swapos.backends.llama.parallel import DrawsDecoder
 from swapos.backends.llama.runtime import Aborted
+from swapos.backends.llama.slots import SlotEngine, SlotJob, context_batch
 from swapos.backends.llama.vocab import tokenize
 from swapos.backends.threads import run_in_worker
-from swapos.data.generation import DraftCosts, DraftRequest
+from swapos.data.generation import DraftCosts
 from swapos.data.prefix import PrefixState
 from swapos.data.residency import Offload
 from swapos.data.sampling import SamplingParams
 from swapos.errors import GenerationError
 from swapos.models.spec import ModelSpec
-from swapos.policies.model_drafts import Drafter, draft_length, pick_drafter
+from swapos.policies.draws import curve_from_ratios
+from swapos.policies.slots import step_width
 from swapos.sysinfo import release_free_heap
 
 log = structlog.get_logger(__name__)
@@ -40,10 +44,12 @@ T = TypeVar("T")
 
 
 class LlamaModel:
-    """A model resident in llama.cpp (implements ``LoadedModel``): one context, one sequence.
+    """A model resident in llama.cpp (implements ``LoadedModel``): one context.
 
-    Generations on the same model are serialized by a lock (each waits for the previous one,
-    still honouring cancellation while it waits).
+    With one slot (``spec.slots``) the context holds one sequence and generations on the
+    model are serialized by a lock (each waits for the previous one, still honouring
+    cancellation while it waits). With more, they run side by side, one sequence each
+    (:mod:`~swapos.backends.llama.slots`).
 
     Args:
         spec: what it was loaded from.
@@ -76,7 +82,8 @@ class LlamaModel:
         self._ctx: Any = ctx
         self._vocab = llama_cpp.llama_model_get_vocab(model)
         self._n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
-        self._n_ctx = min(int(llama_cpp.llama_n_ctx(ctx)), spec.n_ctx)  # llama.cpp pads it
+        slots = max(spec.slots, 1)
+        self._n_ctx = min(int(llama_cpp.llama_n_ctx(ctx)) // slots, spec.n_ctx)  # padded
         self._limiter = limiter
         self._lock = threading.Lock()
         self._footprint = footprint
@@ -85,9 +92,19 @@ class LlamaModel:
         self._window = n_swa if n_swa > 0 else None
         self._draft_costs = costs_for(spec)  # bench decode's measurements, or a profile's pin
         self._token_table = token_table
-        self._peers = peers
         self._uses = 0  # generations run on its context (a drafter's cells go stale)
-        self._drafted: dict[str, tuple[int, int]] = {}  # drafter: (accepted, tested) so far
+        self._drafters = DraftChoice(
+            self, spec.name, token_table=token_table, costs=self._draft_costs,
+            window=self._window, peers=peers,
+        )  # fmt: skip
+        costs = self._draft_costs
+        curve = curve_from_ratios(costs.verify_ratio) if costs is not None else {}
+        self._engine = None
+        if slots > 1:
+            self._engine = SlotEngine(
+                name=spec.name, slots=slots, lock=self._lock, context=lambda: self._ctx,
+                width=functools.partial(step_width, curve), capacity=context_batch(spec),
+            )  # fmt: skip
 
     @property
     def spec(self) -> ModelSpec:
@@ -162,21 +179,30 @@ class LlamaModel:
         started = time.perf_counter()
 
         def work(abort: threading.Event) -> GenerationOutput:
+            if self._engine is not None:
+                decode = functools.partial(
+                    Decoder.steps, prompt=prompt, params=params, restore=restore,
+                    save_at=save_at, save_final=save_final,
+                )  # fmt: skip
+                return self._in_slot(
+                    self._engine, decode, params=params, prompt_tokens=len(prompt), abort=abort,
+                    on_token=on_token,
+                )  # fmt: skip
             if not self._acquire(abort):
                 raise Aborted
             try:
                 if self._ctx is None:
                     raise GenerationError(f"model {self._spec.name!r} is closed; load it again")
                 self._uses += 1
-                drafter = self._drafter_for(params, len(prompt), abort)
+                drafter = self._drafters.choose(params, len(prompt), abort)
                 handles = dataclasses.replace(self._handles(), drafter=drafter)
-                decoder = Decoder(handles, abort, on_token, started)
+                decoder = Decoder(handles, abort, _emitter(on_token), started)
                 try:
                     with self._edge("generating with"):
                         return decoder.run(prompt, params, restore, save_at, save_final=save_final)
                 finally:
                     if drafter is not None:
-                        self._record(drafter)
+                        self._drafters.record(drafter)
             finally:
                 self._lock.release()
 
@@ -221,13 +247,52 @@ class LlamaModel:
 
         return await run_in_worker(work, limiter=self._limiter)
 
+    def _in_slot(
+        self,
+        engine: SlotEngine,
+        decode: Callable[[Decoder], Steps],
+        *,
+        params: SamplingParams,
+        prompt_tokens: int,
+        abort: threading.Event,
+        on_token: Callable[[str], None] | None,
+    ) -> GenerationOutput:
+        """Hand a generation to the slot engine and relay its pieces until it ends."""
+        started = time.perf_counter()
+        if self._ctx is None:
+            raise GenerationError(f"model {self._spec.name!r} is closed; load it again")
+        drafter = self._drafters.choose(params, prompt_tokens, abort)
+
+        def start(seq: int) -> Steps:
+            handles = dataclasses.replace(
+                self._handles(), drafter=drafter, seq=seq, beside=engine.beside
+            )
+            return decode(Decoder(handles, abort, job.emit, started))
+
+        job = SlotJob(start, abort)
+        engine.submit(job)
+        try:
+            with self._edge("generating with"):
+                return job.wait(_emitter(on_token), engine.alive)
+        finally:
+            if drafter is not None:
+                self._drafters.record(drafter)
+
+    @property
+    def slots(self) -> int:
+        """Generations it runs side by side (its context's sequences)."""
+        return max(self._spec.slots, 1)
+
     def with_handles(self, work: Callable[[Handles], T]) -> T:
         """Run ``work`` on the model's llama.cpp handles under its lock, in this (worker)
         thread: for benchmarks that drive llama.cpp directly (``bench decode``).
 
         Raises:
-            GenerationError: the model is closed.
+            GenerationError: the model is closed, or has slots (its context's sequences
+                are its generations').
         """
+        if self._engine is not None:
+            raise GenerationError(f"model {self._spec.name!r} has slots; load it with one")
         with self._lock:
             if self._ctx is None:
                 raise GenerationError(f"model {self._spec.name!r} is closed; load it again")
@@ -252,70 +317,15 @@ class LlamaModel:
     @contextlib.contextmanager
     def lend(self) -> Iterator[tuple[Handles, int] | None]:
         """Its handles and use count under its lock, if the lock is free now and it is not
-        closed (``model_draft.Lender``: a draft model is borrowed, never waited for)."""
-        if not self._lock.acquire(blocking=False):
+        closed (``model_draft.Lender``: a draft model is borrowed, never waited for); never
+        a model with slots (its sequences are its generations')."""
+        if self._engine is not None or not self._lock.acquire(blocking=False):
             yield None
             return
         try:
             yield None if self._ctx is None else (self._handles(), self._uses)
         finally:
             self._lock.release()
-
-    def _drafter_for(
-        self, params: SamplingParams, prompt_tokens: int, abort: threading.Event
-    ) -> ModelDrafter | None:
-        """A resident model to draft for this generation (rule 3 of
-        ``policies/model_drafts.py``), or None."""
-        request = params.draft or DraftRequest()
-        costs = self._draft_costs
-        if self._peers is None or self._window is not None or request.model_draft == 0:
-            return None
-        if costs is None and request.model_draft is None:
-            return None
-        lenders: dict[str, LlamaModel] = {}
-        drafters: list[Drafter] = []
-        for peer in self._peers():
-            if peer is self or peer.closed or peer.kv_window is not None:
-                continue
-            theirs = peer.draft_costs
-            accepted, tested = self._drafted.get(peer.name, (0, 0))
-            lenders[peer.name] = peer
-            drafters.append(Drafter(
-                name=peer.name,
-                same_vocabulary=bool(self._token_table) and peer.token_table == self._token_table,
-                step_s=theirs.step_s if theirs else 0.0,
-                prefill_s_per_token=theirs.prefill_s_per_token if theirs else 0.0,
-                accepted=accepted, tested=tested,
-            ))  # fmt: skip
-        step_s = costs.step_s if costs else 0.0
-        ratio = costs.verify_ratio if costs else ()
-        picked = pick_drafter(
-            drafters, target_step_s=step_s, verify_ratio=ratio, tokens=params.max_tokens,
-            prompt_tokens=prompt_tokens, pinned=request.model_draft,
-        )  # fmt: skip
-        if picked is None:
-            return None
-        chosen, first = picked
-        log.info("model_draft.chosen", model=self._spec.name, drafter=chosen.name,
-                 reason=first.reason)  # fmt: skip
-
-        def length(tokens_left: int) -> int:
-            running = msgspec.structs.replace(
-                chosen, accepted=chosen.accepted + drafter.accepted,
-                tested=chosen.tested + drafter.tested,
-            )  # fmt: skip
-            return draft_length(
-                running, target_step_s=step_s, verify_ratio=ratio, tokens=tokens_left,
-                pinned=request.model_draft,
-            )  # fmt: skip
-
-        drafter = ModelDrafter(lenders[chosen.name], length, abort)
-        return drafter
-
-    def _record(self, drafter: ModelDrafter) -> None:
-        """Keep what ``drafter``'s drafts were accepted, for this target's next choice."""
-        accepted, tested = self._drafted.get(drafter.name, (0, 0))
-        self._drafted[drafter.name] = (accepted + drafter.accepted, tested + drafter.tested)
 
     def _edge(self, doing: str) -> contextlib.AbstractContextManager[None]:
         """Maps llama.cpp's exceptions to :class:`GenerationError` naming this model."""
@@ -351,7 +361,10 @@ class LlamaModel:
             await anyio.to_thread.run_sync(self.close_sync)
 
     def close_sync(self) -> None:
-        """Blocking :meth:`close`."""
+        """Blocking :meth:`close`; with slots, the generations still running end first
+        (``GenerationError``: closed)."""
+        if self._engine is not None:
+            self._engine.close()
         with self._lock:
             if self._ctx is not None:
                 llama_cpp.llama_free(self._ctx)
@@ -361,3 +374,14 @@ class LlamaModel:
                 self._model = None
                 release_free_heap()
                 log.info("model_close.done", model=self._spec.name)
+
+
+def _emitter(on_token: Callable[[str], None] | None) -> Callable[[str], None] | None:
+    """``on_token`` called on the event loop thread from this anyio worker thread."""
+    if on_token is None:
+        return None
+
+    def emit(text: str) -> None:
+        anyio.from_thread.run_sync(on_token, text)
+
+    return emit
