@@ -7,6 +7,7 @@ that a load overlaps a generation or that a warm-up shortens a load.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from collections import Counter
@@ -18,6 +19,7 @@ import msgspec
 
 from swapos.backends.base import DrawOutput, GenerationOutput
 from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
+from swapos.backends.fake_slots import Lockstep
 from swapos.backends.stops import StopStream
 from swapos.clock import Clock
 from swapos.data.constraint import Constraint
@@ -30,6 +32,7 @@ from swapos.models.resolve import refuse_offload
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatFormat, FimTokens
 from swapos.policies.draws import curve_from_ratios
+from swapos.policies.slots import step_width
 from swapos.policies.spending import ModelCost
 from swapos.policies.tokens import can_cut_back, common_prefix_len
 
@@ -68,9 +71,11 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
             edge maps it to :class:`~swapos.errors.GenerationError`.
         kv_window: a sliding attention window: a restored state longer than it cannot be cut
             back (the restore restores nothing, as llama.cpp's would).
-        draw_step_cost: for :meth:`FakeModel.generate_draws`, the time of one lockstep step
-            of ``k`` draws as a multiple of ``token_s`` (item ``k - 1``; past the end, the
-            last item); empty: 1.0 for every ``k`` (a flat cost curve).
+        draw_step_cost: for :meth:`FakeModel.generate_draws` and a model with slots, the
+            time of one lockstep step of ``k`` draws or generations as a multiple of
+            ``token_s`` (item ``k - 1``; past the end, the last item); empty: 1.0 for every
+            ``k`` (a flat cost curve). It is also the model's measured cost curve
+            (:meth:`FakeBackend.draw_curve`), from which its slots are planned.
         fim: the model's fill-in-the-middle tokens (None: it has none).
     """
 
@@ -147,6 +152,7 @@ class FakeModel:
         self._script = script
         self._offload = offload
         self.closed = False
+        self._lockstep = _lockstep(backend, spec, script) if spec.slots > 1 else None
 
     @property
     def spec(self) -> ModelSpec:
@@ -184,6 +190,9 @@ class FakeModel:
         """Restore (a common prefix of ``k`` tokens restores ``k``, at most all but the last
         prompt token, as llama.cpp does), prefill the rest, emit the scripted reply.
 
+        With slots (``spec.slots > 1``) it waits for a free slot and makes its tokens in
+        steps shared with the generations beside it (``backends/fake_slots.py``).
+
         Raises:
             GenerationError: the script fails this generation (``fail_generations``).
         """
@@ -191,10 +200,16 @@ class FakeModel:
             {LIBRARY_ERRORS: GenerationError}, f"generating with model {self._spec.name!r}"
         )
         with edge:
-            return await self._generate(
-                prompt, params, restore=restore, save_at=save_at, save_final=save_final,
-                on_token=on_token,
-            )  # fmt: skip
+            if self._lockstep is None:
+                return await self._generate(
+                    prompt, params, restore=restore, save_at=save_at, save_final=save_final,
+                    on_token=on_token,
+                )  # fmt: skip
+            async with self._lockstep.seat() as order:
+                return await self._generate(
+                    prompt, params, restore=restore, save_at=save_at, save_final=save_final,
+                    on_token=on_token, order=order,
+                )  # fmt: skip
 
     async def _generate(
         self,
@@ -205,6 +220,7 @@ class FakeModel:
         save_at: int | None,
         save_final: bool,
         on_token: Callable[[str], None] | None,
+        order: int = 0,
     ) -> GenerationOutput:
         clock, script = self._backend.clock, self._script
         self._backend.prompts.append((self._spec.name, "".join(map(chr, prompt))))
@@ -235,7 +251,7 @@ class FakeModel:
         reply = constrained_reply(reply, params.constraint)
         words = reply.split(" ") if reply else []
         pieces = words[:1] + [" " + w for w in words[1:]]  # joined, exactly the reply
-        text, n, reason, first_at = await self._decode(pieces, params, on_token)
+        text, n, reason, first_at = await self._decode(pieces, params, on_token, order)
         end = clock.now()
         final = None
         # The KV holds every piece but the last sampled one (never decoded), unless the
@@ -264,7 +280,11 @@ class FakeModel:
         )
 
     async def _decode(
-        self, pieces: list[str], params: SamplingParams, on_token: Callable[[str], None] | None
+        self,
+        pieces: list[str],
+        params: SamplingParams,
+        on_token: Callable[[str], None] | None,
+        order: int,
     ) -> tuple[str, int, StopReason, float]:
         """Stream ``pieces`` one token each: (text, tokens, why it ended, first token's time).
         Text that could begin a stop sequence is held back, as a real model's is."""
@@ -275,8 +295,10 @@ class FakeModel:
             if n >= params.max_tokens:
                 reason = "length"
                 break
-            slow = 1 - self._backend.contention if self._backend.loading else 1.0
-            await clock.sleep(self._script.token_s / slow)
+            if self._lockstep is not None:
+                await self._lockstep.step(order)
+            else:
+                await clock.sleep(self._script.token_s / self._backend.slowdown())
             n += 1
             if n == 1:
                 first_at = clock.now()
@@ -369,6 +391,18 @@ class FakeModel:
             self._backend.resident_bytes -= self._script.footprint_bytes
             if self._offload is not None:
                 self._backend.device_resident_bytes -= self._offload.device_bytes
+
+
+def _lockstep(backend: FakeBackend, spec: ModelSpec, script: FakeModelScript) -> Lockstep:
+    """The slots of a fake model: a step of ``k`` costs ``token_s`` times the script's
+    ``draw_step_cost`` at ``k`` (1.0 for every ``k`` when it scripts none)."""
+    costs = script.draw_step_cost or (1.0,)
+
+    def step_s(k: int) -> float:
+        return script.token_s * costs[min(k, len(costs)) - 1] / backend.slowdown()
+
+    width = functools.partial(step_width, curve_from_ratios(script.draw_step_cost))
+    return Lockstep(backend.clock, spec.slots, step_s=step_s, width=width)
 
 
 def constrained_reply(reply: str, constraint: Constraint | None) -> str:
@@ -507,6 +541,10 @@ class FakeBackend:
             return self.scripts[spec.name]
         except KeyError:
             raise ModelFileError(f"fake backend has no script for model {spec.name!r}") from None
+
+    def slowdown(self) -> float:
+        """The share of decode speed left while a load runs (``contention``)."""
+        return 1 - self.contention if self.loading else 1.0
 
     def fault(self, kind: Fault) -> bool:
         """Whether to inject ``kind`` now (drawn only when its probability is not 0)."""
