@@ -98,6 +98,9 @@ async def metrics(server: Server, request: Request) -> Response:
         "swapos_budget_bytes": float(loader.budget_bytes),
         "swapos_used_bytes": float(loader.used_bytes),
     }
-    queues = {q.model: q.waiting for q in server.scheduler.snapshot()}
-    text = server.metrics.render(system=system, queues=queues)
+    snapshot = server.scheduler.snapshot()
+    queues = {q.model: q.waiting for q in snapshot}
+    running = {q.model: q.running for q in snapshot}
+    slots = {name: spec.slots for name, spec in server.system.specs.items()}
+    text = server.metrics.render(system=system, queues=queues, running=running, slots=slots)
     return Response(text, media_type=PROMETHEUS_TEXT)

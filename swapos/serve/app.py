@@ -65,8 +65,16 @@ def app(system: System, settings: ServeSettings | None = None) -> Starlette:
     def resident() -> frozenset[str]:
         return system.residency().ready()
 
+    def slots(model: str) -> int:
+        spec = system.specs.get(model)
+        return spec.slots if spec is not None else 1
+
     scheduler = Scheduler(
-        system.clock, max_wait=settings.max_wait, parallel=settings.parallel, resident=resident
+        system.clock,
+        max_wait=settings.max_wait,
+        parallel=settings.parallel,
+        resident=resident,
+        slots=slots,
     )
     configs = {n: c for n, c in system.profile.models.items() if n in system.specs}
     ttls = {n: s for n, c in configs.items() if (s := ttl_seconds(c)) is not None}

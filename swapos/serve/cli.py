@@ -31,7 +31,7 @@ from swapos.models.spec import ModelSpec
 from swapos.serve.app import app
 from swapos.serve.hosting import listening_socket, serve_http
 from swapos.serve.names import ModelNames
-from swapos.serve.state import Server, ServeSettings
+from swapos.serve.state import Server, ServeSettings, served_specs
 
 EXIT_ERROR = 2
 
@@ -73,6 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--parallel", type=int, default=1, help="requests of one model run at once (default 1)"
+    )
+    p.add_argument(
+        "--slots",
+        type=int,
+        help="requests of one model decoded side by side (default: from each model's measured "
+        "cost curve, 1 where bench decode has not measured it)",
     )
     p.add_argument(
         "--max-body", default="1MiB", help="largest request body (default 1MiB; larger: 413)"
@@ -117,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = ServeSettings(
             max_wait=args.max_wait,
             parallel=args.parallel,
+            slots=args.slots,
             api_key=args.api_key,
             max_body_bytes=max_body,
             heartbeat_s=args.heartbeat,
@@ -125,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         serve = partial(
             _serve,
             profile,
-            specs,
+            served_specs(specs, settings),
             settings,
             host=args.host,
             port=args.port,

@@ -67,9 +67,17 @@ class Metrics:
         c.requests_cancelled += 1
         c.queue_wait_s += queue_wait_s
 
-    def render(self, *, system: Mapping[str, float], queues: Mapping[str, int]) -> str:
-        """The exposition text: per-model counters, queue depths and the ``system`` gauges
-        and counters (loads, evictions, prefetches, budget)."""
+    def render(
+        self,
+        *,
+        system: Mapping[str, float],
+        queues: Mapping[str, int],
+        running: Mapping[str, int] | None = None,
+        slots: Mapping[str, int] | None = None,
+    ) -> str:
+        """The exposition text: per-model counters, queue depths, running requests and
+        slots, and the ``system`` gauges and counters (loads, evictions, prefetches,
+        budget)."""
         out = Exposition()
         models = sorted(self._models)
         per = self._models
@@ -126,6 +134,18 @@ class Metrics:
             "gauge",
             "Requests waiting, by model.",
             [((("model", m),), float(n)) for m, n in sorted(queues.items())],
+        )
+        out.metric(
+            "swapos_running_requests",
+            "gauge",
+            "Requests running (admitted, not yet ended), by model.",
+            [((("model", m),), float(n)) for m, n in sorted((running or {}).items())],
+        )
+        out.metric(
+            "swapos_slots",
+            "gauge",
+            "Requests of the model decoded side by side (its slots).",
+            [((("model", m),), float(n)) for m, n in sorted((slots or {}).items())],
         )
         for name, value in sorted(system.items()):
             kind = "counter" if name.endswith("_total") else "gauge"

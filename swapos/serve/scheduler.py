@@ -2,7 +2,8 @@
 
 A request waits in its model's queue until the scheduler admits it; it then holds its turn
 (and, inside it, its model's lease) until it ends. Requests of one model run together, up
-to ``parallel`` at a time; a request for another model is admitted only once the running
+to its slots (the requests it decodes side by side: ``ModelSpec.slots``) or ``parallel``
+if that is more; a request for another model is admitted only once the running
 ones have drained, so two models that do not fit together are never asked for at once and
 nothing fails for lack of room: it waits. Which queue goes next is the pure policy's
 decision (the resident model first, unless another queue's oldest request has waited
@@ -67,6 +68,8 @@ class QueueState(msgspec.Struct, frozen=True, kw_only=True):
     oldest_wait_s: float
     held: bool
     requests: tuple[QueuedRequest, ...] = ()
+    slots: int = 1
+    """The requests of the model admitted at once."""
 
 
 class Scheduler:
@@ -75,9 +78,11 @@ class Scheduler:
     Args:
         clock: the time source (the system's: a ``FakeClock`` in tests).
         max_wait: the starvation bound in seconds.
-        parallel: requests of the same model that may run at once.
+        parallel: requests of the same model that may run at once, at least.
         resident: returns the models loaded now (a resident model's queue is preferred
             to one whose model needs a load).
+        slots: a model's slots: that many of its requests may run at once (when more
+            than ``parallel``).
     """
 
     def __init__(
@@ -87,6 +92,7 @@ class Scheduler:
         max_wait: float,
         parallel: int = 1,
         resident: Callable[[], Collection[str]] = frozenset,
+        slots: Callable[[str], int] | None = None,
     ) -> None:
         if parallel < 1:
             raise ValueError(f"parallel must be at least 1, got {parallel}")
@@ -94,6 +100,7 @@ class Scheduler:
         self.max_wait = max_wait
         self._parallel = parallel
         self._resident = resident
+        self._slots = slots
         self._queues: dict[str, deque[Ticket]] = {}
         self._running: dict[str, int] = {}
         self._held: dict[str, int] = {}
@@ -101,6 +108,10 @@ class Scheduler:
         self._changed = anyio.Event()
         self.admissions: deque[Admission] = deque(maxlen=ADMISSIONS_KEPT)
         """The latest admissions, oldest first."""
+
+    def limit(self, model: str) -> int:
+        """Requests of ``model`` that may run at once."""
+        return max(self._parallel, self._slots(model) if self._slots is not None else 1)
 
     @asynccontextmanager
     async def turn(
@@ -180,6 +191,7 @@ class Scheduler:
                     QueuedRequest(id=t.request_id, position=i, wait_s=now - t.arrived)
                     for i, t in enumerate(self._queues.get(m, ()), 1)
                 ),
+                slots=self.limit(m),
             )
             for m in models
         ]
@@ -195,8 +207,6 @@ class Scheduler:
         :meth:`hold`."""
         while True:
             running = sum(self._running.values())
-            if running >= self._parallel:
-                break
             heads = {m: q[0].arrived for m, q in self._queues.items() if q and m not in self._held}
             model = pick_queue(
                 heads,
@@ -207,6 +217,8 @@ class Scheduler:
             )
             if model is None or (running and model not in self._running):
                 break  # another model goes next: let the running ones drain first
+            if self._running.get(model, 0) >= self.limit(model):
+                break  # its slots are taken: it goes next once one is free
             ticket = self._queues[model].popleft()
             ticket.admitted_at = self._clock.now()
             self._running[model] = self._running.get(model, 0) + 1

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import msgspec
 
 from swapos.actors.system import System
+from swapos.models.spec import ModelSpec
 from swapos.serve.expiry import Expiry
 from swapos.serve.metrics import Metrics
 from swapos.serve.names import ModelNames
@@ -22,7 +23,13 @@ class ServeSettings(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         max_wait: the starvation bound: seconds a request may wait while another model's
             queue is served before its own queue goes next.
-        parallel: requests of one model that may run at the same time.
+        parallel: requests of one model that may run at the same time, at least (a model
+            with more slots runs as many as its slots).
+        slots: pins the slots of every local model: the requests it decodes side by side,
+            as sequences of its one context (:func:`served_specs` applies it to the specs
+            the system opens with; the command line's ``--slots``); None: each model's own
+            count from its measured cost curve (``policies/slots.py``; 1 where nothing is
+            measured).
         api_key: when set, every request but ``GET /health`` needs
             ``Authorization: Bearer <api_key>``.
         max_body_bytes: larger request bodies are refused with 413.
@@ -36,11 +43,22 @@ class ServeSettings(msgspec.Struct, frozen=True, kw_only=True):
 
     max_wait: float = 30.0
     parallel: int = 1
+    slots: int | None = None
     api_key: str | None = None
     max_body_bytes: int = MiB
     default_max_tokens: int = 1024
     heartbeat_s: float = 5.0
     cors_origins: tuple[str, ...] = ()
+
+
+def served_specs(specs: dict[str, ModelSpec], settings: ServeSettings) -> dict[str, ModelSpec]:
+    """``specs`` as the server opens them: every local model's ``slots`` pinned by
+    ``settings.slots``, or 0 (planned from its cost curve when the system opens)."""
+    slots = settings.slots if settings.slots is not None else 0
+    return {
+        name: spec if spec.remote else msgspec.structs.replace(spec, slots=slots)
+        for name, spec in specs.items()
+    }
 
 
 @dataclass
