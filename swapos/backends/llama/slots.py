@@ -185,6 +185,11 @@ class SlotEngine:
         with self._mutex:
             return self._thread is not None
 
+    def free(self) -> int:
+        """Sequences free now."""
+        with self._mutex:
+            return len(self._free)
+
     def beside(self) -> int:
         """Generations running or waiting now (the engine's thread: a loop asks it)."""
         return len(self._live) + len(self._waiting) - 1
