@@ -150,3 +150,12 @@ def test_the_token_table_digest_tells_one_vocabulary_from_another() -> None:
     assert len(small.token_table_digest) == 64
     assert small.token_table_digest == large.token_table_digest
     assert gemma.token_table_digest not in ("", small.token_table_digest)
+
+
+def test_the_footprint_counts_every_slots_kv_cells() -> None:
+    backend = LlamaBackend()
+    path = str(bundled_model_path("gemma3-270m-q4_k_m"))
+    one, three = (ModelSpec(name="g", path=path, n_ctx=1024, slots=n) for n in (1, 3))
+    per_slot = kv_cache_bytes(read_gguf(path), n_ctx=1024, type_k="f16", type_v="f16")
+    assert backend.estimate_footprint(three) - backend.estimate_footprint(one) == 2 * per_slot
+    assert backend.estimate_state_bytes(three) == backend.estimate_state_bytes(one) == per_slot
