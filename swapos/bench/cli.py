@@ -12,6 +12,7 @@ from swapos.bench.draws import command as draws
 from swapos.bench.grade import command as grade_cost
 from swapos.bench.overhead import command as overhead
 from swapos.bench.serve import command as serve
+from swapos.bench.slots import command as slots
 from swapos.bench.soak import command as soak
 from swapos.bench.suite import command as suite_run
 from swapos.bench.swap import command as swap
@@ -44,6 +45,7 @@ SUBCOMMANDS: dict[str, tuple[AddArguments, Main]] = {
     "replay": (replay.add_arguments, replay.main),
     "run": (suite_run.add_arguments, _suite_run),
     "serve": (serve.add_arguments, serve.main),
+    "slots": (slots.add_arguments, slots.main),
     "soak": (soak.add_arguments, soak.main),
     "splice": (splice.add_arguments, splice.main),
     "swap": (swap.add_arguments, swap.main),

@@ -70,13 +70,21 @@ def base_url(port: int) -> str:
 
 
 def swapos_launch(
-    profile: str, port: int, *, mode: str, budget: int, event_log: Path, log: Path
+    profile: str,
+    port: int,
+    *,
+    mode: str,
+    budget: int,
+    event_log: Path,
+    log: Path,
+    extra: Sequence[str] = (),
 ) -> Launch:
-    """``swapos serve`` on ``port`` with ``budget`` bytes (the contract of issue 11)."""
+    """``swapos serve`` on ``port`` with ``budget`` bytes (the contract of issue 11), and
+    ``extra`` flags (``--slots N``)."""
     argv = [
         sys.executable, "-m", "swapos.serve", "--profile", profile, "--host", "127.0.0.1",
         "--port", str(port), "--mode", mode, "--budget", str(budget),
-        "--event-log", str(event_log),
+        "--event-log", str(event_log), *extra,
     ]  # fmt: skip
     return Launch(argv=argv, ready_url=f"http://127.0.0.1:{port}/health", log=log)
 
