@@ -94,13 +94,15 @@ class SlotJob:
     def wait(
         self, relay: Callable[[str], None] | None, alive: Callable[[], bool]
     ) -> GenerationOutput:
-        """Relay its pieces until it ends (the caller's worker thread); its output.
+        """Relay its pieces until it ends (the caller's worker thread); its output. A relay
+        that fails (the event loop is gone) cancels the job, waits for its end, and raises.
 
         Raises:
             Aborted: it was cancelled.
             GenerationError: the engine stopped without ending it (a bug).
-            Whatever its loop raised.
+            Whatever its loop or ``relay`` raised.
         """
+        failed: BaseException | None = None
         while True:
             try:
                 item = self._out.get(timeout=POLL_S)
@@ -109,9 +111,15 @@ class SlotJob:
                     raise GenerationError("the slot engine stopped; retry the request") from None
                 continue
             if isinstance(item, str):
-                if relay is not None:
-                    relay(item)
+                if relay is not None and failed is None:
+                    try:
+                        relay(item)
+                    except BaseException as exc:  # re-raised once the engine let it go
+                        failed = exc
+                        self.abort.set()
                 continue
+            if failed is not None:
+                raise failed
             if item.error is not None:
                 raise item.error
             assert item.output is not None
