@@ -91,7 +91,10 @@ def test_the_one_model_profile_serves_the_file_preloaded(tmp_path: Path) -> None
 def test_defaults_are_the_issues_run() -> None:
     args = build_args([])
     assert (args.models, args.clients, args.max_tokens, args.slots) == (
-        "small,large", [1, 2, 4, 8], 128, None
+        "small,large",
+        [1, 2, 4, 8],
+        128,
+        None,
     )
     with pytest.raises(SystemExit):
         build_args(["--clients", "0,2"])
