@@ -8,7 +8,8 @@ slots against one at a time, and what the cost curve predicts (issue 54).
 Per model of ``--models`` (the profile's names; by default the 0.5B and the 1.5B), in turn:
 a one-model profile is written (its file, ``--n-ctx``, the profile's ``n_batch`` and
 threads), and its servers start on loopback, each with the model preloaded
-(``--mode resident``): ``swapos serve --slots 1`` (arm ``one``), ``swapos serve --slots N``
+(``--mode resident``, ``--kv-dir none``: no KV state from an earlier run):
+``swapos serve --slots 1`` (arm ``one``), ``swapos serve --slots N``
 (arm ``slots``, N = ``--slots``, default the largest client count) and, with ``--peer``,
 ``llama_cpp.server`` (one request at a time; the ``bench-serve`` extra installs it). Each
 answers one 1-token request before the clock starts. Then, for each round and each client
@@ -206,7 +207,8 @@ async def _bench_model(
         servers.swapos_launch(
             str(profile), ports[arm], mode="resident", budget=2**50,
             event_log=out_dir / f"{spec.name}-{arm}-events.jsonl",
-            log=out_dir / f"{spec.name}-{arm}.log", extra=["--slots", str(arm_slots[arm])],
+            log=out_dir / f"{spec.name}-{arm}.log",
+            extra=["--slots", str(arm_slots[arm]), "--kv-dir", "none"],
         )
         for arm in ("one", "slots")
     ]  # fmt: skip
