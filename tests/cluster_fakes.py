@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from swapos.actors.system import System, TaskOutcome
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.data.task import Task, TaskMeta
 from swapos.errors import ModelFileError
 from swapos.models.profile import Mode, Profile

@@ -7,7 +7,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from swapos.actors.system import System, open_system
-from swapos.backends.fake import FakeBackend, FakeModelScript
+from swapos.backends.fake import FakeBackend
+from swapos.backends.fake_script import FakeModelScript
 from swapos.data.task import Task, TaskMeta
 from swapos.models.profile import ModelConfig, PipelineConfig, Profile
 from swapos.models.spec import ModelSpec

@@ -18,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from swapos import run as run_module
 from swapos.actors.system import open_system
-from swapos.backends.fake import FakeBackend, FakeModelScript
+from swapos.backends.fake import FakeBackend
+from swapos.backends.fake_script import FakeModelScript
 from swapos.clock import MonotonicClock
 from swapos.errors import SwapOSError
 from swapos.models.spec import ModelSpec

@@ -14,7 +14,8 @@ import httpx
 from fakes import fake_system
 
 from swapos.actors.system import System
-from swapos.backends.fake import FakeBackend, FakeModelScript
+from swapos.backends.fake import FakeBackend
+from swapos.backends.fake_script import FakeModelScript
 from swapos.serve import ServeSettings, app
 from swapos.serve.hosting import listening_socket, serve_http
 from swapos.serve.state import Server

@@ -8,7 +8,7 @@ import anyio
 import msgspec
 import pytest
 
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.data.sampling import SamplingParams
 from swapos.errors import SystemClosedError
 from swapos.messages.commands import PhaseSpec

@@ -7,7 +7,7 @@ import anyio
 import pytest
 
 from swapos.backends.errors import LIBRARY_ERRORS, ExceptionTypes, map_exceptions
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.data.sampling import SamplingParams
 from swapos.errors import GenerationError, ModelFileError, SwapOSError
 from swapos.messages.commands import PhaseSpec

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from swapos.actors.system import System
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.bench import report
 from swapos.bench.compare import compare
 from swapos.bench.suite.arms import arm_choices, arm_profile, parse_arms

@@ -6,7 +6,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from swapos.backends.fake import FakeBackend, FakeModelScript
+from swapos.backends.fake import FakeBackend
+from swapos.backends.fake_script import FakeModelScript
 from swapos.bench.cli import build_parser
 from swapos.bench.draws.measure import WALL_RATIO_LIMIT, measure_prompt, summarize
 from swapos.data.sampling import SamplingParams

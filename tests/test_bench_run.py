@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from swapos.actors.system import System
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.bench import report
 from swapos.bench.cli import build_parser
 from swapos.bench.cli import main as bench_main

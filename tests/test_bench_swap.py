@@ -8,7 +8,8 @@ import anyio
 import msgspec
 import pytest
 
-from swapos.backends.fake import FakeBackend, FakeModelScript
+from swapos.backends.fake import FakeBackend
+from swapos.backends.fake_script import FakeModelScript
 from swapos.bench import cli
 from swapos.bench.swap.command import build_args, run_bench
 from swapos.bench.swap.measure import CacheDropper, Rig, measure_swap, run_mode

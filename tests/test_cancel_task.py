@@ -8,7 +8,7 @@ import anyio
 import msgspec
 import pytest
 
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.messages.events import AnyEvent, FirstToken
 from swapos.testing import FakeClock
 from tests.fakes import ADD_TASK, coder_only_profile, fake_system

@@ -12,7 +12,7 @@ import pytest
 from serve_fakes import in_thread, over_http, wait_until
 
 from swapos import cli
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.models import bundled
 from swapos.testing import FakeClock
 

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from swapos.actors.system import PhasesOutcome, TaskOutcome
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.bench.replay import replay
 from swapos.messages.commands import PhaseSpec
 from swapos.messages.events import PhaseStarted, TaskFinished, TaskStarted

@@ -8,7 +8,7 @@ import anyio
 import msgspec
 import pytest
 
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.capsule.schema import CAPSULE_VERSION, decode_capsule
 from swapos.data.task import Task, TaskMeta
 from swapos.models.profile import ModelConfig, PipelineConfig, Profile

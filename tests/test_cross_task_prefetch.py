@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from swapos.actors.prefetcher import upcoming_models
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.data.task import Task, TaskMeta
 from swapos.messages.commands import ModelUse
 from swapos.messages.events import AnyEvent, PrefetchStarted, TaskStarted

@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 from swapos.backends.base import DrawOutput, DrawsModel
-from swapos.backends.fake import FakeBackend, FakeModel, FakeModelScript
+from swapos.backends.fake import FakeBackend
+from swapos.backends.fake_model import FakeModel
+from swapos.backends.fake_script import FakeModelScript
 from swapos.backends.llama.decode import Decoder
 from swapos.backends.llama.handles import Handles
 from swapos.backends.llama.parallel import draws_context_cells

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.capsule.schema import decode_capsule
 from swapos.data.task import Task, TaskMeta
 from swapos.messages.events import AnyEvent, GenerationStarted

@@ -15,7 +15,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from swapos.actors.base import Events, Outbox
 from swapos.actors.generator import Generator
 from swapos.actors.residency import Residency
-from swapos.backends.fake import FakeBackend, FakeModel, FakeModelScript
+from swapos.backends.fake import FakeBackend
+from swapos.backends.fake_model import FakeModel
+from swapos.backends.fake_script import FakeModelScript
 from swapos.data.sampling import SamplingParams
 from swapos.messages.commands import (
     CancelGeneration,

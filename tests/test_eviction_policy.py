@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.data.lifecycle import Lifecycle
 from swapos.data.sampling import SamplingParams
 from swapos.messages.commands import PhaseSpec

@@ -26,7 +26,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from swapos.actors.system import System, open_system
-from swapos.backends.fake import FakeBackend, FakeFaults, FakeModelScript
+from swapos.backends.fake import FakeBackend
+from swapos.backends.fake_script import FakeFaults, FakeModelScript
 from swapos.data.sampling import SamplingParams
 from swapos.messages.commands import PhaseSpec
 from swapos.messages.events import (

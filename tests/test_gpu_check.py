@@ -8,7 +8,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from swapos.backends.fake import FakeBackend, FakeModelScript
+from swapos.backends.fake import FakeBackend
+from swapos.backends.fake_script import FakeModelScript
 from swapos.bench import cli
 from swapos.bench.swap.gpu_check import offloaded, run_check, skip_reason
 from swapos.bench.swap.measure import Rig

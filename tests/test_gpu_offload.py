@@ -19,7 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swapos.actors.system import System, open_system
-from swapos.backends.fake import FakeBackend, FakeModelScript
+from swapos.backends.fake import FakeBackend
+from swapos.backends.fake_script import FakeModelScript
 from swapos.data.lifecycle import Lifecycle
 from swapos.data.residency import LedgerEntry, RoomPlan
 from swapos.data.sampling import SamplingParams

@@ -15,7 +15,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from swapos.actors.base import Events, Outbox
 from swapos.actors.kvcache import KVCache
 from swapos.actors.system import open_system
-from swapos.backends.fake import FakeBackend, FakeModelScript
+from swapos.backends.fake import FakeBackend
+from swapos.backends.fake_script import FakeModelScript
 from swapos.data.prefix import PrefixState
 from swapos.data.sampling import SamplingParams
 from swapos.messages.base import new_id

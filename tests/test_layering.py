@@ -307,7 +307,6 @@ def test_the_cycle_check_finds_a_long_circle_and_no_false_one() -> None:
 MAX_LINES = 400
 LONG_MODULES_ALLOWED: dict[str, str] = {
     "actors/system.py": "the wiring tables (inbox sizes, edges, modes) beside open_system",
-    "backends/fake.py": "the scripted model, its faults and draws, mirroring the llama backend",
     "grader/_sandbox.py": "a stdlib-only script run by path under -I: it cannot import a sibling",
     "models/bundled.py": "the pinned table of the bundled models' chunks and their assembly",
     "passes/brief_examples.py": "the tables of brief forms (regexes) and their readers",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.backends.llama import LlamaBackend
 from swapos.data.sampling import SamplingParams
 from swapos.messages.commands import PhaseSpec

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swapos.actors.system import MODE_SETTINGS
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.data.lifecycle import Lifecycle
 from swapos.data.sampling import SamplingParams
 from swapos.messages.commands import PhaseSpec

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.data.lifecycle import Lifecycle
 from swapos.data.residency import LedgerEntry
 from swapos.data.sampling import SamplingParams

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.data.sampling import SamplingParams
 from swapos.messages.commands import PhaseSpec
 from swapos.policies.prefetch import CostModel

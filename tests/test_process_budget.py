@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.data.residency import RoomPlan
 from swapos.data.sampling import SamplingParams
 from swapos.messages.commands import PhaseSpec

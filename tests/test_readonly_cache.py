@@ -13,7 +13,8 @@ import pytest
 
 from swapos import run
 from swapos.actors.system import open_system
-from swapos.backends.fake import FakeBackend, FakeModelScript
+from swapos.backends.fake import FakeBackend
+from swapos.backends.fake_script import FakeModelScript
 from swapos.data.sampling import SamplingParams
 from swapos.errors import ModelFileError
 from swapos.messages.commands import PhaseSpec

@@ -11,7 +11,7 @@ import anyio
 import msgspec
 import pytest
 
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.bench import cli
 from swapos.bench.replay import load_events, replay
 from swapos.bench.spans import swaps

@@ -18,7 +18,8 @@ from swapos.actors.run_context import RunContext
 from swapos.actors.schedules import Schedules
 from swapos.actors.task_run import TaskRun
 from swapos.actors.texts import ModelTexts
-from swapos.backends.fake import FakeBackend, FakeModelScript
+from swapos.backends.fake import FakeBackend
+from swapos.backends.fake_script import FakeModelScript
 from swapos.data.sampling import SamplingParams
 from swapos.grader import GradeResult
 from swapos.messages.commands import CancelTask, PhaseSpec, RunTask

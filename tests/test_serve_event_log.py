@@ -12,7 +12,7 @@ import msgspec
 import pytest
 from serve_fakes import chat, in_process
 
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.bench import cli
 from swapos.bench.replay import load_events, replay
 from swapos.bench.trace import chrome_trace

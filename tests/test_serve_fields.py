@@ -21,7 +21,7 @@ from openai.types.chat import chat_completion_message_param as message_params
 from openai.types.chat import completion_create_params as chat_params
 from serve_fakes import HERMES_TEMPLATE, in_process
 
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.models.templates import FimTokens
 from swapos.serve.fields import FIELDS, Fate
 from swapos.serve.ollama_schemas import ChatRequest, GenerateRequest, Message, Options

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from serve_fakes import Served, chat, over_http
 
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.serve import ServeSettings
 from swapos.testing import FakeClock
 

@@ -15,7 +15,7 @@ import pytest
 from serve_fakes import Served, chat, in_thread, over_http, wait_until
 
 from swapos import cli
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.data.residency import ModelState
 from swapos.serve import ServeSettings
 from swapos.serve.heartbeat import Status, sse_comment, status_of

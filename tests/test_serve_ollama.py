@@ -14,7 +14,7 @@ import ollama
 import pytest
 from serve_fakes import Served, in_process, in_thread, over_http, wait_until
 
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.serve import ServeSettings
 from swapos.serve import ollama as ollama_routes
 from swapos.serve.completions import Prepared

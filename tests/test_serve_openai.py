@@ -11,7 +11,7 @@ import openai
 import pytest
 from serve_fakes import Served, chat, in_thread, over_http, wait_until
 
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.messages.events import AnyEvent, ModelEvicted, PhaseFinished
 from swapos.serve import ServeSettings
 from swapos.testing import FakeClock

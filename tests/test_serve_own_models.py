@@ -22,7 +22,7 @@ import ollama
 import pytest
 from serve_fakes import chat, in_process, in_thread, over_http
 
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.errors import ProfileError
 from swapos.models.bundled import bundled_model_path
 from swapos.models.files import files_profile, model_name, models_in

@@ -6,7 +6,7 @@ from __future__ import annotations
 import anyio
 from serve_fakes import chat, in_process
 
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.testing import FakeClock
 
 SCRIPTS = {"a": FakeModelScript(reply="def f(): return 1", load_s=1.0, token_s=0.5)}

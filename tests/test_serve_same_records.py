@@ -13,7 +13,8 @@ import anyio
 import pytest
 
 from swapos.actors.system import System, open_system
-from swapos.backends.fake import FakeBackend, FakeModelScript
+from swapos.backends.fake import FakeBackend
+from swapos.backends.fake_script import FakeModelScript
 from swapos.clock import MonotonicClock
 from swapos.data.task import Task
 from swapos.models.profile import ModelConfig, PipelineConfig, Profile

@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 from serve_fakes import Served, chat, in_process
 
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.serve import ServeSettings
 from swapos.serve.scheduler import Scheduler
 from swapos.testing import FakeClock

@@ -24,7 +24,7 @@ from serve_fakes import (
     over_http,
 )
 
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.models.templates import FimTokens
 from swapos.testing import FakeClock
 

@@ -13,7 +13,7 @@ import anyio
 import pytest
 from serve_fakes import HERMES_TEMPLATE, TEMPERATURE_TOOL, chat, in_process, wait_until
 
-from swapos.backends.fake import FakeModelScript
+from swapos.backends.fake_script import FakeModelScript
 from swapos.testing import FakeClock
 
 BROKEN_CALLS = {

@@ -10,7 +10,8 @@ import anyio
 import msgspec
 import pytest
 
-from swapos.backends.fake import FakeBackend, FakeModelScript
+from swapos.backends.fake import FakeBackend
+from swapos.backends.fake_script import FakeModelScript
 from swapos.bench.swap.command import build_args
 from swapos.bench.swap.sizes import SizesRig, main_sizes, run_sizes
 from swapos.bench.swap.sizes_report import SizesReport

@@ -12,7 +12,9 @@ import pytest
 from fakes import fake_system
 from serve_fakes import chat, in_process
 
-from swapos.backends.fake import FakeBackend, FakeModel, FakeModelScript
+from swapos.backends.fake import FakeBackend
+from swapos.backends.fake_model import FakeModel
+from swapos.backends.fake_script import FakeModelScript
 from swapos.data.sampling import SamplingParams
 from swapos.messages.commands import PhaseSpec
 from swapos.models.spec import ModelSpec

@@ -30,7 +30,8 @@ import anyio
 import msgspec
 
 from swapos.actors.system import System, open_system
-from swapos.backends.fake import FakeBackend, FakeModelScript
+from swapos.backends.fake import FakeBackend
+from swapos.backends.fake_script import FakeModelScript
 from swapos.bench.compare import Key
 from swapos.bench.results import write_atomic
 from swapos.bench.suite.session import run_bench

@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from swapos.backends.fake import FakeBackend as FakeBackend
-from swapos.backends.fake import FakeFaults as FakeFaults
-from swapos.backends.fake import FakeModelScript as FakeModelScript
+from swapos.backends.fake_script import FakeFaults as FakeFaults
+from swapos.backends.fake_script import FakeModelScript as FakeModelScript
 from swapos.testing.clock import FakeClock as FakeClock

@@ -28,7 +28,8 @@ from swapos.actors.base import Events, Outbox, Pending
 from swapos.actors.kvcache import KVCache
 from swapos.actors.recorder import Recorder
 from swapos.actors.system import INBOX_SIZES, open_system
-from swapos.backends.fake import FakeBackend, FakeModelScript
+from swapos.backends.fake import FakeBackend
+from swapos.backends.fake_script import FakeModelScript
 from swapos.bench.overhead.events import phase_events
 from swapos.clock import MonotonicClock
 from swapos.data.sampling import SamplingParams

@@ -31,7 +31,8 @@ from rich.table import Table
 
 from swapos.actors.system import DEFAULT_KV_CACHE_BYTES, open_system
 from swapos.backends.base import ModelBackend
-from swapos.backends.fake import FakeBackend, FakeModelScript
+from swapos.backends.fake import FakeBackend
+from swapos.backends.fake_script import FakeModelScript
 from swapos.bench.soak.stats import MIB, Sample, Trend, trends
 from swapos.cliargs import positive_int
 from swapos.clock import MonotonicClock
