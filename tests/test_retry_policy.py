@@ -96,7 +96,8 @@ ONE_OF_2B = Checked(passed=False, tests_passed=1, tests_total=2, text="g(2) retu
 SEVEN = Graded(passed=False, tests_passed=7, tests_total=8)  # a candidate failing 1 of 8
 THREE = Graded(passed=False, tests_passed=3, tests_total=8)  # ... failing 5 of 8
 SAME_FAIL = Graded(passed=False, tests_passed=0, tests_total=1, failure="f1")  # one output
-A100 = Generated(key="A", model="coder", tokens=100)  # a candidate of 100 tokens
+A100 = Generated(key="A", model="coder", tokens=100)  # a candidate of 100 tokens: 6 s
+B100 = Generated(key="B", model="coder", tokens=100)
 
 
 def seed(attempt: int, i: int) -> int:
@@ -478,17 +479,25 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
     # Spend
     ("an attempt that does not fit the spend limit ends the task",
      {"task_budget": 1.5}, [A100, FAIL], [
-        Finish(ending=OverSpent(attempt=1, spent=100.0, expected=100.0, limit=150.0)),
+        Finish(ending=OverSpent(attempt=1, spent=6000.0, expected=6000.0, limit=9000.0)),
     ]),
     ("an attempt that fits the spend limit is asked", {"task_budget": 2.0}, [A100, FAIL], [
         code("coder", "fix", 2, "coder"),
     ]),
     ("a draw that does not fit stops the draws, and the attempt goes back",
      {"examples": True, "draws": 2, "task_budget": 1.5}, [A100, BAD], [
-        said(DrawsStopped(attempt=1, drawn=0, of=2, why="spent", spent=100.0, expected=100.0,
-                          limit=150.0)),
+        said(DrawsStopped(attempt=1, drawn=0, of=2, why="spent", spent=6000.0,
+                          expected=6000.0, limit=9000.0)),
         SendBack(attempt=1, tests_passed=0, tests_total=1, text="f(2) returned 3"),
-        Finish(ending=OverSpent(attempt=1, spent=100.0, expected=100.0, limit=150.0)),
+        Finish(ending=OverSpent(attempt=1, spent=6000.0, expected=6000.0, limit=9000.0)),
+    ]),
+    ("an attempt's draws stop once they would cost more than its draw limit",
+     {"examples": True, "draws": 3, "draw_seconds": 10.0}, [A100, BAD, B100, BAD2], [
+        draw_said(1, 1, 3, examples(0, 1)),
+        said(DrawsStopped(attempt=1, drawn=1, of=3, why="draws", spent=6000.0,
+                          expected=6000.0, limit=10000.0)),
+        SendBack(attempt=1, tests_passed=0, tests_total=1, text="f(2) returned 3"),
+        code("coder", "fix", 2, "coder"),
     ]),
     ("draws stop once so many in a row bring nothing new",
      {"examples": True, "draws": 3, "stale_draws": 1}, [A, BAD, EMPTY], [

@@ -89,10 +89,14 @@ WORDS: list[tuple[AnyDecision, str, str]] = [
      "no draw passes the checks: attempt 2 is graded as it is"),
     (DrawsStopped(attempt=1, drawn=2, of=6, why="stale", stale=2), "code",
      "attempt 1's draws stop after 2 of 6: the last 2 brought nothing new"),
-    (DrawsStopped(attempt=2, drawn=1, of=6, why="spent", spent=900.0, expected=310.0,
-                  limit=1000.0), "code",
-     "attempt 2's draws stop after 1 of 6: the next is expected to cost 310 more, and 900 of "
-     "the task's 1000 is spent"),
+    (DrawsStopped(attempt=2, drawn=1, of=6, why="spent", spent=90_000.0, expected=31_000.0,
+                  limit=100_000.0), "code",
+     "attempt 2's draws stop after 1 of 6: the next is expected to take 31.0 s more, and "
+     "90.0 s of the task's 100.0 s is spent"),
+    (DrawsStopped(attempt=1, drawn=3, of=6, why="draws", spent=54_000.0, expected=18_000.0,
+                  limit=60_000.0), "code",
+     "attempt 1's draws stop after 3 of 6: the next is expected to take 18.0 s more, and "
+     "54.0 s of its draws' 60.0 s is spent"),
     (NoCode(), "grade", NO_CODE),
     (Adopted(best=1, grade=Count(7, 8), newest=3), "grade",
      "the task's result is attempt 1's candidate (7/8 tests passed), its best graded, not "
@@ -115,9 +119,9 @@ ENDINGS: list[tuple[AnyEnding, str]] = [
     (LastFailed(attempt=3), "attempt 3, the last, failed"),
     (NoAttemptLeft(attempt=2), "attempt 2 was the last"),
     (
-        OverSpent(attempt=2, spent=900.0, expected=310.0, limit=1000.0),
-        "attempt 2 was the last the task could afford: another is expected to cost 310 more, and "
-        "900 of its 1000 is spent",
+        OverSpent(attempt=2, spent=90_000.0, expected=31_000.0, limit=100_000.0),
+        "attempt 2 was the last the task could afford: another is expected to take 31.0 s "
+        "more, and 90.0 s of its 100.0 s is spent",
     ),
     (
         NoProgress(attempt=3, same_as=2),

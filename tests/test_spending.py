@@ -14,17 +14,21 @@ from swapos.policies.spending import (
 )
 
 LARGE = ModelCost(ms_per_token=72.0, prefill_ms_per_token=4.0)
+TOKENS = ModelCost(ms_per_token=1.0, prefill_ms_per_token=PREFILL_SHARE)  # costs in tokens
 
 
 def test_a_generation_costs_its_tokens_and_its_prefill_at_the_models_costs() -> None:
     assert generation_cost(LARGE, tokens=10, prefilled=100) == 10 * 72.0 + 100 * 4.0
-    assert generation_cost(UNMEASURED, tokens=10, prefilled=160) == 10 + 160 * PREFILL_SHARE
+    unit = UNMEASURED.ms_per_token
+    assert (
+        generation_cost(UNMEASURED, tokens=10, prefilled=160) == (10 + 160 * PREFILL_SHARE) * unit
+    )
 
 
 def test_the_next_answer_is_expected_to_cost_the_mean_of_those_it_repeats() -> None:
     spend = Spend().add(100.0, 100, 0).add(300.0, 300, 0)
     assert spend.answers == 2 and spend.cost == 400.0
-    assert spend.expected(UNMEASURED) == 200.0  # 200 tokens on average
+    assert spend.expected(TOKENS) == 200.0  # 200 tokens on average
     assert spend.expected(LARGE) == 200 * 72.0  # the same answer from a dearer model
     assert Spend().expected(LARGE) == 0.0
 
@@ -48,7 +52,7 @@ def test_a_limit_allows_many_cheap_draws_and_few_dear_ones() -> None:
     def draws_allowed(tokens: int, limit: float = 4.0) -> int:
         spend, n = Spend().add(float(tokens), tokens, 0), 0
         while affordable(
-            spent=spend.cost, expected=spend.expected(UNMEASURED), first=tokens, limit=limit
+            spent=spend.cost, expected=spend.expected(TOKENS), first=tokens, limit=limit
         ):
             spend, n = spend.add(float(tokens), tokens, 0), n + 1
         return n

@@ -102,6 +102,8 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
             ``[]``: the core alone.
         task_budget: what a task may spend on its answers, as a multiple of its first code
             answer's cost (*Spend*: tokens at each model's measured costs); 0: no limit.
+        draw_seconds: what an attempt's draws may cost in all, in seconds at the models'
+            measured costs (*Spend*: long answers get fewer draws); 0: no limit.
         stale_draws: an attempt's draws stop once this many in a row brought nothing new
             (*Draws*); 0: never.
         stop_same_failure: a fix whose grade fails with the very test output of the grade
@@ -122,6 +124,7 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         default_factory=lambda: ["examples", "open_asked", "restore_dropped", "precheck_defects"]
     )
     task_budget: float = 0.0
+    draw_seconds: float = 0.0
     stale_draws: int = 0
     stop_same_failure: bool = False
 

@@ -154,12 +154,14 @@ class GradedAsIs(Decision, frozen=True, kw_only=True):
 class DrawsStopped(Decision, frozen=True, kw_only=True):
     """``attempt``'s draws stop after ``drawn`` of ``of``: ``stale`` draws in a row brought
     nothing new (``why`` ``"stale"``), or the next draw, expected to cost ``expected``, does
-    not fit the task's spend limit (``"spent"``: ``spent`` of ``limit``)."""
+    not fit the attempt's draw limit (``"draws"``: its draws spent ``spent`` of ``limit``)
+    or the task's spend limit (``"spent"``: ``spent`` of ``limit``). Costs in
+    milliseconds."""
 
     attempt: int
     drawn: int
     of: int
-    why: Literal["stale", "spent"]
+    why: Literal["stale", "draws", "spent"]
     stale: int = 0
     spent: float = 0.0
     expected: float = 0.0

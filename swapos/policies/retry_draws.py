@@ -61,8 +61,16 @@ def _stale(st: TaskState) -> bool:
     return 0 < st.rules.stale_draws <= st.now.draws.stale
 
 
+def _draws_fit(st: TaskState) -> bool:
+    """The next draw fits the attempt's draw limit (``draw_seconds``; none: it fits)."""
+    limit = st.rules.draw_seconds * 1000
+    expected = st.now.spend.expected(st.rules.cost_of(st.now.coder))
+    return limit <= 0 or st.now.draws.spent + expected <= limit
+
+
 def draws_left(st: TaskState, _: Outcome) -> bool:
-    return _count_left(st) and not _stale(st) and affords(st, st.now.coder, st.now.spend)[0]
+    fits = affords(st, st.now.coder, st.now.spend)[0]
+    return _count_left(st) and not _stale(st) and _draws_fit(st) and fits
 
 
 def draws_stop(st: TaskState, _: Outcome) -> bool:
@@ -72,13 +80,22 @@ def draws_stop(st: TaskState, _: Outcome) -> bool:
 
 
 def stop_draws(st: TaskState, _: Outcome, __: bool) -> Moved:
-    expected = affords(st, st.now.coder, st.now.spend)[1]
-    stale = st.now.draws.stale
-    said = DrawsStopped(
-        attempt=st.attempt, drawn=len(st.now.draws.taken), of=st.rules.draws,
-        why="stale" if _stale(st) else "spent", stale=stale, spent=st.spend.cost,
-        expected=expected, limit=st.rules.task_budget * st.first,
+    now, r = st.now, st.rules
+    expected = affords(st, now.coder, now.spend)[1]
+    base = DrawsStopped(
+        attempt=st.attempt, drawn=len(now.draws.taken), of=r.draws, why="stale",
+        stale=now.draws.stale, expected=expected,
     )  # fmt: skip
+    if _stale(st):
+        said = base
+    elif not _draws_fit(st):
+        said = msgspec.structs.replace(
+            base, why="draws", spent=now.draws.spent, limit=r.draw_seconds * 1000
+        )
+    else:
+        said = msgspec.structs.replace(
+            base, why="spent", spent=st.spend.cost, limit=r.task_budget * st.first
+        )
     return st, [Decide(decision=said)]
 
 

@@ -51,6 +51,8 @@ class Draws(msgspec.Struct, frozen=True, kw_only=True):
     stale: int = 0
     """Draws in a row, up to the newest, that brought nothing new (empty, a rejected
     candidate again, the starter unchanged)."""
+    spent: float = 0.0
+    """What the draws cost (milliseconds at the models' costs)."""
 
 
 class AttemptState(msgspec.Struct, frozen=True, kw_only=True):

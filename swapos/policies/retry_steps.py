@@ -56,6 +56,9 @@ class Rules(msgspec.Struct, frozen=True, kw_only=True):
     stale_draws: int = 0
     """An attempt's draws stop after this many in a row brought nothing new (*Draws*);
     0: never."""
+    draw_seconds: float = 0.0
+    """What an attempt's draws may cost in all, in seconds at the models' costs (*Spend*:
+    long answers get fewer draws than short ones); 0: no limit."""
     stop_same_failure: bool = False
     """A fix whose grade fails with the same test output as the grade before it ends the
     task (*Grade*)."""

@@ -71,6 +71,10 @@ def charged(st: TaskState, out: Generated) -> TaskState:
         return st
     now = st.now
     now = msgspec.structs.replace(now, spend=now.spend.add(cost, out.tokens, out.prefilled))
+    if now.at == "drawing":  # a draw: the attempt's draws pay for it
+        now = msgspec.structs.replace(
+            now, draws=msgspec.structs.replace(now.draws, spent=now.draws.spent + cost)
+        )
     code = st.code_spend.add(cost, out.tokens, out.prefilled)
     return replace(st, current=now, code_spend=code, first=st.first or cost)
 

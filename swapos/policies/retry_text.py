@@ -94,7 +94,8 @@ def ended(ending: AnyEnding) -> str:
         case OverSpent(attempt=attempt, spent=spent, expected=expected, limit=limit):
             return (
                 f"attempt {attempt} was the last the task could afford: another is expected "
-                f"to cost {expected:.0f} more, and {spent:.0f} of its {limit:.0f} is spent"
+                f"to take {expected / 1000:.1f} s more, and {spent / 1000:.1f} s of its "
+                f"{limit / 1000:.1f} s is spent"
             )
         case NoProgress(attempt=attempt, same_as=same_as):
             return (
@@ -113,9 +114,11 @@ def _draws_stopped(d: DrawsStopped) -> str:
             f"attempt {d.attempt}'s draws stop after {d.drawn} of {d.of}: the last {d.stale} "
             "brought nothing new"
         )
+    whose = "its draws'" if d.why == "draws" else "the task's"
     return (
         f"attempt {d.attempt}'s draws stop after {d.drawn} of {d.of}: the next is expected to "
-        f"cost {d.expected:.0f} more, and {d.spent:.0f} of the task's {d.limit:.0f} is spent"
+        f"take {d.expected / 1000:.1f} s more, and {d.spent / 1000:.1f} s of {whose} "
+        f"{d.limit / 1000:.1f} s is spent"
     )
 
 

@@ -3,11 +3,12 @@
 A generation's cost is its tokens at its model's measured milliseconds per token plus the
 prompt tokens it prefilled at the model's prefill milliseconds per token
 (:class:`ModelCost`: ``bench decode``'s measurement of the model on this machine; a model
-not measured counts a generated token as 1 and a prefilled one as 1/16, the ratio of
-prefill to decode speed measured on this project's CPU). A task's *spend limit* is a
-multiple of its first code answer's cost (``pipeline.task_budget``): a draw of a 400-token
-file costs twenty draws of a 20-token body, so the same limit allows many cheap draws and
-few dear ones. The next generation is affordable while what was spent plus what it is
+not measured is taken at :data:`UNMEASURED`, the order of this project's 2-core CPU for the
+bundled models: 60 ms a generated token, a prefilled one 16 times cheaper). A task's *spend
+limit* is a multiple of its first code answer's cost (``pipeline.task_budget``); an
+attempt's draws may also cost at most ``pipeline.draw_seconds`` in all: a draw of a
+400-token file costs twenty draws of a 20-token body, so the same limit allows many cheap
+draws and few dear ones. The next generation is affordable while what was spent plus what it is
 expected to cost stays within the limit; its expected cost is the mean of the answers it
 would repeat (an attempt's draws: that attempt's answers; a new attempt: the task's code
 answers), at its model's costs.
@@ -19,13 +20,15 @@ import msgspec
 
 PREFILL_SHARE = 1 / 16
 """An unmeasured model's prefill cost per prompt token, against one generated token."""
+UNMEASURED_MS = 60.0
+"""An unmeasured model's milliseconds per generated token."""
 
 
 class ModelCost(msgspec.Struct, frozen=True, kw_only=True):
-    """What a model's tokens cost, in milliseconds (or relative units when unmeasured)."""
+    """What a model's tokens cost, in milliseconds."""
 
-    ms_per_token: float = 1.0
-    prefill_ms_per_token: float = PREFILL_SHARE
+    ms_per_token: float = UNMEASURED_MS
+    prefill_ms_per_token: float = UNMEASURED_MS * PREFILL_SHARE
 
 
 UNMEASURED = ModelCost()
