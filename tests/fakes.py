@@ -19,10 +19,12 @@ PLAIN: dict[str, Any] = {
     "resamples": 2,
     "draws": 0,
     "second_opinion": False,
+    "task_seconds": 0.0,
+    "draw_seconds": 0.0,
 }
 """The ``[pipeline]`` settings the fake-model tests are written for, where they differ from
 the default profile's: every task plans, a repeat is resampled twice, no draws, no second
-opinion."""
+opinion, no spend limits (their scripted tokens take seconds of the fake clock)."""
 
 
 def fake_profile(names: list[str]) -> Profile:

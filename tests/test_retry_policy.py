@@ -484,6 +484,9 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
     ("an attempt that fits the spend limit is asked", {"task_budget": 2.0}, [A100, FAIL], [
         code("coder", "fix", 2, "coder"),
     ]),
+    ("a limit in seconds holds too", {"task_seconds": 10.0}, [A100, FAIL], [
+        Finish(ending=OverSpent(attempt=1, spent=6000.0, expected=6000.0, limit=10000.0)),
+    ]),
     ("a draw that does not fit stops the draws, and the attempt goes back",
      {"examples": True, "draws": 2, "task_budget": 1.5}, [A100, BAD], [
         said(DrawsStopped(attempt=1, drawn=0, of=2, why="spent", spent=6000.0,

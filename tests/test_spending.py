@@ -11,6 +11,7 @@ from swapos.policies.spending import (
     Spend,
     affordable,
     generation_cost,
+    spend_limit,
 )
 
 LARGE = ModelCost(ms_per_token=72.0, prefill_ms_per_token=4.0)
@@ -34,29 +35,35 @@ def test_the_next_answer_is_expected_to_cost_the_mean_of_those_it_repeats() -> N
 
 
 @pytest.mark.parametrize(
-    ("spent", "expected", "first", "limit", "fits"),
+    ("spent", "expected", "limit", "fits"),
     [
-        (100.0, 100.0, 100.0, 2.0, True),  # exactly at the limit
-        (100.0, 101.0, 100.0, 2.0, False),
-        (10_000.0, 10_000.0, 100.0, 0.0, True),  # no limit
-        (0.0, 50.0, 0.0, 2.0, True),  # before a first answer
+        # (first answer's cost, multiple, seconds) -> the limit
+        (100.0, 100.0, (100.0, 2.0, 0.0), True),  # exactly at the limit
+        (100.0, 101.0, (100.0, 2.0, 0.0), False),
+        (10_000.0, 10_000.0, (100.0, 0.0, 0.0), True),  # no limit
+        (0.0, 50.0, (0.0, 2.0, 0.0), True),  # before a first answer
+        (50_000.0, 10_000.0, (100.0, 0.0, 60.0), True),  # 60 s
+        (50_000.0, 10_001.0, (100.0, 0.0, 60.0), False),
+        (150.0, 100.0, (100.0, 2.0, 60.0), False),  # the smaller limit holds
     ],
 )
 def test_a_next_answer_fits_while_spent_plus_expected_is_within_the_limit(
-    spent: float, expected: float, first: float, limit: float, fits: bool
+    spent: float, expected: float, limit: tuple[float, float, float], fits: bool
 ) -> None:
-    assert affordable(spent=spent, expected=expected, first=first, limit=limit) is fits
+    first, multiple, seconds = limit
+    cap = spend_limit(first=first, multiple=multiple, seconds=seconds)
+    assert affordable(spent=spent, expected=expected, limit=cap) is fits
 
 
 def test_a_limit_allows_many_cheap_draws_and_few_dear_ones() -> None:
     def draws_allowed(tokens: int, limit: float = 4.0) -> int:
         spend, n = Spend().add(float(tokens), tokens, 0), 0
-        while affordable(
-            spent=spend.cost, expected=spend.expected(TOKENS), first=tokens, limit=limit
-        ):
+        cap = spend_limit(first=tokens, multiple=limit, seconds=0.0)
+        while affordable(spent=spend.cost, expected=spend.expected(TOKENS), limit=cap):
             spend, n = spend.add(float(tokens), tokens, 0), n + 1
         return n
 
     assert draws_allowed(20) == draws_allowed(400) == 3  # relative to the first answer
     first, draws = Spend().add(20.0, 20, 0), Spend().add(400.0, 400, 0)  # a body, then a file
-    assert not affordable(spent=first.cost + draws.cost, expected=400.0, first=20.0, limit=4.0)
+    cap = spend_limit(first=20.0, multiple=4.0, seconds=0.0)
+    assert not affordable(spent=first.cost + draws.cost, expected=400.0, limit=cap)

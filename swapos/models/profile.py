@@ -100,6 +100,8 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         passes: the heuristics over briefs and answers the conductor runs, by name (what
             each does, and the measurement that earned it its place: :mod:`swapos.passes`);
             ``[]``: the core alone.
+        task_seconds: what a task may spend on its answers, in seconds at the models'
+            measured costs (*Spend*); 0: no limit.
         task_budget: what a task may spend on its answers, as a multiple of its first code
             answer's cost (*Spend*: tokens at each model's measured costs); 0: no limit.
         draw_seconds: what an attempt's draws may cost in all, in seconds at the models'
@@ -123,8 +125,9 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     passes: list[PassName] = msgspec.field(
         default_factory=lambda: ["examples", "open_asked", "restore_dropped", "precheck_defects"]
     )
+    task_seconds: float = 90.0
     task_budget: float = 0.0
-    draw_seconds: float = 0.0
+    draw_seconds: float = 60.0
     stale_draws: int = 0
     stop_same_failure: bool = False
 

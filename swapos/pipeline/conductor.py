@@ -104,7 +104,8 @@ def rules(
         resamples=cfg.resamples, resample_temperature=cfg.resample_temperature,
         draws=cfg.draws, second_opinion=cfg.second_opinion, side_by_side=cfg.side_by_side,
         starter=candidate_identity(task.starter) if repository else None,
-        task_budget=cfg.task_budget, stale_draws=cfg.stale_draws, draw_seconds=cfg.draw_seconds,
+        task_budget=cfg.task_budget, task_seconds=cfg.task_seconds,
+        stale_draws=cfg.stale_draws, draw_seconds=cfg.draw_seconds,
         stop_same_failure=cfg.stop_same_failure, costs=costs or {},
     )  # fmt: skip
 

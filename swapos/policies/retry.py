@@ -78,13 +78,15 @@ The rules, by name (the tables' comments name them too):
   whose grade fails with the very test output of the grade before it (:class:`NoProgress`:
   the fixes find nothing new); else the next attempt begins.
 - **Spend.** Every answer is paid for: its tokens and its prefilled prompt tokens at its
-  model's measured costs (:mod:`swapos.policies.spending`). With ``task_budget`` > 0 the
-  task may spend that many times its first code answer's cost: a draw, a try at a repeated
+  model's measured costs (:mod:`swapos.policies.spending`). With ``task_seconds`` > 0 the
+  task may spend that many seconds, with ``task_budget`` > 0 that many times its first code
+  answer's cost (the smaller where both are set): a draw, a try at a repeated
   candidate or a next attempt is asked only while the task's spend plus what it is expected
   to cost (the mean of the answers it would repeat: the attempt's for a draw, the task's
   code answers' otherwise) fits. A draw that does not fit stops the draws (a decision says
   so: :class:`~swapos.policies.retry_decisions.DrawsStopped`); an attempt that does not fit
-  ends the task (:class:`~swapos.policies.retry_decisions.OverSpent`). With
+  ends the task (:class:`~swapos.policies.retry_decisions.OverSpent`). An attempt's draws
+  may also cost at most ``draw_seconds`` in all (long answers get fewer draws). With
   ``stale_draws`` > 0 an attempt's draws also stop once that many in a row brought nothing
   new (empty, a rejected candidate again, the starter unchanged).
 - **Best candidate.** The task's *best* candidate is its graded candidate (not an empty

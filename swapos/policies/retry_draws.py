@@ -38,7 +38,15 @@ from swapos.policies.retry_steps import (
     SendBack,
     resample_seed,
 )
-from swapos.policies.retry_task import Effect, Guard, Moved, affords, expect, replace
+from swapos.policies.retry_task import (
+    Effect,
+    Guard,
+    Moved,
+    affords,
+    expect,
+    limit_of,
+    replace,
+)
 
 
 def _sampling(st: TaskState, i: int) -> Sampling:
@@ -93,9 +101,7 @@ def stop_draws(st: TaskState, _: Outcome, __: bool) -> Moved:
             base, why="draws", spent=now.draws.spent, limit=r.draw_seconds * 1000
         )
     else:
-        said = msgspec.structs.replace(
-            base, why="spent", spent=st.spend.cost, limit=r.task_budget * st.first
-        )
+        said = msgspec.structs.replace(base, why="spent", spent=st.spend.cost, limit=limit_of(st))
     return st, [Decide(decision=said)]
 
 

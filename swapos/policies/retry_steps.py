@@ -53,6 +53,13 @@ class Rules(msgspec.Struct, frozen=True, kw_only=True):
     task_budget: float = 0.0
     """The task's spend limit, as a multiple of its first code answer's cost (*Spend*;
     :mod:`swapos.policies.spending`); 0: none."""
+    task_seconds: float = 0.0
+    """The task's spend limit in seconds at the models' costs (*Spend*); 0: none."""
+
+    @property
+    def spend_limited(self) -> bool:
+        return self.task_budget > 0 or self.task_seconds > 0
+
     stale_draws: int = 0
     """An attempt's draws stop after this many in a row brought nothing new (*Draws*);
     0: never."""

@@ -33,7 +33,7 @@ from swapos.policies.retry_steps import (
     Outcome,
     Started,
 )
-from swapos.policies.spending import Spend, affordable, generation_cost
+from swapos.policies.spending import Spend, affordable, generation_cost, spend_limit
 
 Moved = tuple[TaskState, list[Action | Finish]]
 """An action's result: the new state and the steps to hand out, in order."""
@@ -83,10 +83,13 @@ def affords(st: TaskState, model: str, like: Spend) -> tuple[bool, float]:
     """Whether a next answer of ``model``, like the answers of ``like``, fits the spend
     limit; and what it is expected to cost."""
     expected = like.expected(st.rules.cost_of(model))
-    fits = affordable(
-        spent=st.spend.cost, expected=expected, first=st.first, limit=st.rules.task_budget
-    )
-    return fits, expected
+    return affordable(spent=st.spend.cost, expected=expected, limit=limit_of(st)), expected
+
+
+def limit_of(st: TaskState) -> float:
+    """The task's spend limit in milliseconds (0: none)."""
+    r = st.rules
+    return spend_limit(first=st.first, multiple=r.task_budget, seconds=r.task_seconds)
 
 
 # --- Plan -------------------------------------------------------------------------------
@@ -166,7 +169,7 @@ def stop_spending(st: TaskState, _: Outcome, __: bool) -> Moved:
     expected = affords(st, _next_coder(st), st.code_spend)[1]
     ending = OverSpent(
         attempt=st.attempt, spent=st.spend.cost, expected=expected,
-        limit=st.rules.task_budget * st.first,
+        limit=limit_of(st),
     )  # fmt: skip
     return replace(st, ending=ending), []
 

@@ -5,7 +5,8 @@ prompt tokens it prefilled at the model's prefill milliseconds per token
 (:class:`ModelCost`: ``bench decode``'s measurement of the model on this machine; a model
 not measured is taken at :data:`UNMEASURED`, the order of this project's 2-core CPU for the
 bundled models: 60 ms a generated token, a prefilled one 16 times cheaper). A task's *spend
-limit* is a multiple of its first code answer's cost (``pipeline.task_budget``); an
+limit* is a number of seconds (``pipeline.task_seconds``) or a multiple of its first code
+answer's cost (``pipeline.task_budget``), the smaller where both are set; an
 attempt's draws may also cost at most ``pipeline.draw_seconds`` in all: a draw of a
 400-token file costs twenty draws of a 20-token body, so the same limit allows many cheap
 draws and few dear ones. The next generation is affordable while what was spent plus what it is
@@ -66,10 +67,16 @@ def generation_cost(model: ModelCost, *, tokens: float, prefilled: float) -> flo
     return tokens * model.ms_per_token + prefilled * model.prefill_ms_per_token
 
 
-def affordable(*, spent: float, expected: float, first: float, limit: float) -> bool:
+def spend_limit(*, first: float, multiple: float, seconds: float) -> float:
+    """A task's spend limit in milliseconds: the smaller of ``multiple`` times its first
+    answer's cost ``first`` and ``seconds``; 0 for none (neither set, or no first answer
+    yet for a limit that is only a multiple)."""
+    limits = [multiple * first] if multiple > 0 and first > 0 else []
+    limits += [seconds * 1000] if seconds > 0 else []
+    return min(limits, default=0.0)
+
+
+def affordable(*, spent: float, expected: float, limit: float) -> bool:
     """Whether a generation expected to cost ``expected`` fits a task that has spent
-    ``spent`` under a limit of ``limit`` times its first answer's cost ``first`` (a limit
-    of 0: no limit; before a first answer, everything fits)."""
-    if limit <= 0 or first <= 0:
-        return True
-    return spent + expected <= limit * first
+    ``spent`` under ``limit`` (0: no limit)."""
+    return limit <= 0 or spent + expected <= limit
