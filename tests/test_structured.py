@@ -324,3 +324,11 @@ def test_optional_properties_are_bounded_per_object_and_in_all() -> None:
         check_schema(many)
     required = {**obj(2000), "required": [f"p{i}" for i in range(2000)]}
     check_schema(required)
+
+
+def test_the_grammar_benchmarks_hard_shapes_compile_within_the_bounds_and_not_past_them() -> None:
+    from swapos.bench.grammar import _compile_time, _hard_shapes
+
+    for name, schema in _hard_shapes().items():
+        refused = _compile_time(schema).refused
+        assert bool(refused) == name.startswith("past the bounds"), (name, refused)
