@@ -103,3 +103,22 @@ class Transitions:
             if counts:
                 return min(counts, key=lambda m: (-counts[m], m))
         return None
+
+    def counts(self) -> dict[str, dict[str, dict[str, int]]]:
+        """Every count as plain data: key -> model -> successor -> times (a copy), what a
+        fleet's replicas share (``swapos serve --ray``)."""
+        return {
+            key: {model: dict(succ) for model, succ in per.items()}
+            for key, per in self._counts.items()
+        }
+
+    @classmethod
+    def from_counts(cls, counts: Mapping[str, Mapping[str, Mapping[str, int]]]) -> Transitions:
+        """Transitions that predict from ``counts`` (as :meth:`counts` gives them); the
+        sequence seen so far starts empty."""
+        made = cls()
+        made._counts = {
+            key: {model: Counter(succ) for model, succ in per.items()}
+            for key, per in counts.items()
+        }
+        return made

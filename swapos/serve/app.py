@@ -46,13 +46,20 @@ Handler = Callable[[Server, Request], Awaitable[Any]]
 OPEN_PATHS = frozenset({"/health"})
 
 
-def app(system: System, settings: ServeSettings | None = None) -> Starlette:
+def app(
+    system: System,
+    settings: ServeSettings | None = None,
+    *,
+    next_models: NextModels | None = None,
+) -> Starlette:
     """The ASGI app serving ``system`` (which must stay open while the app serves).
 
     Args:
         system: an open system (:func:`~swapos.actors.system.open_system`).
         settings: queueing bound, parallelism, bearer key, body limit (defaults: see
             :class:`ServeSettings`).
+        next_models: what learns which model follows which (default: this app's own; a
+            fleet's replicas pass one that shares what it learns, docs/cluster.md).
 
     The app is also reachable as ``app.state.server`` (its scheduler, counters and
     keep-alive timers), and its Ollama routes (``/api/...``) as ``app.state.ollama``. Models'
@@ -83,7 +90,7 @@ def app(system: System, settings: ServeSettings | None = None) -> Starlette:
         settings=settings,
         scheduler=scheduler,
         metrics=Metrics(),
-        next_models=NextModels(),
+        next_models=next_models or NextModels(),
         names=ModelNames.of(system.specs, {n: c.aliases for n, c in configs.items()}),
         expiry=Expiry(system, scheduler, ttls),
     )
