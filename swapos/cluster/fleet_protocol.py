@@ -107,6 +107,7 @@ class ReplicaReport(msgspec.Struct, frozen=True, kw_only=True):
         routes: the multiplexed ids it reports to Ray Serve now.
         ready: its resident models.
         sessions: session -> model of the sessions it holds (model ready).
+        queues: model -> its requests waiting or running there (models with any).
         loads, evictions: its ledger's counters since it started.
         requests: requests it answered.
         budget_bytes, used_bytes: its budget and what its models take now.
@@ -117,6 +118,7 @@ class ReplicaReport(msgspec.Struct, frozen=True, kw_only=True):
     routes: list[str] = msgspec.field(default_factory=list)
     ready: list[str] = msgspec.field(default_factory=list)
     sessions: dict[str, str] = msgspec.field(default_factory=dict)
+    queues: dict[str, int] = msgspec.field(default_factory=dict)
     loads: int = 0
     evictions: int = 0
     requests: int = 0

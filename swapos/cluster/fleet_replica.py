@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Protocol
@@ -39,8 +39,11 @@ from swapos.cluster.fleet_protocol import (
     COUNTS,
     REQUEST,
     FleetConfig,
+    FleetView,
+    ForwardedRequest,
     Observation,
     ReplicaReport,
+    ResponsePart,
     ResponseStart,
     encode,
 )
@@ -48,7 +51,7 @@ from swapos.cluster.worker import profile_for_cpus
 from swapos.errors import SwapOSError
 from swapos.models.profile import Mode, Profile
 from swapos.models.resolve import checked_model_specs
-from swapos.policies.fleet import SessionTable, reported_routes
+from swapos.policies.fleet import SESSION_MARK, SessionTable, reported_routes
 from swapos.policies.serving import GLOBAL_KEY, Transitions
 from swapos.serve.app import app
 from swapos.serve.state import Server, ServeSettings, served_specs
@@ -64,6 +67,10 @@ SHARE_S = 1.0
 """How often a replica sends its requests' models and adopts the fleet's counts."""
 
 
+REPLICA_HEADER = b"x-swapos-replica"
+"""The response header that names the replica that answered."""
+
+
 class FleetStateUnavailable(SwapOSError):
     """The fleet's shared state cannot be reached (it is restarting, or gone)."""
 
@@ -77,6 +84,8 @@ class StateClient(Protocol):
     async def transitions(self) -> bytes: ...
 
     async def report(self, data: bytes) -> None: ...
+
+    async def view(self) -> FleetView: ...
 
 
 class ReplicaSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -126,11 +135,18 @@ def replica_log(event_log: str | None, replica: str) -> str | None:
 
 class SharedNextModels(NextModels):
     """A replica's transitions: its arrivals are sent to the fleet (:meth:`take`), and it
-    predicts from the fleet's counts (:meth:`adopt`)."""
+    predicts from the fleet's counts (:meth:`adopt`).
 
-    def __init__(self) -> None:
+    A predicted model that another replica holds and this one does not is left out of the
+    upcoming models (:meth:`upcoming`): Ray Serve will route its request to the holder, so
+    loading it here too would only evict something this replica's own clients need.
+    """
+
+    def __init__(self, mine: Callable[[], Collection[str]] = frozenset) -> None:
         super().__init__()
         self._pending: list[Observation] = []
+        self._mine = mine
+        self._elsewhere: frozenset[str] = frozenset()
 
     def arrived(self, key: str | None, model: str) -> None:
         super().arrived(key, model)
@@ -141,9 +157,31 @@ class SharedNextModels(NextModels):
         taken, self._pending = self._pending, []
         return taken
 
-    def adopt(self, counts: Mapping[str, Mapping[str, Mapping[str, int]]]) -> None:
-        """Predict from the fleet's ``counts`` from now on."""
+    def adopt(
+        self,
+        counts: Mapping[str, Mapping[str, Mapping[str, int]]],
+        elsewhere: Collection[str] = (),
+    ) -> None:
+        """Predict from the fleet's ``counts`` from now on; ``elsewhere``: the models other
+        replicas hold now."""
         self.transitions = Transitions.from_counts(counts)
+        self._elsewhere = frozenset(elsewhere)
+
+    def upcoming(self, key: str | None, model: str, queued: Sequence[str]) -> list[str]:
+        names = super().upcoming(key, model, queued)
+        skip = self._elsewhere - set(self._mine()) - set(queued)
+        return [m for m in names if m not in skip]
+
+
+def held_elsewhere(view: FleetView, me: str) -> frozenset[str]:
+    """The models the live replicas other than ``me`` report (ready, loading, queued)."""
+    return frozenset(
+        route
+        for seen in view.replicas
+        if seen.live and seen.report.replica != me
+        for route in seen.report.routes
+        if SESSION_MARK not in route
+    )
 
 
 class FleetReplica:
@@ -175,6 +213,7 @@ class FleetReplica:
     ) -> None:
         self.config = config
         self.name = name
+        self._id = name.encode()
         self.node = node
         self.budget_bytes = budget_bytes
         self._state = state
@@ -183,7 +222,7 @@ class FleetReplica:
         self.ready = anyio.Event()
         self._stop = anyio.Event()
         self._sessions = SessionTable()
-        self._next = SharedNextModels()
+        self._next = SharedNextModels(self._ready)
         self._requests = 0
         self._tg: TaskGroup | None = None
         self._asgi: ASGIApp | None = None
@@ -227,8 +266,9 @@ class FleetReplica:
         """End :meth:`serve` (its running requests are cancelled)."""
         self._stop.set()
 
-    async def handle(self, data: bytes) -> AsyncIterator[bytes]:
-        """Answer an encoded forwarded request: its response's encoded parts, in order.
+    async def handle(self, data: bytes) -> AsyncGenerator[bytes, None]:
+        """Answer an encoded forwarded request: its response's encoded parts, in order
+        (the response names this replica in :data:`REPLICA_HEADER`).
 
         Closing the iterator early (the client went away) cancels the request.
         """
@@ -240,13 +280,24 @@ class FleetReplica:
         try:
             async with call.parts() as parts:
                 async for part in parts:
-                    if isinstance(part, ResponseStart):
-                        self._requests += 1
-                        if part.status < 400 and request.session and request.model:
-                            self._sessions.served(request.session, request.model)
-                    yield encode(part)
+                    yield encode(self._seen(request, part))
         finally:
             call.abandon()
+
+    def _seen(self, request: ForwardedRequest, part: ResponsePart) -> ResponsePart:
+        """``part`` as sent on: a response's start counts the request, remembers its
+        session when it succeeds, and names this replica."""
+        if not isinstance(part, ResponseStart):
+            return part
+        self._requests += 1
+        if part.status < 400 and request.session and request.model:
+            self._sessions.served(request.session, request.model)
+        return ResponseStart(
+            status=part.status, headers=[*part.headers, (REPLICA_HEADER, self._id)]
+        )
+
+    def _ready(self) -> frozenset[str]:
+        return self._server.system.residency().ready() if self._server else frozenset()
 
     def held(self) -> frozenset[str]:
         """The ids it holds now (see :func:`~swapos.policies.fleet.reported_routes`)."""
@@ -266,12 +317,18 @@ class FleetReplica:
         system = self._server.system
         loader = system.statistics()["loader"]
         ready = system.residency().ready()
+        queues = {
+            q.model: q.waiting + q.running
+            for q in self._server.scheduler.snapshot()
+            if q.waiting or q.running
+        }
         return ReplicaReport(
             replica=self.name,
             node=self.node,
             routes=sorted(routes),
             ready=sorted(ready),
             sessions={s: m for s, m in self._sessions.items() if m in ready},
+            queues=queues,
             loads=loader.loads,
             evictions=loader.evictions,
             requests=self._requests,
@@ -303,6 +360,7 @@ class FleetReplica:
             try:
                 if batch:
                     await self._state.observe(encode(batch))
-                self._next.adopt(COUNTS.decode(await self._state.transitions()))
+                counts = COUNTS.decode(await self._state.transitions())
+                self._next.adopt(counts, held_elsewhere(await self._state.view(), self.name))
             except FleetStateUnavailable as exc:
                 log.warning("fleet.state_unreachable", replica=self.name, reason=str(exc))

@@ -306,3 +306,36 @@ def fleet_app(
         ray_actor_options=light,
     )
     return front.bind(blob, replicas, state)
+
+
+def start_proxy(host: str, port: int) -> None:
+    """Start Ray Serve with its HTTP proxy on ``host:port`` (where Serve runs already, its
+    proxy keeps the address it has)."""
+    import_serve().start(http_options={"host": host, "port": port})
+
+
+def deploy(
+    config: FleetConfig,
+    *,
+    route_prefix: str = "/",
+    factory: ReplicaFactory | None = None,
+    actor: dict[str, Any] | None = None,
+) -> None:
+    """Run the fleet ``config`` as Ray Serve application ``config.name`` at ``route_prefix``;
+    returns once every replica serves (blocking: call it in a worker thread).
+
+    Raises:
+        SwapOSError: the application failed to deploy (a replica could not open its
+            system: Ray Serve's message says why).
+    """
+    serve = import_serve()
+    app = fleet_app(config, factory=factory, actor=actor)
+    try:
+        serve.run(app, name=config.name, route_prefix=route_prefix)
+    except RuntimeError as exc:
+        raise SwapOSError(f"the fleet {config.name!r} did not deploy: {exc}") from exc
+
+
+def undeploy(name: str) -> None:
+    """Delete the application ``name`` (its replicas drain, then stop)."""
+    import_serve().delete(name)

@@ -4,7 +4,7 @@ servers and times every request."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -52,17 +52,21 @@ def request_body(req: TraceRequest, *, seed: int) -> dict[str, Any]:
 
 async def replay(
     sessions: Sequence[Sequence[TraceRequest]],
-    urls: Mapping[str, str],
+    urls: Mapping[str, str] | Callable[[TraceRequest], str],
     *,
     seed: int = 0,
+    session_header: str | None = None,
 ) -> tuple[float, list[RequestSample]]:
     """Send every session's requests in order, all sessions at once; returns the total wall
     (first request sent to last response) and one sample per request, in completion order.
 
     Args:
         sessions: the trace (:func:`~swapos.bench.serve.trace.build_trace`).
-        urls: model name -> base URL (``http://127.0.0.1:N/v1``) of the server serving it.
+        urls: model name -> base URL (``http://127.0.0.1:N/v1``) of the server serving it,
+            or a function that picks the base URL of each request when it is sent.
         seed: the sampling seed of every request.
+        session_header: when given, each request names its session (``s<n>``) in this
+            header (a fleet keeps a conversation on one replica).
 
     A failed request (an error status, a broken connection) is a sample with ``error``;
     its session goes on with the next request.
@@ -73,9 +77,12 @@ async def replay(
     async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
         began = time.perf_counter()
 
+        pick = urls if callable(urls) else lambda req: urls[req.model]
+
         async def session(requests: Sequence[TraceRequest]) -> None:
             for req in requests:
-                samples.append(await _send(client, urls[req.model], req, seed, began))
+                headers = {session_header: f"s{req.session}"} if session_header else {}
+                samples.append(await _send(client, pick(req), req, seed, began, headers))
 
         async with anyio.create_task_group() as tg:
             for requests in sessions:
@@ -84,12 +91,19 @@ async def replay(
     return wall, samples
 
 
-async def _send(
-    client: httpx.AsyncClient, base: str, req: TraceRequest, seed: int, began: float
+async def _send(  # noqa: PLR0917
+    client: httpx.AsyncClient,
+    base: str,
+    req: TraceRequest,
+    seed: int,
+    began: float,
+    headers: Mapping[str, str],
 ) -> RequestSample:
     start = time.perf_counter()
     try:
-        response = await client.post(f"{base}/chat/completions", json=request_body(req, seed=seed))
+        response = await client.post(
+            f"{base}/chat/completions", json=request_body(req, seed=seed), headers=headers
+        )
         latency = time.perf_counter() - start
         if response.status_code >= 400:
             error = f"HTTP {response.status_code}: {response.text[:200]}"
