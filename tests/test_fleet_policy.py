@@ -192,3 +192,25 @@ def test_every_fleet_message_round_trips() -> None:
 def test_each_replica_writes_its_own_event_log() -> None:
     assert replica_log("/logs/events.jsonl", "abc") == "/logs/events-abc.jsonl"
     assert replica_log(None, "abc") is None
+
+
+def test_the_serve_command_describes_a_fleet() -> None:
+    from swapos.cluster.fleet_cli import fleet_config
+    from swapos.errors import SwapOSError
+    from swapos.serve.cli import build_parser
+
+    argv = ["--ray", "--replicas", "1-3", "--replica-cpus", "4", "--event-log", "/l/ev.jsonl"]
+    args = build_parser().parse_args(argv)
+    settings = ServeSettings(api_key="k")
+    config = fleet_config(args, profile(), settings, budget=GiB, preload=["m0"], kv_dir=None)
+    assert args.ray == "" and config.replicas == ReplicaCount(low=1, high=3)
+    assert (config.replica_cpus, config.budget_bytes, config.preload) == (4.0, GiB, ["m0"])
+    assert config.settings == settings and config.event_log == "/l/ev.jsonl"
+    assert build_parser().parse_args(["--ray", "head:6379"]).ray == "head:6379"
+    assert build_parser().parse_args([]).ray is None
+    for bad in (["--replicas", "0"], ["--async-backend", "trio"], ["--replica-cpus", "0"]):
+        with pytest.raises(SwapOSError):
+            fleet_config(
+                build_parser().parse_args(["--ray", *bad]), profile(), settings,
+                budget=None, preload=[], kv_dir=None,
+            )  # fmt: skip

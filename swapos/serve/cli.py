@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from collections.abc import Collection
 from functools import partial
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import anyio
 from starlette.types import ASGIApp
 
 from swapos.actors.system import open_system
+from swapos.cluster import fleet_cli
 from swapos.errors import ProfileError, SwapOSError
 from swapos.kvstore import default_kv_dir
 from swapos.logconfig import configure_logging
@@ -109,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--async-backend", choices=["asyncio", "trio"], default="asyncio")
     p.add_argument("-v", "--verbose", action="count", default=0)
+    fleet_cli.add_arguments(p)
     return p
 
 
@@ -117,9 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(args.verbose)
     try:
         profile = _profile(args)
-        specs = checked_model_specs(profile)  # a bad model file: exit 2 before serving
         budget = parse_size(args.budget, field="--budget") if args.budget else None
         max_body = parse_size(args.max_body, field="--max-body")
+        kv_dir = None if args.kv_dir.strip().lower() == "none" else Path(args.kv_dir)
         settings = ServeSettings(
             max_wait=args.max_wait,
             parallel=args.parallel,
@@ -129,6 +132,14 @@ def main(argv: list[str] | None = None) -> int:
             heartbeat_s=args.heartbeat,
             cors_origins=tuple(args.cors),
         )
+        if args.ray is not None:  # each replica checks the model files on its own node
+            preload = _preloads(profile, list(profile.models), args.preload)
+            config = fleet_cli.fleet_config(
+                args, profile, settings, budget=budget, preload=preload, kv_dir=kv_dir
+            )
+            fleet_cli.serve_fleet(args, config)
+            return 0
+        specs = checked_model_specs(profile)  # a bad model file: exit 2 before serving
         serve = partial(
             _serve,
             profile,
@@ -141,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             event_log=args.event_log,
             access_log=args.verbose > 0,
             preload=_preloads(profile, specs, args.preload),
-            kv_dir=None if args.kv_dir.strip().lower() == "none" else Path(args.kv_dir),
+            kv_dir=kv_dir,
         )
         anyio.run(serve, backend=args.async_backend)
     except (SwapOSError, OSError) as exc:
@@ -173,13 +184,13 @@ def _profile(args: argparse.Namespace) -> Profile:
     return profile
 
 
-def _preloads(profile: Profile, specs: dict[str, ModelSpec], wanted: list[str]) -> list[str]:
+def _preloads(profile: Profile, served: Collection[str], wanted: list[str]) -> list[str]:
     """The models ``--preload`` names (names or aliases), in order.
 
     Raises:
         ProfileError: a name that is none of the served models'.
     """
-    names = ModelNames.of(specs, {n: c.aliases for n, c in profile.models.items()})
+    names = ModelNames.of(served, {n: c.aliases for n, c in profile.models.items()})
     found = []
     for name in wanted:
         model = names.resolve(name)
