@@ -214,3 +214,44 @@ def test_the_serve_command_describes_a_fleet() -> None:
                 build_parser().parse_args(["--ray", *bad]), profile(), settings,
                 budget=None, preload=[], kv_dir=None,
             )  # fmt: skip
+
+
+def test_the_fleet_bench_trace_pairs_neighbouring_models() -> None:
+    from swapos.bench.serve.fleet import fleet_trace
+
+    trace = fleet_trace(["a", "b", "c"], sessions=3, rounds=2, tokens=(4, 5))
+    assert [[r.model for r in s] for s in trace] == [
+        ["a", "b", "a", "b"], ["b", "c", "b", "c"], ["c", "a", "c", "a"],
+    ]  # fmt: skip
+    assert [r.max_tokens for r in trace[0]] == [4, 5, 4, 5]
+    assert {r.session for r in trace[1]} == {1}
+    assert trace[0][0].messages != trace[1][0].messages
+
+
+def test_the_fleet_bench_budget_holds_two_models_never_three() -> None:
+    from swapos.bench.serve.fleet import budget_for_two
+    from swapos.errors import SwapOSError
+
+    sizes = {"a": 100, "b": 300, "c": 200}
+    budget = budget_for_two(sizes)
+    assert budget >= 300 + 200 and budget < 100 + 200 + 300
+    with pytest.raises(SwapOSError, match="three models"):
+        budget_for_two({"a": 1, "b": 2})
+
+
+def test_each_fleet_bench_arm_deploys_its_fleets() -> None:
+    from swapos.bench.serve.fleet import arm_configs
+
+    base = FleetConfig(profile=profile(), budget_bytes=GiB)
+    shapes = {
+        arm: [
+            (c.name, c.replicas.low, c.replicas.high, c.budget_bytes)
+            for c in arm_configs(arm, base, 2)
+        ]
+        for arm in ("fleet", "one", "rr")
+    }
+    assert shapes == {
+        "fleet": [("bench-fleet", 2, 2, GiB)],
+        "one": [("bench-one", 1, 1, GiB)],
+        "rr": [("bench-rr0", 1, 1, GiB), ("bench-rr1", 1, 1, GiB)],
+    }

@@ -15,9 +15,12 @@ from typing import Any
 import anyio
 import httpx
 import msgspec
+import openai
 import pytest
 
 from swapos.backends.fake_script import FakeModelScript
+from swapos.bench.serve.command import build_args
+from swapos.bench.serve.fleet import print_report, run_fleet_bench
 from swapos.cluster.fleet_front import Front
 from swapos.cluster.fleet_protocol import (
     PART,
@@ -30,6 +33,7 @@ from swapos.cluster.fleet_protocol import (
 )
 from swapos.cluster.fleet_replica import REPLICA_HEADER, FleetReplica
 from swapos.cluster.ray_fleet import deploy, start_proxy, undeploy
+from swapos.models.bundled import resolve_profile
 from swapos.policies.fleet import ReplicaCount
 from swapos.testing import FakeClock
 from tests.cluster_fakes import RAY_OPTIONS
@@ -218,6 +222,46 @@ def kill_replica(app: str, replica: str) -> None:
     ray.kill(actor, no_restart=True)
 
 
-def test_the_fleet_config_reaches_the_replicas_as_sent() -> None:
-    cfg = FleetConfig(profile=profile(), replicas=TWO)
-    assert msgspec.msgpack.decode(encode(cfg), type=FleetConfig) == cfg
+def test_bench_serve_ray_runs_every_arm_at_a_tiny_size(proxy: str) -> None:
+    args = build_args(
+        ["--ray", "--sessions", "2", "--rounds", "1", "--architect-tokens", "4",
+         "--editor-tokens", "4", "--replica-cpus", "0.5"]
+    )  # fmt: skip
+    report = anyio.run(
+        lambda: run_fleet_bench(
+            args, proxy=proxy, profile=profile(["m0", "m1", "m2"]), budget=BUDGET,
+            factory=FakeReplicaFactory(), actor=RAY_OPTIONS,
+        )
+    )  # fmt: skip
+    print_report(report)
+    assert [a.arm for a in report.arms] == ["fleet", "one", "rr"]
+    assert [a.replicas for a in report.arms] == [2, 1, 2]
+    for arm in report.arms:
+        assert (arm.requests, arm.errors) == (4, 0)
+        assert arm.loads >= 2 and arm.swaps_per_request == arm.loads / 4 and arm.wall_s > 0
+
+
+@pytest.mark.real_model
+@pytest.mark.slow
+def test_one_real_request_through_ray_serves_proxy_with_the_openai_client(proxy: str) -> None:
+    """The bundled Qwen2.5-Coder 0.5B on one replica, asked through Ray Serve's proxy."""
+    default = resolve_profile("default")
+    small = msgspec.structs.replace(
+        default, models={"small": default.models["small"]}, roles={"code": "small"}
+    )
+    cfg = FleetConfig(name="real", profile=small, budget_bytes=2 * 2**30, replica_cpus=1.0)
+    deploy(cfg, route_prefix="/real", actor=RAY_OPTIONS)
+    try:
+        with openai.OpenAI(base_url=f"{proxy}/real/v1", api_key="none", max_retries=0,
+                           timeout=600) as client:  # fmt: skip
+            reply = client.chat.completions.create(
+                model="small",
+                messages=[
+                    {"role": "user", "content": "Write a Python function that adds two numbers."}
+                ],
+                max_tokens=12,
+            )
+    finally:
+        undeploy("real")
+    assert reply.model == "small" and reply.choices[0].message.content
+    print(f"\nthe 0.5B through Ray Serve: {reply.choices[0].message.content!r}")

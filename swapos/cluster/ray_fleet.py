@@ -55,6 +55,9 @@ MULTIPLEX_ATTR = "__serve_multiplex_wrapper"
 """Where ``@serve.multiplexed`` keeps its per-replica model table (Ray Serve's internals,
 checked when a replica starts)."""
 STOP_TIMEOUT_S = 30.0
+FORGET_TIMEOUT_S = 1.0
+STATE_TIMEOUT_S = 2.0
+"""A call to the shared state that takes longer fails: requests never wait on it."""
 
 
 def import_serve() -> Any:
@@ -129,15 +132,18 @@ def _check_wrapper(wrapper: Any) -> None:
 
 
 class HandleState:
-    """The fleet's shared state through a Ray Serve deployment handle."""
+    """The fleet's shared state through a Ray Serve deployment handle; every call fails
+    with :class:`FleetStateUnavailable` after :data:`STATE_TIMEOUT_S`."""
 
     def __init__(self, handle: Any) -> None:
         self._handle = handle
 
     async def _call(self, method: str, *args: Any) -> Any:
         try:
-            return await getattr(self._handle, method).remote(*args)
-        except Exception as exc:  # Ray's errors: the state is down or restarting
+            return await asyncio.wait_for(
+                getattr(self._handle, method).remote(*args), STATE_TIMEOUT_S
+            )
+        except Exception as exc:  # Ray's errors, a timeout: the state is down or restarting
             raise FleetStateUnavailable(f"{type(exc).__name__}: {exc}") from exc
 
     async def observe(self, batch: bytes) -> None:
@@ -241,8 +247,9 @@ class ReplicaHost:
             await asyncio.wait_for(self._task, STOP_TIMEOUT_S)
         except Exception:
             log.exception("fleet.replica_stop_failed", replica=self._replica.name)
-        with contextlib.suppress(FleetStateUnavailable):
-            await self._state.forget(self._replica.name)
+        # The shared state may be going away too (the whole application is deleted).
+        with contextlib.suppress(FleetStateUnavailable, TimeoutError):
+            await asyncio.wait_for(self._state.forget(self._replica.name), FORGET_TIMEOUT_S)
 
 
 def _budget_here(ray: Any, config: FleetConfig) -> int:

@@ -36,7 +36,7 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from swapos.bench.serve import servers
+from swapos.bench.serve import fleet, servers
 from swapos.bench.serve.client import replay
 from swapos.bench.serve.stats import RunStats, TargetRun, run_stats, targets
 from swapos.bench.serve.trace import TraceRequest, build_trace
@@ -94,6 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="swapos, peer (llama_cpp.server); default: both")  # fmt: skip
     add("--name", default="serve", help="results folder name, before the date (default: serve)")
     add("--results", type=Path, default=Path("out"), help="where results go (default: out)")
+    fleet.add_arguments(parser)
 
 
 def build_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -104,9 +105,12 @@ def build_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Serving bench: an Aider-style trace against swapos serve and llama_cpp.server."""
+    """Serving bench: an Aider-style trace against swapos serve and llama_cpp.server (with
+    ``--ray``: a fleet against one replica and round-robin replicas)."""
     if args.sessions < 1 or args.rounds < 1:
         raise SwapOSError("--sessions and --rounds must be at least 1")
+    if args.ray is not None:
+        return fleet.main(args)
     console = Console(width=None if sys.stdout.isatty() else 150)
     out_dir = args.results / f"{args.name}-{datetime.date.today().isoformat()}"
     report = anyio.run(lambda: run_bench(args, out_dir, say=console.print))
