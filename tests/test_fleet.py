@@ -15,7 +15,7 @@ import pytest
 from serve_fakes import wait_until
 
 from swapos.cluster import fleet_replica
-from swapos.cluster.fleet_front import Front, ReplicaLost
+from swapos.cluster.fleet_front import FleetUnavailable, Front, ReplicaLost
 from swapos.cluster.fleet_protocol import (
     PART,
     VIEW,
@@ -232,6 +232,25 @@ async def test_an_answer_cut_after_its_first_bytes_is_not_sent_again(
     assert cut.routes == ["m0"] and (cut_stats.retried, cut_stats.failed) == (0, 1)
     assert gone.status_code == 503 and "no replica could answer" in gone.text
     assert len(never.routes) == 5 and (never_stats.retried, never_stats.failed) == (4, 1)
+
+
+async def test_a_request_ray_serve_refuses_is_answered_503_in_its_apis_shape() -> None:
+    class Refusing:
+        async def stream(
+            self, request: ForwardedRequest, route: str | None
+        ) -> AsyncIterator[ResponsePart]:
+            raise FleetUnavailable("BackPressureError: the queues are full")
+            yield  # an async generator
+
+    with anyio.fail_after(10):
+        async with _front(Refusing()) as client:
+            openai_shaped = await send(client, "m0")
+            ollama_shaped = await client.post("/api/chat", json={"model": "m0", "messages": []})
+            stats = client.front.stats  # type: ignore[attr-defined]
+    assert openai_shaped.status_code == 503
+    assert openai_shaped.json()["error"]["message"] == "BackPressureError: the queues are full"
+    assert ollama_shaped.status_code == 503 and "queues are full" in ollama_shaped.json()["error"]
+    assert (stats.retried, stats.failed) == (0, 2)
 
 
 async def test_a_replica_reports_what_its_ledger_holds() -> None:

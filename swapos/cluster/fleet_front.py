@@ -58,12 +58,18 @@ class ReplicaLost(SwapOSError):
     """The replica serving a request died (its process ended, its node went away)."""
 
 
+class FleetUnavailable(SwapOSError):
+    """No replica can take the request now (Ray Serve refused it: its queues are full, or
+    the replicas failed to deploy)."""
+
+
 class Forwarder(Protocol):
     """Sends a request to the replicas (Ray Serve's handle, :mod:`swapos.cluster.ray_fleet`)."""
 
     def stream(self, request: ForwardedRequest, route: str | None) -> AsyncIterator[ResponsePart]:
         """The response's parts from the replica Ray routes ``route`` to (None: any).
-        Raises :class:`ReplicaLost` when that replica dies."""
+        Raises :class:`ReplicaLost` when that replica dies, :class:`FleetUnavailable` when
+        Ray Serve refuses the request."""
         ...
 
 
@@ -194,6 +200,10 @@ class Front:
             parts = self._forwarder.stream(request, route)
             try:
                 start, first = await _head(parts)
+            except FleetUnavailable as exc:
+                await _close(parts)
+                self.stats.failed += 1
+                return _unavailable(request.path, str(exc))
             except ReplicaLost as exc:
                 await _close(parts)
                 delay = retry_delay(attempt, sent=False)

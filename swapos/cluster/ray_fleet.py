@@ -27,7 +27,7 @@ from typing import Any
 
 import structlog
 
-from swapos.cluster.fleet_front import Front, ReplicaLost
+from swapos.cluster.fleet_front import FleetUnavailable, Front, ReplicaLost
 from swapos.cluster.fleet_protocol import (
     CONFIG,
     PART,
@@ -173,7 +173,7 @@ class HandleForwarder:
         self, request: ForwardedRequest, route: str | None
     ) -> AsyncIterator[ResponsePart]:
         ray = import_ray()
-        from ray.serve.exceptions import ReplicaUnavailableError
+        from ray.serve.exceptions import RayServeException, ReplicaUnavailableError
 
         options: dict[str, Any] = {"stream": True}
         if route is not None:
@@ -187,6 +187,9 @@ class HandleForwarder:
         except (ray.exceptions.RayActorError, ReplicaUnavailableError) as exc:
             done = True
             raise ReplicaLost(f"{type(exc).__name__}") from exc
+        except RayServeException as exc:  # back pressure, a deployment that failed
+            done = True
+            raise FleetUnavailable(f"{type(exc).__name__}: {exc}") from exc
         finally:
             if not done:
                 stream.cancel()
