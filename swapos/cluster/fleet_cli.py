@@ -106,7 +106,8 @@ def serve_fleet(args: argparse.Namespace, config: FleetConfig) -> None:
         start_proxy(args.host, args.port)
         count = config.replicas
         size = str(count.low) if count.fixed else f"{count.low}-{count.high}"
-        print(f"swapos serve --ray: deploying {config.name!r}, {size} replicas of "
+        noun = "replica" if size == "1" else "replicas"
+        print(f"swapos serve --ray: deploying {config.name!r}, {size} {noun} of "
               f"{config.profile.name} ({', '.join(sorted(config.profile.models))})",
               file=sys.stderr, flush=True)  # fmt: skip
         deploy(config)
