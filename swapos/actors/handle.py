@@ -42,6 +42,7 @@ from swapos.messages.commands import (
     TaskDone,
     UnloadModels,
 )
+from swapos.messages.events import AnyEvent
 from swapos.messages.inboxes import ClientInbox
 from swapos.models.profile import Profile
 from swapos.models.spec import ModelSpec
@@ -109,8 +110,10 @@ class System:
         taps: TokenTaps,
         texts: ModelTexts,
         profile: Profile,
+        t0: float = 0.0,
     ) -> None:
         self.clock = clock
+        self._t0 = t0
         self.profile = profile
         self._taps = taps
         self._texts = texts
@@ -277,6 +280,16 @@ class System:
         for box in self._outboxes.values():
             total.update(box.sent)
         return dict(total)
+
+    def run_time(self) -> float:
+        """Seconds since the run started, on the clock the events' ``t`` is measured on."""
+        return self.clock.now() - self._t0
+
+    def watch(self, watcher: Callable[[AnyEvent], None]) -> Callable[[], None]:
+        """Call ``watcher`` on the event loop with every event the Recorder writes from now
+        on (it must be quick and must not raise); returns the function that stops it. The
+        live page of ``swapos serve`` (``/ui``) reads the events this way."""
+        return self._recorder.watch(watcher)
 
     def residency(self) -> ResidencySnapshot:
         """Every model's state, leases and measured footprint now, as frozen data (read

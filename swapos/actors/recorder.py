@@ -47,6 +47,7 @@ class Recorder:
         self._inbox = inbox
         self.path = path
         self._on_event = on_event
+        self._watchers: tuple[Callable[[AnyEvent], None], ...] = ()
         self.aggregator = Aggregator()
         self._encoder = msgspec.json.Encoder()
         self._file: IO[bytes] | None = None
@@ -61,6 +62,19 @@ class Recorder:
 
     def summary(self) -> RunSummary:
         return self.aggregator.summary()
+
+    def watch(self, watcher: Callable[[AnyEvent], None]) -> Callable[[], None]:
+        """Call ``watcher`` on the event loop with every event from now on, after it is
+        written (as ``on_event`` is called); returns the function that stops it.
+
+        A watcher must be quick and must not raise: it runs inside the Recorder's loop.
+        """
+        self._watchers = (*self._watchers, watcher)
+
+        def stop() -> None:
+            self._watchers = tuple(w for w in self._watchers if w is not watcher)
+
+        return stop
 
     async def task_result(self, run_id: str) -> TaskResult:
         """Wait until the run ``run_id`` of a task has finished in the log, then return its
@@ -115,6 +129,8 @@ class Recorder:
             self.aggregator.feed(ev)
             if self._on_event is not None:
                 self._on_event(ev)
+            for watcher in self._watchers:
+                watcher(ev)
             if isinstance(ev, TaskFinished):
                 rid = run_key(ev)
                 self._finished.add(rid)

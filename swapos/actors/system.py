@@ -364,6 +364,7 @@ def _assemble(build: _Builder) -> _Assembly:
         taps=build.taps,
         texts=build.texts,
         profile=build.profile,
+        t0=build.t0,
     )
     client_events = build.events("client")
     build.close_originals()
