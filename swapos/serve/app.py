@@ -40,6 +40,7 @@ from swapos.serve.schemas import ChatCompletionRequest, CompletionRequest
 from swapos.serve.sse import EventStream
 from swapos.serve.state import Server, ServeSettings
 from swapos.serve.transitions import NextModels
+from swapos.serve.ui import LivePage
 
 log = structlog.get_logger(__name__)
 Handler = Callable[[Server, Request], Awaitable[Any]]
@@ -119,10 +120,11 @@ def app(
         return RequestError(exc.status_code, message).response()
 
     ollama = Ollama(server, lambda r: _authorize(r, settings.api_key), client_key)
+    live = LivePage(server, lambda r: _authorize(r, settings.api_key), settings.cors_origins)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with server.expiry.lifespan():  # keep-alive and ttl expiry
+        async with server.expiry.lifespan(), live.lifespan():  # keep-alive, ttl; /ui's watch
             yield
 
     starlette = Starlette(
@@ -135,6 +137,7 @@ def app(
             route("/health", admin.health, ["GET"]),
             route("/metrics", admin.metrics, ["GET"]),
             *ollama.routes(),
+            *live.routes(),
         ],
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
@@ -142,6 +145,7 @@ def app(
     )
     starlette.state.server = server
     starlette.state.ollama = ollama
+    starlette.state.live = live
     return starlette
 
 
