@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
 
-from swapos.bench.compare import BREAKDOWN, Comparison, Key, compare, label, ordered
+from swapos.bench import report_tables as tables
+from swapos.bench.compare import Comparison, Key, compare, label, ordered
 from swapos.bench.results import read_summary, write_atomic
-from swapos.bench.stats import RatioStats
 from swapos.errors import SwapOSError
 from swapos.records.schema import RunSummary
 from swapos.records.summary import summarize
@@ -45,168 +43,47 @@ def load_results(folder: Path) -> dict[Key, RunSummary]:
     return found
 
 
-def _f(x: float | None, digits: int = 2) -> str:
-    return "-" if x is None else f"{x:.{digits}f}"
-
-
-def _pct(x: float) -> str:
-    return f"{x:.0%}"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(row) + " |" for row in rows]
-
-
 def header_section(summaries: dict[Key, RunSummary], manifest: dict[str, object]) -> list[str]:
-    first = next(iter(summaries.values()))
-    host = ", ".join(f"{k} {v}" for k, v in first.host.items())
-    budgets = ", ".join(
-        f"{label(k)} {s.budget_bytes / 2**20:.0f} MiB"
-        if s.budget_bytes < 2**60
-        else f"{label(k)} unlimited"
-        for k, s in summaries.items()
-    )
-    lines = [
-        "# SwapOS suite benchmark",
-        "",
-        f"- started: {first.run_at}",
-        f"- host: {host}",
-        f"- profile: {first.profile}; models: {', '.join(first.models)}",
-        f"- budget: {budgets}",
-    ]
-    sessions = manifest.get("sessions")
-    if isinstance(sessions, list) and sessions and isinstance(sessions[-1], dict):
-        last = sessions[-1]
-        argv = last.get("argv")
-        argv = argv if isinstance(argv, dict) else {}
-        lines.append(f"- suite: {argv.get('suite')}; sessions: {len(sessions)}")
-        lines.append(f"- cold page cache: {last.get('cold')}")
-    return [*lines, ""]
+    facts = [f"- {line}" for line in tables.header_facts(summaries, manifest)]
+    return ["# SwapOS suite benchmark", "", *facts, ""]
 
 
 def arms_section(summaries: dict[Key, RunSummary]) -> list[str]:
-    rows = [
-        [
-            label(k),
-            str(s.tasks_total),
-            _pct(s.pass_rate),
-            _pct(s.pass_at_1),
-            f"{s.retry_rescued} ({_pct(s.retry_rescue_rate)})",
-            str(s.draw_rescued),
-            _f(s.mean_wall_clock_s),
-            f"{_f(s.mean_wall_passed_s)} / {_f(s.mean_wall_failed_s)}",
-            _pct(s.failed_wall_share),
-            _f(s.mean_load_s),
-            _f(s.mean_evict_s),
-            _f(s.mean_ttft_s),
-            _pct(s.load_hidden_fraction),
-            str(s.loads),
-            str(s.evictions),
-            _f(s.wall_clock_s, 1),
-        ]
-        for k, s in summaries.items()
-    ]
-    head = [
-        "mode-arm",
-        "tasks",
-        "pass",
-        "pass@1",
-        "rescued by retry",
-        "passed by a draw",
-        "mean wall s",
-        "passed / failed s",
-        "wall on failed",
-        "mean load s",
-        "mean evict s",
-        "mean ttft s",
-        "hidden load",
-        "loads",
-        "evictions",
-        "system s",
-    ]
-    return ["## Modes and arms", "", *_table(head, rows), ""]
+    return ["## Modes and arms", "", *tables.markdown(tables.arms_table(summaries)), ""]
+
+
+def categories_section(summaries: dict[Key, RunSummary]) -> list[str]:
+    table = tables.markdown(tables.categories_table(summaries))
+    return ["## Pass rate per category", "", *table, ""]
 
 
 def ratios_section(comparison: Comparison) -> list[str]:
-    def row(arm: str, name: str, r: RatioStats) -> list[str]:
-        return [
-            arm,
-            name,
-            str(r.n),
-            _f(r.median, 3),
-            f"[{_f(r.ci_low, 3)}, {_f(r.ci_high, 3)}]",
-            _f(r.ratio_of_totals, 3),
-        ]
-
-    rows = [row(a, n, r) for a, ratios in comparison.wall_ratios.items() for n, r in ratios.items()]
-    hidden = [[m, _pct(v)] for m, v in comparison.hidden_load_fraction.items()]
-    b = comparison.bootstrap
     return [
         "## Wall-time ratios (per task, paired)",
         "",
-        *_table(["arm", "ratio", "tasks", "median", "95% CI", "ratio of totals"], rows),
+        *tables.markdown(tables.ratios_table(comparison)),
         "",
-        f"Bootstrap: {b['resamples']:.0f} resamples of the median, seed {b['seed']:.0f}.",
+        tables.bootstrap_note(comparison),
         "",
         "## Hidden-load fraction per mode",
         "",
-        *_table(["mode", "hidden / (hidden + paid)"], hidden),
+        *tables.markdown(tables.hidden_table(comparison)),
         "",
     ]
 
 
 def mcnemar_section(comparison: Comparison) -> list[str]:
-    rows = [
-        [
-            m.a,
-            m.b,
-            str(m.n),
-            str(m.both_pass),
-            str(m.only_a),
-            str(m.only_b),
-            str(m.both_fail),
-            f"{m.p_value:.4g}",
-        ]
-        for m in [*comparison.mcnemar_arms, *comparison.first_attempt, *comparison.mcnemar_modes]
-    ]
-    head = ["a", "b", "tasks", "both pass", "only a", "only b", "both fail", "p (exact)"]
-    return ["## Paired pass/fail tests (exact McNemar, two-sided)", "", *_table(head, rows), ""]
+    table = tables.markdown(tables.mcnemar_table(comparison))
+    return ["## Paired pass/fail tests (exact McNemar, two-sided)", "", *table, ""]
 
 
 def breakdown_section(comparison: Comparison) -> list[str]:
-    rows = [
-        [name, _f(a.mean_wall_clock_s), *(_f(a.breakdown.get(part, 0.0)) for part in BREAKDOWN)]
-        for name, a in comparison.arms.items()
-    ]
-    head = ["mode-arm", "mean wall s", *(f"{part} s" for part in BREAKDOWN)]
-    return ["## Where a task's time goes (mean per task)", "", *_table(head, rows), ""]
+    table = tables.markdown(tables.breakdown_table(comparison))
+    return ["## Where a task's time goes (mean per task)", "", *table, ""]
 
 
 def phases_section(summaries: dict[Key, RunSummary]) -> list[str]:
-    rows = []
-    for key, s in summaries.items():
-        by_phase: dict[str, list[tuple[float, float, float, float, float]]] = {}
-        for p in (p for r in s.results for p in r.phases):
-            by_phase.setdefault(p.phase, []).append(
-                (p.load_s, p.load_hidden_s, p.ttft_s, float(p.tokens), p.total_s)
-            )
-        for phase, values in by_phase.items():
-            means = [statistics.fmean(col) for col in zip(*values, strict=True)]
-            rows.append(
-                [
-                    label(key),
-                    phase,
-                    str(len(values)),
-                    _f(means[0]),
-                    _f(means[1]),
-                    _f(means[2]),
-                    _f(means[3], 1),
-                    _f(means[4]),
-                ]
-            )
-    head = ["mode-arm", "phase", "n", "load s", "hidden s", "ttft s", "tokens", "total s"]
-    return ["## Per phase (means)", "", *_table(head, rows), ""]
+    return ["## Per phase (means)", "", *tables.markdown(tables.phases_table(summaries)), ""]
 
 
 def timeline_section(folder: Path, summaries: dict[Key, RunSummary], report: Path) -> list[str]:
@@ -261,8 +138,9 @@ def _rel(path: Path, report: Path) -> str:
         return str(path.resolve())
 
 
-def render(folder: Path, report: Path) -> str:
-    """The markdown report of the benchmark in ``folder`` (writes trace and picture)."""
+def _inputs(folder: Path) -> tuple[dict[Key, RunSummary], dict[str, object], Comparison]:
+    """What both reports are made of: the summaries in report order, the manifest, the
+    comparison."""
     found = load_results(folder)
     summaries = {k: found[k] for k in ordered(list(found))}
     manifest: dict[str, object] = {}
@@ -271,10 +149,16 @@ def render(folder: Path, report: Path) -> str:
             manifest = json.loads((folder / "bench.json").read_text())
         except json.JSONDecodeError:
             manifest = {}
-    comparison = compare(summaries)
+    return summaries, manifest, compare(summaries)
+
+
+def render(folder: Path, report: Path) -> str:
+    """The markdown report of the benchmark in ``folder`` (writes trace and picture)."""
+    summaries, manifest, comparison = _inputs(folder)
     sections = [
         header_section(summaries, manifest),
         arms_section(summaries),
+        categories_section(summaries),
         ratios_section(comparison),
         mcnemar_section(comparison),
         breakdown_section(comparison),
