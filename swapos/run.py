@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="disable KV prefix reuse (on by default, with a disk tier in the user cache)",
     )
+    parser.add_argument(
+        "--html", action="store_true", help="also write report.html: phases, capsule, timeline"
+    )
     parser.add_argument("--async-backend", choices=["asyncio", "trio"], default="asyncio")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     return parser
@@ -137,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
             kv_cache=not args.no_kv_cache,
         )
         code = anyio.run(run, backend=args.async_backend)
+        if args.html:
+            _say_html(console, out)
         _say_unmeasured(console, specs, args.profile or "default")
         return code
     except SwapOSError as exc:
@@ -306,6 +311,34 @@ def _recorded_result(events: Path, task: Task) -> TaskResult:
             agg.feed(ev)
     found = [r for r in agg.tasks.values() if r.task_id == task.task_id]
     return found[-1] if found else TaskResult(task_id=task.task_id, category=task.category)
+
+
+def _say_html(console: Console, out: Path) -> None:
+    try:
+        console.print(escape(f"wrote {write_html(out)}"))
+    except SwapOSError as exc:  # the run's own outcome stands: only the page is missing
+        console.print(f"[bold red]no HTML page:[/bold red] {escape(str(exc))}")
+
+
+def write_html(out: Path) -> Path:
+    """``out/report.html``: the task's page (its timeline, phases and capsule) from the
+    ``result.json``, ``capsule.json`` and ``events.jsonl`` of a run's folder.
+
+    Raises:
+        SwapOSError: the result or the event log cannot be read.
+    """
+    from swapos.bench.html import task_page
+    from swapos.bench.html_task import read_capsule
+    from swapos.bench.replay import load_events
+
+    try:
+        result = msgspec.json.decode((out / "result.json").read_bytes(), type=TaskResult)
+    except (OSError, msgspec.DecodeError) as exc:
+        raise SwapOSError(f"cannot read {out / 'result.json'}: {exc}") from exc
+    events, _ = load_events(out / "events.jsonl")
+    page = out / "report.html"
+    page.write_text(task_page(result, read_capsule(out / "capsule.json"), events), "utf-8")
+    return page
 
 
 def _write_result(out: Path, result: TaskResult) -> None:

@@ -266,6 +266,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", type=Path, help="write a Chrome trace (Perfetto) here")
     parser.add_argument("--plot", type=Path, help="write a timeline picture here (needs [plot])")
     parser.add_argument("--json", type=Path, help="write the rebuilt run summary here")
+    parser.add_argument("--html", type=Path, help="write a self-contained HTML page here")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -295,6 +296,12 @@ def main(args: argparse.Namespace) -> int:
             trace = cluster_trace([(node, events) for node, events, _ in logs])
         args.trace.write_text(json.dumps(trace))
         console.print(f"trace written to {args.trace} (open it in https://ui.perfetto.dev)")
+    if args.html is not None:
+        from swapos.bench.html import replay_page
+
+        page = replay_page(summary, [(node, events) for node, events, _ in logs])
+        args.html.write_text(page, encoding="utf-8")
+        console.print(f"page written to {args.html}")
     if args.plot is not None and len(logs) > 1:
         console.print("no timeline picture for a set of logs: open the trace instead")
         return 0

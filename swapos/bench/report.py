@@ -168,17 +168,41 @@ def render(folder: Path, report: Path) -> str:
     return "\n".join(line for section in sections for line in section)
 
 
+def render_html(folder: Path) -> str:
+    """The HTML report of the benchmark in ``folder``: the markdown report's tables, the
+    timeline of the overlap mode (else the first mode/arm) as SVG, every task's phases and
+    capsule (:mod:`swapos.bench.html`)."""
+    from swapos.bench.html import suite_page
+    from swapos.bench.replay import load_set
+
+    summaries, manifest, comparison = _inputs(folder)
+    key = next((k for k in summaries if k[0] == "overlap"), next(iter(summaries)))
+    logs = load_set(event_logs(folder / label(key)))
+    named = [(f"{label(key)}, {node}" if len(logs) > 1 else label(key), ev) for node, ev, _ in logs]
+    return suite_page(folder, summaries, comparison, manifest, named)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("folder", type=Path, help="the --out folder of `bench run`")
     parser.add_argument("--out", type=Path, help="report path (default: FOLDER/report.md)")
+    parser.add_argument(
+        "--html",
+        action="store_true",
+        help="also write a self-contained HTML report beside it (report.html)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
-    """Write a markdown report (tables, ratios, paired tests, timeline) of a bench run."""
+    """Write a markdown report (tables, ratios, paired tests, timeline) of a bench run;
+    with --html, an HTML page of it too (tasks and their capsules included)."""
     report: Path = args.out or args.folder / "report.md"
     text = render(args.folder, report)
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(text)
+    if args.html:
+        page = report.with_suffix(".html")
+        page.write_text(render_html(args.folder), encoding="utf-8")
+        print(f"wrote {page}")
     comparison = msgspec.json.encode(compare(load_results(args.folder)))
     write_atomic(args.folder / "comparison.json", msgspec.json.format(comparison, indent=2) + b"\n")
     print(f"wrote {report} and {args.folder / 'comparison.json'}")
