@@ -131,3 +131,11 @@ WEATHER_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 """A strict schema the structured-output tests ask for."""
+
+
+async def advance_until(clock: FakeClock, check: Callable[[], bool], step: float = 0.125) -> None:
+    """Move ``clock`` forward by hand, ``step`` at a time, until ``check`` holds, letting the
+    tasks it wakes run in between (callers bound the wait with ``fail_after``)."""
+    while not check():
+        clock.advance(step)
+        await anyio.sleep(0.02)

@@ -34,6 +34,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from swapos.serve.bodies import decode, read_body
+from swapos.serve.completions import served_model
 from swapos.serve.errors import RequestError
 from swapos.serve.schemas import UnloadRequest
 from swapos.serve.sse import EventStream
@@ -218,6 +219,7 @@ class LivePage:
             failed = await self.server.system.preload([name])
         if failed:
             raise RequestError(500, f"cannot load {name!r}: {failed[name]}", code="load_failed")
+        self.server.expiry.finished(name)  # its ttl, if it has one, starts now
         return Response(self._encoder.encode({"loaded": [name]}), media_type="application/json")
 
     async def unload(self, request: Request) -> Response:
@@ -233,10 +235,6 @@ class LivePage:
             raise RequestError(415, "send the body as JSON (Content-Type: application/json)")
         raw = await read_body(request, self.server.settings.max_body_bytes)
         body = decode(raw, UnloadRequest)
-        if body.model is None or body.model not in self.server.system.specs:
-            known = ", ".join(sorted(self.server.system.specs))
-            raise RequestError(
-                404, f"The model {body.model!r} does not exist; models: {known}", param="model",
-                code="model_not_found",
-            )  # fmt: skip
-        return body.model
+        if body.model is None:
+            raise RequestError(400, 'name the model: {"model": name}', param="model")
+        return served_model(self.server, body.model)

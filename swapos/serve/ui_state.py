@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import msgspec
 
+from swapos.policies.keepalive import FOREVER
 from swapos.policies.serving import GLOBAL_KEY
 from swapos.records.timeline import Bar
 from swapos.serve.state import Server
@@ -24,8 +25,14 @@ class ModelRow(msgspec.Struct, frozen=True, kw_only=True):
         bytes: its measured footprint once loaded, else its estimate while it loads.
         n_ctx: its context length.
         waiting, running, oldest_wait_s, held: its queue in the server's scheduler.
+        slots: its requests admitted at once.
         loading_since, expect_s: a load in flight: when it started (run time) and how long
-            the model's previous load took (0: unknown), for a progress estimate.
+            the model's previous load took (0: unknown).
+        load_progress: how far its load has gone (0 to 1), as the backend reports it.
+        pinned: never evicted to make room (the profile's ``pin``).
+        ttl_s: the profile's ``ttl`` in seconds (None: none).
+        expires_in_s: seconds until a keep-alive or ttl unloads it once idle (None: never).
+        aliases: other names it answers to.
     """
 
     name: str
@@ -37,8 +44,14 @@ class ModelRow(msgspec.Struct, frozen=True, kw_only=True):
     running: int = 0
     oldest_wait_s: float = 0.0
     held: bool = False
+    slots: int = 1
     loading_since: float | None = None
     expect_s: float = 0.0
+    load_progress: float | None = None
+    pinned: bool = False
+    ttl_s: float | None = None
+    expires_in_s: float | None = None
+    aliases: list[str] = msgspec.field(default_factory=list)
 
 
 class Memory(msgspec.Struct, frozen=True, kw_only=True):
@@ -78,7 +91,8 @@ class LiveState(msgspec.Struct, frozen=True, kw_only=True):
 def live_state(server: Server, hub: EventHub, *, full: bool) -> LiveState:
     """The page's view now; ``full`` adds the timeline's bars (the window)."""
     system = server.system
-    now = system.run_time()
+    now, clock_now = system.run_time(), system.clock.now()
+    configs = system.profile.models
     residency = {m.model: m for m in system.residency().models}
     queues = {q.model: q for q in server.scheduler.snapshot()}
     loading = {b.lane: b for b in hub.timeline.bars.values() if b.kind == "loading"}
@@ -87,6 +101,8 @@ def live_state(server: Server, hub: EventHub, *, full: bool) -> LiveState:
         st, q, load = residency.get(name), queues.get(name), loading.get(name)
         state = st.state if st is not None else "absent"
         measured = st.footprint_bytes if st is not None else 0
+        expires = server.expiry.keep_alive.expires_at(name)
+        cfg = configs.get(name)
         rows.append(
             ModelRow(
                 name=name,
@@ -98,8 +114,16 @@ def live_state(server: Server, hub: EventHub, *, full: bool) -> LiveState:
                 running=q.running if q else 0,
                 oldest_wait_s=q.oldest_wait_s if q else 0.0,
                 held=q.held if q else False,
+                slots=q.slots if q else max(spec.slots, 1),
                 loading_since=load.start if load is not None else None,
                 expect_s=load.expect_s if load is not None else 0.0,
+                load_progress=st.load_progress if st is not None else None,
+                pinned=cfg is not None and cfg.pin,
+                ttl_s=server.expiry.ttls.get(name),
+                expires_in_s=expires - clock_now
+                if expires < FOREVER and state == "ready"
+                else None,
+                aliases=server.names.aliases_of(name),
             )
         )
     return LiveState(
