@@ -101,6 +101,27 @@ def test_a_side_with_failed_requests_misses_its_targets() -> None:
     assert all("1 failed requests" in c.detail for c in checks)
 
 
+def test_the_page_is_checked_against_swapos_alone_on_summed_walls() -> None:
+    # swapos, page, swapos, page: each target's walls are summed before the ratio.
+    checks = targets([
+        _stats("one", "swapos", 100.0, 5.0), _stats("one", "page", 101.0, 5.0),
+        _stats("one", "swapos", 100.0, 5.0), _stats("one", "page", 105.0, 5.0),
+    ])  # fmt: skip
+    assert [(c.name, round(c.value, 3), c.met) for c in checks] == [
+        ("page wall / swapos wall <=", 1.03, False)
+    ]
+    assert checks[0].detail == "page 206.00s / swapos 200.00s"
+    within = targets([_stats("one", "swapos", 100.0, 5.0), _stats("one", "page", 101.5, 5.0)])
+    assert [c.met for c in within] == [True]
+
+
+def test_targets_may_repeat_and_page_is_one() -> None:
+    args = build_args(["--targets", "swapos,page,swapos,page"])
+    assert args.targets == ["swapos", "page", "swapos", "page"]
+    with pytest.raises(SystemExit):
+        build_args(["--targets", "swapos,browser"])
+
+
 def test_run_stats_leave_failed_requests_out_of_the_latencies() -> None:
     ok = RequestSample(
         session=0, round=0, role="architect", model="a", start_s=0.0, latency_s=2.0,

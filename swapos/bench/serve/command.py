@@ -5,6 +5,11 @@
 [--architect-tokens 64] [--editor-tokens 96] [--conditions one,both] [--targets swapos,peer]
 [--name serve] [--results out]``
 
+``--targets page`` is ``swapos`` with one live page open on ``/ui`` in headless Chromium
+through the trace (the page's cost: its wall against ``swapos``'s; a screenshot of the page
+as the trace ends goes to the results folder). Targets may repeat (``swapos,page,swapos,page``
+interleaves them); the ratios are of the summed walls.
+
 The trace (:mod:`~swapos.bench.serve.trace`): ``--sessions`` concurrent sessions, each
 ``--rounds`` rounds of an architect request (the profile's ``reason`` model, the large one)
 then an editor request (its ``code`` model, the small one), fixed prompts whose chat history
@@ -38,6 +43,7 @@ from rich.table import Table
 
 from swapos.bench.serve import fleet, servers
 from swapos.bench.serve.client import replay
+from swapos.bench.serve.page import page_open
 from swapos.bench.serve.stats import RunStats, TargetRun, run_stats, targets
 from swapos.bench.serve.trace import TraceRequest, build_trace
 from swapos.bench.swap.stats import TargetCheck
@@ -49,7 +55,7 @@ from swapos.models.spec import ModelSpec
 from swapos.sysinfo import host_info
 
 CONDITIONS = ("one", "both")
-TARGETS = ("swapos", "peer")
+TARGETS = ("swapos", "page", "peer")
 Say = Callable[[str], None]
 
 
@@ -90,8 +96,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--editor-tokens", type=int, default=96, help="max_tokens of editor requests")
     add("--conditions", type=_csv(CONDITIONS), default=list(CONDITIONS),
         help="one (budget for one model), both (budget for both); default: one,both")  # fmt: skip
-    add("--targets", type=_csv(TARGETS), default=list(TARGETS),
-        help="swapos, peer (llama_cpp.server); default: both")  # fmt: skip
+    add("--targets", type=_csv(TARGETS), default=["swapos", "peer"],
+        help="swapos, page (swapos with /ui open in chromium), peer (llama_cpp.server), "
+        "in order, repeats allowed; default: swapos,peer")  # fmt: skip
     add("--name", default="serve", help="results folder name, before the date (default: serve)")
     add("--results", type=Path, default=Path("out"), help="where results go (default: out)")
     fleet.add_arguments(parser)
@@ -164,8 +171,9 @@ async def run_bench(args: argparse.Namespace, out_dir: Path, *, say: Say = print
     await anyio.Path(out_dir).mkdir(parents=True, exist_ok=True)
     runs: list[TargetRun] = []
     for cond in args.conditions:
-        for target in args.targets:
-            run = await _run_one(args, cond, target, specs, limits[cond], trace, out_dir)
+        for i, target in enumerate(args.targets):
+            tag = f"{cond}-{target}" + (f"-{i}" if args.targets.count(target) > 1 else "")
+            run = await _run_one(args, (cond, target, tag), specs, limits[cond], trace, out_dir)
             runs.append(run)
             st = run_stats(run)
             say(
@@ -194,16 +202,16 @@ async def run_bench(args: argparse.Namespace, out_dir: Path, *, say: Say = print
 
 async def _run_one(  # noqa: PLR0917
     args: argparse.Namespace,
-    cond: str,
-    target: str,
+    what: tuple[str, str, str],
     specs: dict[str, ModelSpec],
     budget: int,
     trace: list[list[TraceRequest]],
     out_dir: Path,
 ) -> TargetRun:
-    """One condition on one target: start its servers, warm them, replay, stop them."""
-    tag = f"{cond}-{target}"
-    if target == "swapos":
+    """One condition on one target (``what``: condition, target, the run's file tag): start
+    its servers, warm them, replay (with ``page``: a live page open on ``/ui``), stop them."""
+    cond, target, tag = what
+    if target in {"swapos", "page"}:
         port = servers.free_port()
         launches = [servers.swapos_launch(
             args.profile, port, mode="overlap", budget=budget,
@@ -229,7 +237,11 @@ async def _run_one(  # noqa: PLR0917
         server = "llama_cpp.server x2, one per model (both preloaded)"
     async with servers.running(launches) as setup_s:
         await _warm(urls, list(specs))
-        wall, samples = await replay(trace, urls)
+        if target == "page":
+            async with page_open(urls[next(iter(specs))], out_dir / tag):
+                wall, samples = await replay(trace, urls)
+        else:
+            wall, samples = await replay(trace, urls)
     return TargetRun(
         condition=cond, target=target, server=server, wall_s=wall, samples=samples,
         setup_s=setup_s,

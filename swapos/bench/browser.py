@@ -1,9 +1,11 @@
-"""Headless Chromium driven over the DevTools protocol, for the tests of the live page.
+"""Headless Chromium driven over the DevTools protocol: the live page's browser test
+(tests/test_ui_browser.py) and ``bench serve --targets page`` (one page open on ``/ui``
+during the trace). Needs the ``browser`` extra (``websockets``) and Debian's ``chromium``.
 
 Why the protocol and not Playwright: Debian's ``chromium`` speaks exactly the protocol of
 its own version, so nothing has to match a browser build pinned elsewhere; the client is a
 websocket and a few JSON messages (``websockets``' blocking client), with no Node.js driver
-process beside the browser on a small machine. The calls block: tests run them in a worker
+process beside the browser on a small machine. The calls block: callers run them in a worker
 thread (``anyio.to_thread.run_sync``), so the server on the test's event loop keeps serving
 the page meanwhile.
 """
@@ -114,7 +116,7 @@ class Browser:
         self, method: str, session: str | None = None, *, timeout: float = 60.0, **params: Any
     ) -> dict[str, Any]:
         """Send one command and return its result within ``timeout`` seconds (events that
-        arrive meanwhile are dropped: the tests read the page through scripts)."""
+        arrive meanwhile are dropped: callers read the page through scripts)."""
         msg_id = next(self._ids)
         message: dict[str, Any] = {"id": msg_id, "method": method, "params": params}
         if session is not None:
