@@ -14,6 +14,7 @@ from swapos.bench.overhead import command as overhead
 from swapos.bench.serve import command as serve
 from swapos.bench.slots import command as slots
 from swapos.bench.soak import command as soak
+from swapos.bench.soak_slots import command as soak_slots
 from swapos.bench.suite import command as suite_run
 from swapos.bench.swap import command as swap
 from swapos.bench.swap.gpu_check import add_arguments as gpu_check_args
@@ -47,6 +48,7 @@ SUBCOMMANDS: dict[str, tuple[AddArguments, Main]] = {
     "serve": (serve.add_arguments, serve.main),
     "slots": (slots.add_arguments, slots.main),
     "soak": (soak.add_arguments, soak.main),
+    "soak-slots": (soak_slots.add_arguments, soak_slots.main),
     "splice": (splice.add_arguments, splice.main),
     "swap": (swap.add_arguments, swap.main),
     "gpu-check": (gpu_check_args, gpu_check_main),

@@ -127,6 +127,15 @@ async def running(launches: Sequence[Launch]) -> AsyncIterator[float]:
     Raises:
         ServerError: a server exited or was not ready within :data:`READY_TIMEOUT_S`.
     """
+    async with started(launches) as (setup_s, _):
+        yield setup_s
+
+
+@contextlib.asynccontextmanager
+async def started(
+    launches: Sequence[Launch],
+) -> AsyncIterator[tuple[float, list[subprocess.Popen[bytes]]]]:
+    """:func:`running`, yielding the server processes too (their ``pid`` to sample them)."""
     procs: list[subprocess.Popen[bytes]] = []
     began = time.perf_counter()
     try:
@@ -134,7 +143,7 @@ async def running(launches: Sequence[Launch]) -> AsyncIterator[float]:
             procs.append(_start(launch))
         for launch, proc in zip(launches, procs, strict=True):
             await _wait_ready(launch, proc)
-        yield time.perf_counter() - began
+        yield time.perf_counter() - began, procs
     finally:
         with anyio.CancelScope(shield=True):
             for proc in procs:

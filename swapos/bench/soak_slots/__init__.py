@@ -1,0 +1,1 @@
+"""``python -m swapos.bench soak-slots``: many streamed clients on one model's slots for minutes."""
