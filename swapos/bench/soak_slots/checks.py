@@ -162,9 +162,10 @@ class LogAudit(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def ok(self) -> bool:
-        return not (
-            self.unfinished or self.answered_twice or self.lost or self.token_mismatch
-        ) and not self.too_many_tasks
+        return (
+            not (self.unfinished or self.answered_twice or self.lost or self.token_mismatch)
+            and not self.too_many_tasks
+        )
 
 
 def audit_log(

@@ -101,7 +101,9 @@ class Soak:
             tokens=reader.tokens or 0, error=error,
         )  # fmt: skip
 
-    async def _cancel(self, http: httpx.AsyncClient, n: int, rid: str, after_s: float) -> str | None:
+    async def _cancel(
+        self, http: httpx.AsyncClient, n: int, rid: str, after_s: float
+    ) -> str | None:
         """Send, then close ``after_s`` later without reading a chunk; a refusal that came
         first is an error."""
         body = chat_body(self.model, n, self.max_tokens)
@@ -124,9 +126,12 @@ class Soak:
                 reader.feed(line)
                 if reader.problem is not None:
                     return "error", reader.problem
-                if action.kind == "disconnect" and reader.content_chunks >= action.after_chunks:
-                    if not reader.done and reader.finish_reason is None:
-                        return "disconnected", None  # leaving the block closes the response
+                if (
+                    action.kind == "disconnect"
+                    and reader.content_chunks >= action.after_chunks
+                    and reader.finish_reason is None
+                ):
+                    return "disconnected", None  # leaving the block closes the response
         if not reader.complete:
             return "error", reader.problem or "the stream ended before [DONE]"
         return "completed", None

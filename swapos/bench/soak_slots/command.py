@@ -80,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
     """Slot soak: many streamed clients with disconnects on one model's slots for minutes."""
     if min(args.slots, args.clients, args.max_tokens) < 1 or args.minutes <= 0:
         raise SwapOSError("--slots, --clients and --max-tokens must be at least 1, --minutes > 0")
-    if not (0 <= args.disconnect and 0 <= args.cancel and args.disconnect + args.cancel <= 1):
+    if min(args.disconnect, args.cancel) < 0 or args.disconnect + args.cancel > 1:
         raise SwapOSError("--disconnect and --cancel are shares: each >= 0, together <= 1")
     console = Console(width=None if sys.stdout.isatty() else 150)
     out_dir = args.results / f"{args.name}-{datetime.date.today().isoformat()}"
@@ -173,7 +173,7 @@ def _replay(log: Path) -> tuple[list[AnyEvent], list[str], str | None, int]:
     try:
         events, warnings = load_events(log)
         return events, warnings, None, len(summarize(events).results)
-    except Exception as exc:  # noqa: BLE001 - a log that does not replay is the finding
+    except Exception as exc:  # a log that does not replay is the finding
         return [], [], f"{type(exc).__name__}: {exc}", 0
 
 

@@ -39,9 +39,7 @@ def client_rng(seed: int, client: int) -> random.Random:
     return random.Random(seed * 1_000_003 + client)
 
 
-def draw_action(
-    rng: random.Random, *, disconnect: float, cancel: float, max_tokens: int
-) -> Action:
+def draw_action(rng: random.Random, *, disconnect: float, cancel: float, max_tokens: int) -> Action:
     """The next request's action: a disconnect with probability ``disconnect`` (after 1 to
     ``max_tokens // 2`` chunks), a cancel with probability ``cancel``, else read to the end."""
     u = rng.random()

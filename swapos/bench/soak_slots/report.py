@@ -91,7 +91,8 @@ def rows(r: SoakSlotsReport) -> list[tuple[str, str]]:
          f"tolerance {_mib(rss.tolerance_bytes)}"),
         ("event log", f"{r.log.events} events, {r.log.tasks} tasks, "
          f"{r.replayed_tasks} replayed"),
-        ("slots idle after", f"{r.settle_s:.1f} s" if not r.busy_after else "; ".join(r.busy_after)),
+        ("slots idle after",
+         "; ".join(r.busy_after) if r.busy_after else f"{r.settle_s:.1f} s"),
         *((name, "yes" if ok else "NO") for name, ok in r.checks.items()),
     ]  # fmt: skip
 

@@ -75,7 +75,9 @@ class Sampler:
             OSError, ValueError: the process is gone.
         """
         rss = vmrss_bytes(self.status.read_text())
-        s = RssSample(t_s=time.perf_counter() - self.t0, rss_bytes=rss, kv_ram_bytes=self.kv.update())
+        s = RssSample(
+            t_s=time.perf_counter() - self.t0, rss_bytes=rss, kv_ram_bytes=self.kv.update()
+        )
         self.samples.append(s)
         return s
 
