@@ -142,10 +142,13 @@ async def run_soak(args: argparse.Namespace, out_dir: Path, *, say: Say = print)
         await _warm_up(base, args.model)
         sampler = Sampler(procs[0].pid, out_dir / "events.jsonl")
         stop = anyio.Event()
+        wall = 0.0
         async with anyio.create_task_group() as tg:
-            tg.start_soon(sampler.every, args.sample_every, stop)
+            tg.start_soon(_watch, sampler, args.sample_every, stop, tg.cancel_scope)
             wall = await soak.run(args.clients, seconds)
             stop.set()
+        if not stop.is_set():
+            raise servers.ServerError(f"the server exited during the soak; see {launch.log}")
         settle_s, busy, running = await _settle(base)
         sampler.sample()
         say(f"clients done after {wall:.1f}s; slots idle after {settle_s:.1f}s: {busy or 'yes'}")
@@ -175,6 +178,16 @@ def _replay(log: Path) -> tuple[list[AnyEvent], list[str], str | None, int]:
         return events, warnings, None, len(summarize(events).results)
     except Exception as exc:  # a log that does not replay is the finding
         return [], [], f"{type(exc).__name__}: {exc}", 0
+
+
+async def _watch(
+    sampler: Sampler, every: float, stop: anyio.Event, clients: anyio.CancelScope
+) -> None:
+    """Sample the server until ``stop``; a server gone mid-soak cancels the ``clients``."""
+    try:
+        await sampler.every(every, stop)
+    except (OSError, ValueError):  # no /proc/PID/status, or no VmRSS in it: it exited
+        clients.cancel()
 
 
 async def _warm_up(base: str, model: str) -> None:
