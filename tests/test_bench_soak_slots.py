@@ -198,6 +198,8 @@ def test_the_kv_tally_follows_the_log_as_it_grows(tmp_path: Path) -> None:
 
 
 def test_a_short_soak_on_the_fake_backend_passes_every_check(tmp_path: Path) -> None:
+    # Seed 0: client 0's first request reads to the end, client 1's disconnects, client 7's
+    # cancels; every client sends at least one, so each result shows up however slow the host.
     argv = ["soak-slots", "--fake", "--clients", "8", "--slots", "4", "--minutes", "0.07",
             "--max-tokens", "16", "--disconnect", "0.3", "--cancel", "0.15", "--warmup", "1",
             "--sample-every", "0.5", "--name", "t", "--results", str(tmp_path)]  # fmt: skip
