@@ -46,7 +46,7 @@ from swapos.policies.contexts import (
         (12_000, 0, 8192, 4096, 32768, LoadWith(n_ctx=16384, reload=True)),
     ],
 )
-def test_context_steps(
+def test_context_steps(  # noqa: PLR0917
     need: int, prompt: int, loaded: int | None, start: int, cap: int, step: ContextStep
 ) -> None:
     assert context_step(need, prompt_tokens=prompt, loaded=loaded, start=start, cap=cap) == step
