@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from swapos.policies.contexts import (
-    DEFAULT_START,
     ContextStep,
     Fits,
     LoadWith,
@@ -15,7 +14,6 @@ from swapos.policies.contexts import (
     grown,
     needed_context,
     refusal_text,
-    start_context,
 )
 
 
@@ -69,13 +67,6 @@ def test_a_request_needs_its_prompt_and_answer_or_its_num_ctx(
     prompt: int, answer: int, num_ctx: int | None, need: int
 ) -> None:
     assert needed_context(prompt, answer, num_ctx) == need
-
-
-def test_the_start_is_the_profiles_or_the_default_at_most_the_cap() -> None:
-    assert start_context(32768) == DEFAULT_START
-    assert start_context(2048) == 2048
-    assert start_context(32768, 8192) == 8192
-    assert start_context(4096, 8192) == 4096
 
 
 def test_a_refusal_names_both_numbers_and_what_to_do() -> None:

@@ -3,7 +3,8 @@
 A model has three context numbers (``swapos/models/spec.py``):
 
 - its *start*: the context it is loaded with when no request asks for more (the profile's
-  ``n_ctx_start``; by default the smaller of its cap and :data:`DEFAULT_START`);
+  ``n_ctx_start``; by default the smaller of its cap and 4096:
+  ``swapos/models/model_config.py``);
 - its *cap*: the most it may ever be loaded with (the profile's ``n_ctx``, bounded by the
   length the model was trained for, read from its GGUF header);
 - the context it is *loaded* with now (none while it is not loaded).
@@ -39,10 +40,6 @@ from typing import Literal
 
 import msgspec
 
-DEFAULT_START = 4096
-"""The context a model is loaded with when its profile names no ``n_ctx_start`` (at most its
-cap)."""
-
 
 class Fits(msgspec.Struct, frozen=True, kw_only=True, tag="fits"):
     """The loaded context holds the request: use it as it is."""
@@ -73,12 +70,6 @@ def needed_context(prompt_tokens: int, answer_tokens: int, num_ctx: int | None =
     """The context a request needs: its prompt and the answer it asks for, or ``num_ctx``
     (Ollama's ``options.num_ctx``, the context the client wants) when that is more."""
     return max(prompt_tokens + max(answer_tokens, 0), num_ctx or 0)
-
-
-def start_context(cap: int, start: int | None = None) -> int:
-    """The context a model is loaded with first: ``start`` (the profile's) or
-    :data:`DEFAULT_START`, at most ``cap``."""
-    return min(cap, start if start is not None else DEFAULT_START)
 
 
 def grown(need: int, *, cap: int) -> int:

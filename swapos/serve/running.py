@@ -68,6 +68,7 @@ async def run(
                     stable_prefix=prep.stable_prefix,
                     params=prep.params,
                     special=prep.special,
+                    n_ctx=prep.n_ctx,
                 ),
                 then=then,
                 on_token=on_token,
