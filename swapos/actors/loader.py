@@ -51,6 +51,10 @@ from swapos.policies.ledger import Ledger
 from swapos.policies.waits import lease_wait
 
 
+CONTEXT_TOO_BIG = "the memory budget cannot hold a context of"
+"""How a lease refused for its context's memory begins its reason (the server's 400)."""
+
+
 class LoaderStatistics(msgspec.Struct, frozen=True, kw_only=True):
     states: dict[str, str]
     leases: dict[str, int]
@@ -224,7 +228,7 @@ class Loader:
                     await self._released.wait()
                     continue
                 if why := table.too_big_with(req.model, step.n_ctx):
-                    await self._reply_failed(req, f"a context of {step.n_ctx} tokens: {why}")
+                    await self._reply_failed(req, f"{CONTEXT_TOO_BIG} {step.n_ctx} tokens: {why}")
                     return
                 was_ready = False
                 reason = f"reload with a context of {step.n_ctx} tokens"
