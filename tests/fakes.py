@@ -92,10 +92,13 @@ async def fake_system(
     profile: Profile | None = None,
     contention: float = 0.0,
     slots: int = 1,
+    specs: dict[str, ModelSpec] | None = None,
     **kwargs: Any,
 ) -> AsyncIterator[tuple[System, FakeBackend]]:
     backend = FakeBackend(clock, scripts, contention=contention)
-    specs = {n: ModelSpec(name=n, path=f"/nonexistent/{n}.gguf", slots=slots) for n in scripts}
+    specs = specs or {
+        n: ModelSpec(name=n, path=f"/nonexistent/{n}.gguf", slots=slots) for n in scripts
+    }
     async with open_system(
         profile or fake_profile(list(scripts)),
         backend=backend,

@@ -46,8 +46,13 @@ from swapos.messages.commands import (
 from swapos.messages.events import LeaseGranted, LeaseReleased
 from swapos.messages.inboxes import LoaderInbox
 from swapos.models.spec import ModelSpec
+from swapos.policies.contexts import LoadWith, context_step
 from swapos.policies.ledger import Ledger
 from swapos.policies.waits import lease_wait
+
+
+CONTEXT_TOO_BIG = "the memory budget cannot hold a context of"
+"""How a lease refused for its context's memory begins its reason (the server's 400)."""
 
 
 class LoaderStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -135,6 +140,8 @@ class Loader:
             page_cache=PageCache(backend, cold=cold),
         )
         self._residency = residency
+        self._specs = specs
+        self._released = anyio.Event()
         self._lease_models: dict[str, str] = {}
         self._tg: TaskGroup | None = None
         self._joined = 0
@@ -210,10 +217,29 @@ class Loader:
         t_req = self._events.t()
         was_ready = table.state(req.model) is Lifecycle.READY
         joined = False
-        while (state := table.state(req.model)) is not Lifecycle.READY:
+        while True:
+            state = table.state(req.model)
             work: Load | Eviction
-            if state is Lifecycle.ABSENT:
-                work = table.start_load(self._tg, req.model, urgent=True)
+            if state is Lifecycle.READY:
+                step = self._context_step(req, row)
+                if step is None:
+                    break
+                if self._ledger.leases(req.model):  # reloaded once its requests are done
+                    await self._released.wait()
+                    continue
+                if why := table.too_big_with(req.model, step.n_ctx):
+                    await self._reply_failed(req, f"{CONTEXT_TOO_BIG} {step.n_ctx} tokens: {why}")
+                    return
+                was_ready = False
+                reason = f"reload with a context of {step.n_ctx} tokens"
+                await table.evict(req.model, reason=reason)
+                if table.state(req.model) is not Lifecycle.ABSENT:
+                    continue  # another requester started its load meanwhile: join it
+                work = table.start_load(self._tg, req.model, urgent=True, n_ctx=step.n_ctx)
+            elif state is Lifecycle.ABSENT:
+                step = self._context_step(req, row)
+                n_ctx = step.n_ctx if step is not None else 0
+                work = table.start_load(self._tg, req.model, urgent=True, n_ctx=n_ctx)
             else:
                 joined = True
                 if state in (Lifecycle.WAITING, Lifecycle.LOADING):
@@ -228,6 +254,16 @@ class Loader:
                 await self._reply_failed(req, work.failure)
                 return
         await self._grant(req, row, t_req=t_req, was_ready=was_ready, joined=joined)
+
+    def _context_step(self, req: AcquireModel, row: Row) -> LoadWith | None:
+        """The context ``req``'s model must be loaded with first (``policies/contexts.py``),
+        None when it fits the one it is loaded with (or asks for none while loaded)."""
+        loaded = self._table.context(req.model)
+        if req.n_ctx <= 0 and loaded is not None:
+            return None
+        start = self._specs[req.model]
+        step = context_step(req.n_ctx, loaded=loaded, start=start.n_ctx, cap=start.ctx_cap)
+        return step if isinstance(step, LoadWith) else None
 
     async def _grant(
         self, req: AcquireModel, row: Row, *, t_req: float, was_ready: bool, joined: bool
@@ -276,6 +312,8 @@ class Loader:
             return
         self._residency.remove(lease_id)
         self._ledger.release(name)
+        self._released.set()  # a reload waiting for its model's leases looks again
+        self._released = anyio.Event()
         self._memory.released()  # a generation just ended: the model's pages are in
         self._table.room_may_have_changed()
         await self._events.emit(LeaseReleased(t=self._events.t(), model=name, lease_id=lease_id))

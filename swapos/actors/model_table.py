@@ -20,6 +20,7 @@ import contextlib
 from dataclasses import dataclass
 
 import anyio
+import msgspec
 import structlog
 from anyio.abc import TaskGroup
 
@@ -75,6 +76,7 @@ class ModelTable:
         page_cache: PageCache,
     ) -> None:
         self._rows = {name: Row(spec=spec) for name, spec in specs.items()}
+        self._specs = specs  # each model's start: a load without a need loads with it
         self._backend = backend
         self._events = events
         self._outbox = outbox
@@ -96,6 +98,18 @@ class ModelTable:
     def state(self, name: str) -> Lifecycle:
         return self._ledger.status(name)
 
+    def context(self, name: str) -> int | None:
+        """The context ``name`` is loaded with (None while it is not ready)."""
+        row = self._rows[name]
+        return row.spec.n_ctx if self.state(name) is Lifecycle.READY else None
+
+    def too_big_with(self, name: str, n_ctx: int) -> str:
+        """Why ``name`` loaded with a context of ``n_ctx`` tokens could never fit its budget
+        (its footprint estimate, the context's KV cache included), or ""."""
+        spec = msgspec.structs.replace(self._specs[name], n_ctx=n_ctx)
+        host = self._backend.estimate_footprint(spec)
+        return self._memory.too_big(name, host, self._backend.estimate_device_footprint(spec))
+
     def under_way(self, name: str) -> Load | Eviction:
         """What a waiter for ``name`` (not absent, not ready) joins: its eviction, or its
         load (also the load of a prefetch an urgent plan is cancelling)."""
@@ -116,6 +130,7 @@ class ModelTable:
                     footprint_bytes=row.model.footprint_bytes if row.model else 0,
                     device_footprint_bytes=_device_bytes(row.model),
                     load_progress=self._progress(name, row),
+                    n_ctx=row.spec.n_ctx if row.load is not None else 0,
                 )
                 for name, row in self._rows.items()
             )
@@ -130,9 +145,12 @@ class ModelTable:
 
     # --- loading --------------------------------------------------------------------------
 
-    def start_load(self, tg: TaskGroup, name: str, *, urgent: bool) -> Load:
-        """Start loading absent ``name`` in ``tg``; the returned load is its one handle."""
+    def start_load(self, tg: TaskGroup, name: str, *, urgent: bool, n_ctx: int = 0) -> Load:
+        """Start loading absent ``name`` in ``tg`` with a context of ``n_ctx`` tokens (0: its
+        start); the returned load is its one handle."""
         row = self._rows[name]
+        start = self._specs[name]
+        row.spec = msgspec.structs.replace(start, n_ctx=n_ctx) if n_ctx else start
         self._ledger.want(name, speculative=not urgent, now=self._events.t())
         load = row.load = Load(speculative=not urgent)
         tg.start_soon(self._load, name, row, load)
@@ -152,6 +170,7 @@ class ModelTable:
                         speculative=load.started_speculative,
                         estimate_bytes=estimate,
                         device_estimate_bytes=device_estimate,
+                        n_ctx=row.spec.n_ctx,
                     )
                 )
                 t_room = self._events.t()
@@ -185,6 +204,7 @@ class ModelTable:
                         measured_device_bytes=_device_bytes(model),
                         upload_s=model.offload.upload_s if model.offload is not None else 0.0,
                         device=model.offload.device if model.offload is not None else "",
+                        n_ctx=row.spec.n_ctx,
                     )
                 )
         except SwapOSError as exc:

@@ -179,6 +179,7 @@ class Router:
                 attempt=0,
                 upcoming=upcoming,
                 special=spec.special,
+                n_ctx=spec.n_ctx,
             )
             if out.error is not None:
                 return out.error

@@ -54,12 +54,13 @@ class RunContext:
 
 
 async def lease_model(
-    ctx: RunContext, *, model: str, task_id: str | None, phase_id: str | None
+    ctx: RunContext, *, model: str, task_id: str | None, phase_id: str | None, n_ctx: int = 0
 ) -> ModelLeased | AcquireFailed:
-    """Ask the Loader for ``model`` (the phase ``phase_id`` of ``task_id`` will use it)."""
+    """Ask the Loader for ``model`` (the phase ``phase_id`` of ``task_id`` will use it),
+    loaded with a context of at least ``n_ctx`` tokens (0: any)."""
     acquire = AcquireModel(
         request_id=new_id("acq"), reply_to="router", model=model, task_id=task_id,
-        phase_id=phase_id,
+        phase_id=phase_id, n_ctx=n_ctx,
     )  # fmt: skip
     reply = await ctx.pending.ask(ctx.outbox, "loader", acquire)
     assert isinstance(reply, ModelLeased | AcquireFailed)

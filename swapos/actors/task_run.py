@@ -47,6 +47,7 @@ from swapos.messages.events import (
     TaskFinished,
     TaskStarted,
 )
+from swapos.models.model_config import start_ctx
 from swapos.models.templates import ChatFormat
 from swapos.pipeline.phase_runner import PhaseOutput
 from swapos.policies.draws import DrawPlan, context_room, plan_draws
@@ -198,10 +199,12 @@ class TaskRun:
         attempt: int,
         upcoming: Sequence[str],
         special: bool = False,
+        n_ctx: int = 0,
     ) -> PhaseOutput:
         """Run one generate phase end to end; failures come back in ``error``.
 
         ``special``: the prompt is a rendered chat (its special-token text is tokens).
+        ``n_ctx``: the context the phase needs (0: whatever the model is loaded with).
         Cancelled, it stops its generation within one token, releases its lease, records
         the phase as finished with outcome ``cancelled`` and re-raises."""
         events = self._ctx.events
@@ -226,7 +229,7 @@ class TaskRun:
             await events.emit(
                 PhaseStarted(t=events.t(), run_id=self.run_id, phase=phase, attempt=attempt, **ids)
             )
-            out = await self._generate(request, schedule)
+            out = await self._generate(request, schedule, n_ctx=n_ctx)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await self._end_phase(ids, outcome=CANCELLED, error=CANCELLED)
@@ -234,13 +237,17 @@ class TaskRun:
         await self._end_phase(ids, outcome="error" if out.error else "ok", error=out.error)
         return out
 
-    async def _generate(self, request: Generate, schedule: list[ModelUse]) -> PhaseOutput:
-        """Lease the model (publishing the schedule before and after), generate, release."""
+    async def _generate(
+        self, request: Generate, schedule: list[ModelUse], *, n_ctx: int = 0
+    ) -> PhaseOutput:
+        """Lease the model with a context of at least ``n_ctx`` (publishing the schedule
+        before and after), generate, release."""
         ctx = self._ctx
         await ctx.schedules.publish(self.run_id, schedule)
         lease = await lease_model(
-            ctx, model=request.model, task_id=request.task_id, phase_id=request.phase_id
-        )
+            ctx, model=request.model, task_id=request.task_id, phase_id=request.phase_id,
+            n_ctx=n_ctx,
+        )  # fmt: skip
         if isinstance(lease, AcquireFailed):
             return PhaseOutput(error=f"load failed: {lease.reason}")
         async with holding(ctx, lease), generating(ctx, request.request_id):
@@ -283,7 +290,7 @@ class TaskRun:
         """How many of ``draws`` to decode side by side: the draws policy on ``model``'s
         measured cost curve, the run's draw pass rate, and the room of its context."""
         curve = await self._ctx.texts.draw_curve(model)
-        room = context_room(prompt_tokens, max_tokens, self.profile.models[model].n_ctx)
+        room = context_room(prompt_tokens, max_tokens, start_ctx(self.profile.models[model]))
         rate = self._ctx.draw_pass_rate.estimate
         return plan_draws(draws, curve, pass_rate=rate, room=room)
 

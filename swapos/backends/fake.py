@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 import anyio
+import msgspec
 
 from swapos.backends.fake_model import FakeModel
 from swapos.backends.fake_script import FakeFaults, FakeModelScript, Fault
@@ -27,6 +28,11 @@ from swapos.policies.spending import ModelCost
 
 LOAD_REPORTS = 4
 """A fake load tells its progress this many times (each quarter of its read)."""
+
+
+def host_bytes(spec: ModelSpec, script: FakeModelScript) -> int:
+    """What a fake model loaded as ``spec`` holds: its footprint and its context's KV."""
+    return script.footprint_bytes + script.ctx_bytes_per_token * spec.n_ctx * max(spec.slots, 1)
 
 
 class FakeBackend:
@@ -112,7 +118,8 @@ class FakeBackend:
             await self.clock.sleep(self.faults.hang_s)
 
     def estimate_footprint(self, spec: ModelSpec) -> int:
-        return spec.footprint_bytes or self._script(spec).footprint_bytes
+        """``spec.footprint_bytes`` if set, else the script's (its context's KV included)."""
+        return spec.footprint_bytes or host_bytes(spec, self._script(spec))
 
     def estimate_device_footprint(self, spec: ModelSpec) -> int:
         """The script's ``device_bytes`` when ``spec`` offloads layers, else 0."""
@@ -180,6 +187,7 @@ class FakeBackend:
             )
             self.device_resident_bytes = used
             self.peak_device_bytes = max(self.peak_device_bytes, used)
+        script = msgspec.structs.replace(script, footprint_bytes=host_bytes(spec, script))
         model = FakeModel(self, spec, script, offload)
         self.open_models.add(model)
         self.resident_bytes += script.footprint_bytes

@@ -17,7 +17,10 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
         load_s: load time from a cold page cache.
         warm_load_s: load time once :meth:`FakeBackend.warm` ran (defaults to ``load_s``).
         warm_s: how long the warm-up itself takes.
-        footprint_bytes: host memory it holds once loaded.
+        footprint_bytes: host memory it holds once loaded (its weights and buffers).
+        ctx_bytes_per_token: host memory of its KV cache per token of context (per slot):
+            a model loaded with ``n_ctx`` tokens holds ``footprint_bytes`` plus
+            ``n_ctx x slots x`` this (0: its footprint does not depend on its context).
         state_bytes: what its backend says its largest saved KV state takes
             (``estimate_state_bytes``; the process budget keeps that much free).
         device_bytes: GPU memory it holds once loaded when its spec offloads layers
@@ -53,6 +56,7 @@ class FakeModelScript(msgspec.Struct, frozen=True, kw_only=True):
     warm_load_s: float | None = None
     warm_s: float = 0.0
     footprint_bytes: int = 100
+    ctx_bytes_per_token: int = 0
     device_bytes: int = 0
     state_bytes: int = 0
     upload_s: float = 0.0

@@ -77,7 +77,8 @@ class ModelState(msgspec.Struct, frozen=True, kw_only=True):
     """One row of the Loader's model table, as data (``state``: the lifecycle state as it is
     served, :attr:`~swapos.data.lifecycle.Lifecycle.served`; ``load_progress``: how far its
     load has gone, 0 to 1, as the backend reports it; None unless it is loading, also while
-    a load waits for room)."""
+    a load waits for room; ``n_ctx``: the context it is loaded with, or loading with; 0
+    while it is absent)."""
 
     model: str
     state: ServedState
@@ -85,6 +86,7 @@ class ModelState(msgspec.Struct, frozen=True, kw_only=True):
     footprint_bytes: int  # measured once loaded, 0 otherwise
     device_footprint_bytes: int = 0  # GPU memory, measured once loaded
     load_progress: float | None = None
+    n_ctx: int = 0
 
 
 class ResidencySnapshot(msgspec.Struct, frozen=True, kw_only=True):

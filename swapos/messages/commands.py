@@ -30,6 +30,9 @@ class PhaseSpec(msgspec.Struct, frozen=True, kw_only=True):
     stable_prefix: str = ""
     params: SamplingParams = SamplingParams()
     special: bool = False  # the prompt is a rendered chat: its special-token text is tokens
+    n_ctx: int = 0
+    """The context the phase needs (prompt and answer, ``policies/contexts.py``): a model
+    loaded with less is reloaded with more, up to its cap; 0: whatever it is loaded with."""
 
 
 class RunPhases(Request, frozen=True, kw_only=True):
@@ -125,11 +128,14 @@ class ModelsUnloaded(Reply, frozen=True, kw_only=True):
 
 
 class AcquireModel(Request, frozen=True, kw_only=True):
-    """Lease ``model`` (load it if needed). A leased model is pinned until released."""
+    """Lease ``model`` (load it if needed). A leased model is pinned until released.
+    ``n_ctx``: the context the requester needs (0: any); a model loaded with less is
+    reloaded with a larger one first (``policies/contexts.py``)."""
 
     model: str
     task_id: str | None = None
     phase_id: str | None = None
+    n_ctx: int = 0
 
 
 class ModelLeased(Reply, frozen=True, kw_only=True):

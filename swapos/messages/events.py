@@ -115,9 +115,13 @@ class LeaseReleased(Event, frozen=True, kw_only=True):
 
 
 class ModelLoadStarted(Event, frozen=True, kw_only=True):
+    """A load started; ``n_ctx``: the context it loads the model with (a request that needs
+    more than a loaded model's context reloads it with a larger one; 0 in older logs)."""
+
     speculative: bool
     estimate_bytes: int
     device_estimate_bytes: int = 0
+    n_ctx: int = 0
 
 
 class ModelLoaded(Event, frozen=True, kw_only=True):
@@ -132,6 +136,7 @@ class ModelLoaded(Event, frozen=True, kw_only=True):
     measured_device_bytes: int = 0
     upload_s: float = 0.0  # the share of load_s spent uploading layers to the device
     device: str = ""  # the device they went to ("" for a CPU-only load)
+    n_ctx: int = 0  # the context it was loaded with (0 in older logs)
 
 
 class ModelLoadFailed(Event, frozen=True, kw_only=True):

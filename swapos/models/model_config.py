@@ -16,6 +16,8 @@ from swapos.data.durations import FOREVER, DurationError, parse_duration
 from swapos.errors import ProfileError
 
 PromptStyle = Literal["auto", "chat", "completion"]
+DEFAULT_START_CTX = 4096
+"""The context a model is first loaded with when its profile names no ``n_ctx_start``."""
 
 
 class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -25,6 +27,13 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     server; ``api_continue`` says the endpoint continues a final assistant message, as
     ``swapos serve`` does). A remote model's ``n_ctx`` is what prompts are budgeted to; its
     load settings (``n_batch``, ``threads``...) do not apply.
+
+    ``n_ctx`` is the *cap* of a model file's context: the most it is ever loaded with (and
+    never more than the length it was trained for, read from its GGUF header). It is first
+    loaded with ``n_ctx_start`` (default: the smaller of ``n_ctx`` and
+    :data:`DEFAULT_START_CTX`); ``swapos serve`` reloads it with a larger context, up to the
+    cap, when a request needs more (``policies/contexts.py``, ``docs/serve.md``). The
+    pipeline's phases use the start.
 
     ``prompt`` chooses how phases talk to it: ``"chat"`` (its chat template; ChatML when the
     file has none), ``"completion"`` (a markdown document the model continues: base models),
@@ -47,6 +56,7 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     path: str | None = None
     bundled: str | None = None
     n_ctx: int = 2048
+    n_ctx_start: int | None = None
     n_batch: int = 128
     threads: int | None = None
     use_mmap: bool = True
@@ -130,6 +140,14 @@ def _check_gpu(name: str, cfg: ModelConfig, source: str) -> None:
         )
 
 
+def start_ctx(cfg: ModelConfig) -> int:
+    """The context ``cfg``'s model is first loaded with (a remote model's: its ``n_ctx``)."""
+    if cfg.api_base is not None:
+        return cfg.n_ctx
+    start = cfg.n_ctx_start if cfg.n_ctx_start is not None else DEFAULT_START_CTX
+    return min(cfg.n_ctx, start)
+
+
 def ttl_seconds(cfg: ModelConfig) -> float | None:
     """``cfg.ttl`` in seconds (None: no ttl). Call after :func:`check_profile`."""
     return None if cfg.ttl is None else parse_duration(cfg.ttl)
@@ -174,6 +192,11 @@ def check_model(name: str, cfg: ModelConfig, source: str) -> None:
         )
     if cfg.n_ctx < 64 or cfg.n_batch < 1:
         raise ProfileError(f"{source}: `models.{name}`: n_ctx must be >= 64, n_batch >= 1")
+    if cfg.n_ctx_start is not None and not 64 <= cfg.n_ctx_start <= cfg.n_ctx:
+        raise ProfileError(
+            f"{source}: `models.{name}.n_ctx_start` = {cfg.n_ctx_start} must be >= 64 and at "
+            f"most n_ctx ({cfg.n_ctx}, the most the model is loaded with)"
+        )
     _check_remote(name, cfg, source)
     _check_gpu(name, cfg, source)
     _check_ttl(name, cfg, source)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from swapos.errors import ProfileError
+from swapos.errors import ModelFileError, ProfileError
 from swapos.models.bundled import bundled_model_path
 from swapos.models.gguf import read_gguf
+from swapos.models.model_config import start_ctx
 from swapos.models.profile import ModelConfig, Profile, gpu_layer_count
 from swapos.models.spec import ModelSpec, RemoteEndpoint
 from swapos.sysinfo import GPU_INSTALL_HINT, gpu_offload_supported
@@ -22,6 +23,10 @@ def model_specs(profile: Profile) -> dict[str, ModelSpec]:
     Bundled models are assembled (and derived variants quantized) on first use. A remote
     model (``api_base``) gets a spec with its endpoint and its URL as the path.
 
+    A model file's spec is loaded with its start context (:func:`start_ctx`) and may grow to
+    its cap: the profile's ``n_ctx``, bounded by the context length its GGUF header says it
+    was trained for (:func:`context_cap`).
+
     Raises:
         ProfileError: a bundled name that does not exist.
         ModelFileError: a bundled model that cannot be assembled.
@@ -32,10 +37,13 @@ def model_specs(profile: Profile) -> dict[str, ModelSpec]:
             specs[name] = remote_spec(name, cfg)
             continue
         path = cfg.path if cfg.path is not None else str(bundled_model_path(cfg.bundled or ""))
+        trained = trained_context(path)
         specs[name] = ModelSpec(
             name=name,
             path=path,
-            n_ctx=cfg.n_ctx,
+            n_ctx=start_ctx(cfg),
+            max_ctx=context_cap(cfg, trained),
+            trained_ctx=trained,
             n_batch=cfg.n_batch,
             n_threads=cfg.threads,
             use_mmap=cfg.use_mmap,
@@ -47,6 +55,23 @@ def model_specs(profile: Profile) -> dict[str, ModelSpec]:
             draft=cfg.draft,
         )
     return specs
+
+
+def trained_context(path: str) -> int:
+    """The context length ``path``'s GGUF header says the model was trained for
+    (``<arch>.context_length``), read without loading the model; 0 when the file cannot be
+    read (:func:`checked_model_specs` then names what is wrong with it)."""
+    try:
+        return max(read_gguf(path).context_length, 0)
+    except ModelFileError:
+        return 0
+
+
+def context_cap(cfg: ModelConfig, trained: int) -> int:
+    """The most context ``cfg``'s model is loaded with: its ``n_ctx``, at most ``trained``
+    (when known), never less than its start (a profile's own start is kept as it is)."""
+    cap = min(cfg.n_ctx, trained) if trained > 0 else cfg.n_ctx
+    return max(cap, start_ctx(cfg))
 
 
 def checked_model_specs(profile: Profile) -> dict[str, ModelSpec]:

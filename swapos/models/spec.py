@@ -34,7 +34,9 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         name: the profile's name for the model (unique within a profile).
         path: absolute path of the GGUF file.
-        n_ctx: context length the model is loaded with.
+        n_ctx: context length the model is loaded with (its start: the Loader reloads it
+            with a larger one, up to ``max_ctx``, when a request needs more;
+            ``policies/contexts.py``).
         n_batch: llama.cpp batch size. Small by default: llama-cpp-python keeps an
             ``n_batch x n_vocab`` float buffer, ~0.5 GB for Gemma's 262k vocabulary at 512.
         n_threads: CPU threads for eval; ``None`` lets the backend choose.
@@ -56,6 +58,10 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
             with ``n_ctx`` cells of its own (``backends/llama/slots.py``); 0: as many as its
             measured cost curve pays for (``policies/slots.py``, resolved when the system
             opens; 1 where nothing is measured).
+        max_ctx: the most context it may be loaded with (the profile's ``n_ctx`` cap,
+            bounded by ``trained_ctx``); 0: ``n_ctx``, it never grows.
+        trained_ctx: the context length it was trained for (its GGUF's
+            ``<arch>.context_length``); 0: unknown.
     """
 
     name: str
@@ -73,6 +79,13 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
     api: RemoteEndpoint | None = None
     draft: str | None = None
     slots: int = 1
+    max_ctx: int = 0
+    trained_ctx: int = 0
+
+    @property
+    def ctx_cap(self) -> int:
+        """The most context the model may be loaded with (never less than ``n_ctx``)."""
+        return max(self.max_ctx, self.n_ctx)
 
     @property
     def remote(self) -> bool:

@@ -31,6 +31,7 @@ from swapos.data.sampling import SamplingParams
 from swapos.data.task import Task
 from swapos.errors import SwapOSError
 from swapos.grader import GradeResult, count_tests, grade
+from swapos.models.model_config import start_ctx
 from swapos.models.templates import TemplateError
 from swapos.pipeline import side_by_side
 from swapos.pipeline.chat_prompts import build_chat_prompt, replace_answer
@@ -143,7 +144,7 @@ async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | s
     if step.prompt == "first" and work.first is None:
         work.first = work.capsule  # what a first attempt reads: the brief and the plan
     shown = work.first if step.prompt == "opinion" and work.first is not None else work.capsule
-    n_ctx = runner.profile.models[step.model].n_ctx
+    n_ctx = start_ctx(runner.profile.models[step.model])  # the context it is loaded with
     budget = min(cfg.prompt_budget_tokens, n_ctx - cfg.max_tokens - 8)
     recap, base = step.prompt == "recap", step.base
 

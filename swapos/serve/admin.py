@@ -9,6 +9,8 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from swapos.data.residency import ModelState
+from swapos.models.spec import ModelSpec
 from swapos.serve.bodies import decode, read_body
 from swapos.serve.completions import served_model
 from swapos.serve.schemas import ModelCard, ModelList, UnloadRequest
@@ -47,12 +49,22 @@ async def models(server: Server, request: Request) -> Response:
                 "leases": st.leases if st else 0,
                 "footprint_bytes": st.footprint_bytes if st else 0,
                 "load_progress": st.load_progress if st else None,
-                "n_ctx": server.system.specs[model].n_ctx,
+                **_contexts(server.system.specs[model], st),
                 "waiting": waiting.get(model, 0),
                 "aliases": server.names.aliases_of(model),
             }
         cards.append(ModelCard(id=name, created=created, owned_by="swapos", swapos=info))
     return _json(ModelList(data=cards))
+
+
+def _contexts(spec: ModelSpec, st: ModelState | None) -> dict[str, int]:
+    """A model's contexts: the one it is loaded with (its start while it is absent), its cap
+    and the length it was trained for (0: unknown)."""
+    return {
+        "n_ctx": st.n_ctx if st is not None and st.n_ctx else spec.n_ctx,
+        "n_ctx_max": spec.ctx_cap,
+        "n_ctx_train": spec.trained_ctx,
+    }
 
 
 async def running(server: Server, request: Request) -> Response:

@@ -19,6 +19,7 @@ from swapos.data.constraint import Constraint
 from swapos.data.generation import DraftRequest
 from swapos.data.sampling import SamplingParams
 from swapos.models.templates import CHATML, ChatFormat, ChatMessage, TemplateError, render_chat
+from swapos.policies.contexts import Refuse, context_step, needed_context, refusal_text
 from swapos.serve.errors import RequestError
 from swapos.serve.sampling import Sampling, sampling_of
 from swapos.serve.schemas import (
@@ -50,6 +51,7 @@ class Prepared:
         tools: how the request's tools were offered (its answer's calls are parsed by it);
             None when none were.
         echo: text that comes back before the completion (``echo``: the prompt).
+        n_ctx: the context it needs (its model is reloaded with more if it has less).
     """
 
     kind: Kind
@@ -63,6 +65,7 @@ class Prepared:
     stream: bool
     tools: ToolPlan | None = None
     echo: str = ""
+    n_ctx: int = 0
 
 
 # --- preparing ----------------------------------------------------------------------------
@@ -131,6 +134,20 @@ def _prediction(prediction: Prediction | None) -> str:
     return content if isinstance(content, str) else "".join(p.text for p in content)
 
 
+@dataclass(frozen=True)
+class ContextAsk:
+    """What an Ollama request says of its context.
+
+    Attributes:
+        num_ctx: ``options.num_ctx``, the context the client wants (grown up to the cap).
+        fill: ``num_predict`` -1 or -2: the answer may take the room the context has, without
+            growing it for the answer's sake.
+    """
+
+    num_ctx: int | None = None
+    fill: bool = False
+
+
 async def _params_for(
     server: Server,
     model: str,
@@ -140,40 +157,48 @@ async def _params_for(
     param: str,
     prediction: str = "",
     constraint: Constraint | None = None,
-) -> tuple[SamplingParams, int]:
-    """Sampling parameters and the prompt's token count; a prompt that leaves no room in
-    the model's context is refused naming the limit."""
+    context: ContextAsk | None = None,
+) -> tuple[SamplingParams, int, int]:
+    """Sampling parameters, the prompt's token count and the context the request needs (the
+    prompt and the answer it asks for, or ``num_ctx``: ``policies/contexts.py``). A prompt
+    that the model's largest context cannot hold is refused naming both numbers.
+
+    The prompt is counted with the model's own tokenizer, which needs no loaded model (a
+    vocabulary-only read of its file; characters on the fake backend)."""
     counter = await server.system.token_counter(model)
     if len(prompt) > INLINE_COUNT_CHARS:  # tokenizing a long text takes a while
         count = await anyio.to_thread.run_sync(counter, prompt)
     else:
         count = counter(prompt)
-    n_ctx = server.system.specs[model].n_ctx
-    if count >= n_ctx:
+    context = context or ContextAsk()
+    spec = server.system.specs[model]
+    wanted = sampling.max_tokens or server.settings.default_max_tokens
+    need = needed_context(count, 0 if context.fill else wanted, context.num_ctx)
+    step = context_step(need, prompt_tokens=count, loaded=None, start=spec.n_ctx, cap=spec.ctx_cap)
+    if isinstance(step, Refuse):
         raise RequestError(
             400,
-            f"This model's maximum context length is {n_ctx} tokens (n_ctx of {model!r}); "
-            f"the prompt has {count} tokens. Shorten the {param} or raise n_ctx in the profile.",
+            refusal_text(step, model=model, field=param),
             param=param,
             code="context_length_exceeded",
         )
-    if sampling.num_ctx is not None and sampling.num_ctx > n_ctx:
-        raise RequestError(
-            400,
-            f"options.num_ctx {sampling.num_ctx} is more than the {n_ctx} tokens {model!r} is "
-            "loaded with (n_ctx in the profile)",
-            param="options.num_ctx",
-        )
-    wanted = sampling.max_tokens or server.settings.default_max_tokens
+    n_ctx = step.n_ctx if context.fill else min(need, spec.ctx_cap)
+    room = n_ctx - count
     params = sampling.params(
-        max_tokens=min(wanted, n_ctx - count),
+        max_tokens=room if context.fill else min(wanted, room),
         draft=DraftRequest(kind="prediction" if prediction else "serve", prediction=prediction),
         constraint=constraint,
     )
-    return params, count
+    return params, count, n_ctx
 
 
-async def prepare_chat(server: Server, body: ChatCompletionRequest, key: str | None) -> Prepared:
+async def prepare_chat(
+    server: Server,
+    body: ChatCompletionRequest,
+    key: str | None,
+    *,
+    context: ContextAsk | None = None,
+) -> Prepared:
     """Check a chat request and render its conversation with the model's chat template
     (ChatML as plain text for a model prompted as a base model), its tools included.
 
@@ -204,9 +229,9 @@ async def prepare_chat(server: Server, body: ChatCompletionRequest, key: str | N
         prompt, stable = _render_conversation(fmt, messages, _continues(body, messages), tools)
     except TemplateError as exc:
         raise RequestError(400, str(exc), param="messages") from exc
-    params, count = await _params_for(
+    params, count, n_ctx = await _params_for(
         server, body.model, prompt, sampling, param="messages",
-        prediction=_prediction(body.prediction), constraint=constraint,
+        prediction=_prediction(body.prediction), constraint=constraint, context=context,
     )  # fmt: skip
     return Prepared(
         kind="chat",
@@ -219,6 +244,7 @@ async def prepare_chat(server: Server, body: ChatCompletionRequest, key: str | N
         key=body.user or key,
         stream=body.stream,
         tools=plan,
+        n_ctx=n_ctx,
     )
 
 
@@ -276,11 +302,13 @@ async def prepare_text(
     key: str | None,
     *,
     constraint: Constraint | None = None,
+    context: ContextAsk | None = None,
 ) -> Prepared:
     """Check a completion request: one prompt the model continues as is, or, with
     ``suffix``, the gap between the prompt and the suffix it fills in (for a model whose
     vocabulary has fill-in-the-middle tokens); ``constraint``: a grammar the continuation
-    follows (Ollama's ``format`` on a raw prompt).
+    follows (Ollama's ``format`` on a raw prompt); ``context``: what an Ollama request says
+    of its context.
 
     Raises:
         RequestError: the request cannot be served (its status and message say why).
@@ -306,9 +334,10 @@ async def prepare_text(
             )
         text = fim.prompt(prompt, body.suffix)
         sampling = replace(sampling, stop=(*sampling.stop, *fim_stop(body.suffix)))
-    params, count = await _params_for(
-        server, body.model, text, sampling, param="prompt", constraint=constraint
-    )
+    params, count, n_ctx = await _params_for(
+        server, body.model, text, sampling, param="prompt", constraint=constraint,
+        context=context,
+    )  # fmt: skip
     return Prepared(
         kind="text",
         model=body.model,
@@ -320,6 +349,7 @@ async def prepare_text(
         key=body.user or key,
         stream=body.stream,
         echo=prompt if body.echo else "",
+        n_ctx=n_ctx,
     )
 
 

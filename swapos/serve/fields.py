@@ -175,7 +175,7 @@ FIELDS: Final[dict[str, dict[str, Field]]] = {
         "repeat_last_n": Field(H),
         "presence_penalty": Field(H),
         "frequency_penalty": Field(H),
-        "num_ctx": Field(H, "a request may ask for up to the model's context; more is refused"),
+        "num_ctx": Field(H, "the model is reloaded with that context, up to its cap"),
         "typical_p": Field(R, "typical sampling is not implemented", allowed=(1.0, 1)),
         "tfs_z": Field(R, "tail-free sampling is not implemented", allowed=(1.0, 1)),
         "mirostat": Field(R, "mirostat sampling is not implemented", allowed=(0,)),

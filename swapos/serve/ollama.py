@@ -23,7 +23,7 @@ from starlette.routing import Route
 
 from swapos.policies.keepalive import KeepAliveError, parse_keep_alive
 from swapos.serve.bodies import decode, read_body
-from swapos.serve.completions import Prepared, prepare_chat, prepare_text
+from swapos.serve.completions import ContextAsk, Prepared, prepare_chat, prepare_text
 from swapos.serve.errors import RequestError
 from swapos.serve.fields import checked_fields
 from swapos.serve.heartbeat import Status, heartbeat
@@ -146,9 +146,9 @@ class Ollama:
         if not body.messages:
             return await self._load_or_unload(model, body.model, keep, chat=True)
         options = body.options or Options()
-        self._check_context(model, options)
-        oa = chat_request(body, model, _max_tokens(options, self.server, model))
-        prep = await prepare_chat(self.server, oa, self._client_key(request))
+        oa = chat_request(body, model, _max_tokens(options))
+        key = self._client_key(request)
+        prep = await prepare_chat(self.server, oa, key, context=_context(options))
         ask = _Ask(prep=dataclasses.replace(prep, stream=body.stream), requested=body.model,
                    keep=keep, started=started)  # fmt: skip
         return await self._answer(ask)
@@ -163,9 +163,8 @@ class Ollama:
         if not body.prompt and body.suffix is None:
             return await self._load_or_unload(model, body.model, keep, chat=False)
         options = body.options or Options()
-        self._check_context(model, options)
         key = self._client_key(request)
-        fields = sampling_fields(options, _max_tokens(options, self.server, model))
+        fields = sampling_fields(options, _max_tokens(options))
         answer = response_format(body.format)
         prep: Prepared
         chat = await self.server.system.chat_format(model)
@@ -175,13 +174,15 @@ class Ollama:
             oa = ChatCompletionRequest(
                 model=model, messages=turns, response_format=answer, **fields
             )
-            prep = await prepare_chat(self.server, oa, key)
+            prep = await prepare_chat(self.server, oa, key, context=_context(options))
         else:  # raw, fill-in-the-middle, or a base model: the prompt as is
             text = f"{body.system}\n\n{body.prompt}" if body.system else body.prompt
             ot = CompletionRequest(model=model, prompt=text, suffix=body.suffix, **fields)
             schema = response_schema(answer)
             constraint = schema_constraint(*schema, param="format") if schema else None
-            prep = await prepare_text(self.server, ot, key, constraint=constraint)
+            prep = await prepare_text(
+                self.server, ot, key, constraint=constraint, context=_context(options)
+            )
         prep = dataclasses.replace(prep, kind="text", stream=body.stream)
         ask = _Ask(prep=prep, requested=body.model, keep=keep, started=started)
         return await self._answer(ask)
@@ -321,16 +322,6 @@ class Ollama:
         checked_fields(api, raw)
         return decode(raw, kind)
 
-    def _check_context(self, model: str, options: Options) -> None:
-        """``num_ctx``: a request may ask for up to the context ``model`` is loaded with."""
-        n_ctx = self.server.system.specs[model].n_ctx
-        if options.num_ctx is not None and options.num_ctx > n_ctx:
-            raise OllamaError(
-                400,
-                f"options.num_ctx {options.num_ctx} is more than the {n_ctx} tokens "
-                f"{model!r} is loaded with (n_ctx in the profile)",
-            )
-
     def _model(self, requested: str) -> str:
         if not requested:
             raise OllamaError(400, "model is required")
@@ -352,17 +343,27 @@ def _keep(value: float | str | None) -> float | None:
         raise OllamaError(400, str(exc)) from exc
 
 
-def _max_tokens(options: Options, server: Server, model: str) -> int | None:
-    """``num_predict``: a count, or -1 (until the answer ends) / -2 (fill the context): both
-    as many as the context has room for."""
+def _max_tokens(options: Options) -> int | None:
+    """``num_predict``: a count; -1 (until the answer ends) and -2 (fill the context) are
+    None here: the answer takes the room its context has (:func:`_context`)."""
     n = options.num_predict
-    if n is None:
+    if n is None or n in (-1, -2):
         return None
-    if n in (-1, -2):
-        return server.system.specs[model].n_ctx
     if n < 1:
         raise OllamaError(400, f"options.num_predict must be at least 1, or -1 or -2; got {n}")
     return n
+
+
+def _context(options: Options) -> ContextAsk:
+    """What ``options`` ask of the context: ``num_ctx`` (the model is loaded with that much,
+    up to its cap), and whether the answer fills the room it has (``num_predict`` -1, -2).
+
+    Raises:
+        OllamaError: a ``num_ctx`` below 1.
+    """
+    if options.num_ctx is not None and options.num_ctx < 1:
+        raise OllamaError(400, f"options.num_ctx must be at least 1, got {options.num_ctx}")
+    return ContextAsk(num_ctx=options.num_ctx, fill=options.num_predict in (-1, -2))
 
 
 def _line(chunk: ChatChunk | GenerateChunk) -> bytes:

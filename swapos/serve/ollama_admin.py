@@ -89,8 +89,8 @@ async def ps(server: Server, keep_alive: KeepAlive) -> Response:
                     digest=facts.digest,
                     details=facts.details,
                     expires_at=rfc3339(when),
-                    context_length=spec.n_ctx,
-                    swapos={"state": st.state, "leases": st.leases},
+                    context_length=st.n_ctx or spec.n_ctx,  # the context it is loaded with
+                    swapos={"state": st.state, "leases": st.leases, "n_ctx_max": spec.ctx_cap},
                 ),
             )
         )
@@ -99,7 +99,10 @@ async def ps(server: Server, keep_alive: KeepAlive) -> Response:
 
 
 async def show(server: Server, raw: bytes) -> Response:
-    """One model's details, template, parameters and GGUF metadata.
+    """One model's details, template, parameters and GGUF metadata: ``num_ctx`` in the
+    parameters is the context it is first loaded with, ``general.context_length`` the most it
+    is loaded with (its cap; the GGUF's own ``<arch>.context_length`` is what it was trained
+    for).
 
     Raises:
         RequestError: no body, no model (400), or an unknown model (404).
@@ -125,7 +128,7 @@ async def show(server: Server, raw: bytes) -> Response:
             parameters="\n".join(parameters),
             template=fmt.template if fmt is not None else facts.chat_template,
             details=facts.details,
-            model_info={**facts.model_info, "general.context_length": spec.n_ctx},
+            model_info={**facts.model_info, "general.context_length": spec.ctx_cap},
             capabilities=await capabilities(server, model),
             modified_at=facts.modified_at,
         )

@@ -90,7 +90,7 @@ def _no_file(spec: ModelSpec, fmt: str = "gguf") -> FileFacts:
         digest="",
         modified_at=now_rfc3339(),
         details=Details(format=fmt),
-        model_info={"general.context_length": spec.n_ctx},
+        model_info={"general.context_length": spec.ctx_cap},
         chat_template="",
     )
 

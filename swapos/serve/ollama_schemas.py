@@ -18,8 +18,8 @@ from swapos.serve.schemas import Tool
 
 
 class Options(msgspec.Struct, frozen=True, kw_only=True):
-    """``options``: the sampling parameters SwapOS honours, and ``num_ctx`` (a request may
-    ask for up to the context its model is loaded with). Load settings are refused
+    """``options``: the sampling parameters SwapOS honours, and ``num_ctx`` (the context the
+    model is loaded with for the request, grown up to its cap). Load settings are refused
     (:mod:`swapos.serve.fields`)."""
 
     num_predict: int | None = None

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from swapos.actors.loader import CONTEXT_TOO_BIG
 from swapos.actors.system import PhasesOutcome
 from swapos.messages.commands import PhaseSpec
 from swapos.records.schema import PhaseRecord
@@ -68,6 +69,7 @@ async def run(
                     stable_prefix=prep.stable_prefix,
                     params=prep.params,
                     special=prep.special,
+                    n_ctx=prep.n_ctx,
                 ),
                 then=then,
                 on_token=on_token,
@@ -126,7 +128,7 @@ async def run_streamed(
 def failure(ran: Ran) -> RequestError:
     """The error a failed phase is reported as."""
     reason = ran.error or "unknown error"
-    if "does not fit n_ctx" in reason:
+    if "does not fit n_ctx" in reason or CONTEXT_TOO_BIG in reason:
         return RequestError(400, reason, param="messages", code="context_length_exceeded")
     if "could not compile the grammar" in reason:  # a schema check should have caught it
         return RequestError(400, reason, param="response_format")
