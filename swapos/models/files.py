@@ -18,6 +18,10 @@ from swapos.models.profile import ModelConfig, Profile
 SUFFIX = ".gguf"
 _SPLIT = re.compile(r"^(?P<name>.+)-(?P<part>\d{5})-of-(?P<parts>\d{5})$")
 _NOT_MODELS = ("mmproj",)
+FILE_CONTEXT_CAP = 131072
+"""A served file's ``n_ctx`` cap: in effect the length its GGUF says it was trained for (the
+cap is bounded by that, ``models/resolve.py``); it loads with 4096 and grows as requests need
+it, as far as the budget holds (``policies/contexts.py``)."""
 """File name prefixes of GGUF files that are not language models (vision projectors)."""
 
 
@@ -76,5 +80,5 @@ def files_profile(
                 f"{paths[key]} and {file} would both be served as {key!r}: rename one"
             )
         paths[key] = file
-        models[key] = ModelConfig(path=str(file.resolve()))
+        models[key] = ModelConfig(path=str(file.resolve()), n_ctx=FILE_CONTEXT_CAP)
     return Profile(name=name, budget=budget, models=models)
