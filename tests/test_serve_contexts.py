@@ -154,7 +154,6 @@ async def test_ollamas_num_ctx_grows_the_context_up_to_the_cap() -> None:
     assert loads(events, "a") == [4096, CAP]
 
 
-
 async def test_a_reload_waits_for_the_request_the_model_is_serving() -> None:
     clock, events = FakeClock(), list[AnyEvent]()
     slow = FakeModelScript(reply="one two three four five six", token_s=2.0, load_s=1.0)
@@ -170,13 +169,15 @@ async def test_a_reload_waits_for_the_request_the_model_is_serving() -> None:
         answers[name] = await ask(s, "a", text, max_tokens=16)
 
     with anyio.fail_after(30):
-        async with clock.autojump(), in_process({"a": slow}, budget=100_000, clock=clock,
-                                                specs={"a": spec("a")}, on_event=seen,
-                                                settings=ServeSettings(parallel=2)) as s:  # fmt: skip
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(send, "short", "hi")
-                await leased.wait()
-                tg.start_soon(send, "long", "x" * 3000)
+        settings = ServeSettings(parallel=2)
+        served = in_process(
+            {"a": slow}, budget=100_000, clock=clock, specs={"a": spec("a")}, on_event=seen,
+            settings=settings,
+        )  # fmt: skip
+        async with clock.autojump(), served as s, anyio.create_task_group() as tg:
+            tg.start_soon(send, "short", "hi")
+            await leased.wait()
+            tg.start_soon(send, "long", "x" * 3000)
     assert answers["short"].json()["choices"][0]["message"]["content"].split()[-1] == "six"
     assert answers["long"].status_code == 200, answers["long"].text
     kinds = [(type(e).__name__, getattr(e, "reason", "")) for e in events]

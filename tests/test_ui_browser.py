@@ -1,8 +1,9 @@
 """The live page (``/ui``) in headless Chromium: a swap seen as it happens, read from the DOM.
 
 Skipped when Debian's ``chromium`` is not installed (``apt-get install -y chromium``;
-.ci/run installs it). The browser is driven over the DevTools protocol (swapos/bench/browser.py); the
-screenshots are left in the test's ``tmp_path``, never committed.
+.ci/run installs it). The browser is driven over the DevTools protocol
+(swapos/bench/browser.py); the screenshots are left in the test's ``tmp_path``, never
+committed.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from typing import Any
 
 import anyio
 import pytest
-from swapos.bench.browser import INSTALL, Browser, chromium
 from serve_fakes import Served, advance_until, chat, in_thread, over_http, wait_until
 
 from swapos.backends.fake import FakeModelScript
+from swapos.bench.browser import INSTALL, Browser, chromium
 from swapos.serve import ServeSettings
 from swapos.testing import FakeClock
 

@@ -50,7 +50,6 @@ from swapos.policies.contexts import LoadWith, context_step
 from swapos.policies.ledger import Ledger
 from swapos.policies.waits import lease_wait
 
-
 CONTEXT_TOO_BIG = "the memory budget cannot hold a context of"
 """How a lease refused for its context's memory begins its reason (the server's 400)."""
 
