@@ -1,4 +1,4 @@
-"""The Recorder: appends every event to the JSONL log and keeps the run's records."""
+"""The Recorder: writes every event to the run's JSONL log and keeps the run's records."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from swapos.messages.events import AnyEvent, TaskFinished
 from swapos.records.aggregate import Aggregator, run_key
+from swapos.records.log_files import keep_earlier_run
 from swapos.records.schema import RunSummary, TaskResult
 
 log = structlog.get_logger(__name__)
@@ -30,9 +31,11 @@ class RecorderStatistics(msgspec.Struct, frozen=True, kw_only=True):
 class Recorder:
     """Writes one JSON line per event, flushing whenever its inbox runs empty.
 
-    Events are written in batches (everything waiting in the inbox, up to
-    :data:`BATCH_MAX`) and flushed to the OS after each batch, so a crash loses nothing
-    that was handed to the Recorder before its last flush. The same events feed an
+    A log holds one run: an earlier run's log found at ``path`` is renamed first
+    (:func:`~swapos.records.log_files.keep_earlier_run`). Events are written in batches
+    (everything waiting in the inbox, up to :data:`BATCH_MAX`) and flushed to the OS after
+    each batch, so a crash loses nothing that was handed to the Recorder before its last
+    flush. The same events feed an
     :class:`~swapos.records.aggregate.Aggregator`, the single source of every reported
     number.
     """
@@ -51,6 +54,8 @@ class Recorder:
         self.aggregator = Aggregator()
         self._encoder = msgspec.json.Encoder()
         self._file: IO[bytes] | None = None
+        self.kept: Path | None = None
+        """Where an earlier run's log found at ``path`` was moved when this one started."""
         self._task_done: dict[str, anyio.Event] = {}  # by run id
         self._finished: set[str] = set()  # run ids
         self._events = self._bytes = self._flushes = 0
@@ -84,8 +89,13 @@ class Recorder:
         return self.aggregator.tasks[run_id]
 
     def _open(self) -> None:
+        """Start the log at ``path``; an earlier run's log found there is kept under another
+        name (:mod:`swapos.records.log_files`: one run per log)."""
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.kept = keep_earlier_run(self.path)
+            if self.kept is not None:
+                log.warning("recorder.earlier_run_kept", path=str(self.path), kept=str(self.kept))
             self._file = self.path.open("ab")
 
     async def run(

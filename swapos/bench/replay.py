@@ -121,8 +121,9 @@ def _check_order(path: Path, line: int, ev: AnyEvent, before: list[AnyEvent]) ->
         _check_version(path, ev.schema_version)
     elif isinstance(ev, RunStarted):
         raise EventLogError(
-            f"line {line} of {path} starts a second run (the Recorder appends to an existing "
-            "log): give each run its own event log, or split this file at that line"
+            f"line {line} of {path} starts a second run (a log holds one run; SwapOS keeps an "
+            "earlier run's log under another name, older versions appended to it): split this "
+            "file at that line and replay each part"
         )
 
 
