@@ -14,6 +14,7 @@ from swapos.policies.contexts import (
     grown,
     needed_context,
     refusal_text,
+    within_budget,
 )
 
 
@@ -74,3 +75,26 @@ def test_a_refusal_names_both_numbers_and_what_to_do() -> None:
     assert "maximum context length is 32768 tokens" in text
     assert "the prompt has 40000 tokens" in text
     assert "Shorten the messages" in text and "raise n_ctx" in text
+
+
+@pytest.mark.parametrize(
+    ("step", "need", "start", "most", "result"),
+    [
+        # the grown context fits: kept
+        (LoadWith(n_ctx=16384, reload=True), 12_000, 4096, 16384, 16384),
+        # it does not, the need does: the need (a reload stays a reload)
+        (LoadWith(n_ctx=16384, reload=True), 12_000, 4096, 14_000, 12_000),
+        (LoadWith(n_ctx=8192, reload=False), 5000, 4096, 6000, 5000),
+        # the need is under the start: the start, where it fits
+        (LoadWith(n_ctx=8192, reload=False), 3000, 4096, 6000, 4096),
+        # nothing smaller fits either: the grown one, for the Loader to refuse
+        (LoadWith(n_ctx=16384, reload=True), 12_000, 4096, 10_000, 16384),
+        # the need is the grown context: nothing smaller to try
+        (LoadWith(n_ctx=8192, reload=True), 8192, 4096, 6000, 8192),
+    ],
+)
+def test_a_grown_context_the_budget_cannot_hold_falls_back_to_the_need(
+    step: LoadWith, need: int, start: int, most: int, result: int
+) -> None:
+    fitted = within_budget(step, need, start=start, fits=lambda n_ctx: n_ctx <= most)
+    assert fitted == LoadWith(n_ctx=result, reload=step.reload)

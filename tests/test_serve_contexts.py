@@ -135,6 +135,19 @@ async def test_a_context_the_budget_can_never_hold_is_a_400_and_keeps_the_model(
     assert loads(events, "a") == [START]
 
 
+async def test_a_need_the_budget_holds_but_not_its_power_of_two_loads_with_the_need() -> None:
+    clock, events = FakeClock(), list[AnyEvent]()
+    with anyio.fail_after(30):  # a at 4096 (4196 bytes) does not fit 3500; a at the need does
+        async with clock.autojump(), served(["a"], budget=3500, clock=clock, events=events) as s:
+            assert (await ask(s, "a", "hi", max_tokens=16)).status_code == 200
+            r = await ask(s, "a", "x" * 3000, max_tokens=16)
+            assert r.status_code == 200, r.text
+            need = r.json()["usage"]["prompt_tokens"] + 16
+    assert loads(events, "a") == [START, need]
+    assert evictions(events) == [("a", f"reload with a context of {need} tokens")]
+    assert s.backend.peak_resident_bytes <= 3500
+
+
 async def test_ollamas_num_ctx_grows_the_context_up_to_the_cap() -> None:
     clock, events = FakeClock(), list[AnyEvent]()
     hello = [{"role": "user", "content": "hi"}]

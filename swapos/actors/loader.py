@@ -46,7 +46,7 @@ from swapos.messages.commands import (
 from swapos.messages.events import LeaseGranted, LeaseReleased
 from swapos.messages.inboxes import LoaderInbox
 from swapos.models.spec import ModelSpec
-from swapos.policies.contexts import LoadWith, context_step
+from swapos.policies.contexts import LoadWith, context_step, within_budget
 from swapos.policies.ledger import Ledger
 from swapos.policies.waits import lease_wait
 
@@ -260,9 +260,16 @@ class Loader:
         loaded = self._table.context(req.model)
         if req.n_ctx <= 0 and loaded is not None:
             return None
-        start = self._specs[req.model]
-        step = context_step(req.n_ctx, loaded=loaded, start=start.n_ctx, cap=start.ctx_cap)
-        return step if isinstance(step, LoadWith) else None
+        spec = self._specs[req.model]
+        step = context_step(req.n_ctx, loaded=loaded, start=spec.n_ctx, cap=spec.ctx_cap)
+        if not isinstance(step, LoadWith):
+            return None
+        return within_budget(
+            step,
+            min(req.n_ctx, spec.ctx_cap),
+            start=spec.n_ctx,
+            fits=lambda n_ctx: not self._table.too_big_with(req.model, n_ctx),
+        )
 
     async def _grant(
         self, req: AcquireModel, row: Row, *, t_req: float, was_ready: bool, joined: bool

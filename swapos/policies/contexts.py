@@ -27,15 +27,18 @@ loaded with less than the need              :class:`LoadWith` the grown need,
 
 The *grown* need is the need rounded up to a power of two, never above the cap
 (:func:`grown`): a conversation that grows token by token reloads its model a handful of
-times (4k, 8k, 16k, 32k), not once per turn. A request that needs less than the model is
-loaded with never shrinks it: the context stays as it is until the model is evicted, and the
-next load starts again from what its first request needs.
+times (4k, 8k, 16k, 32k), not once per turn. Where the budget can hold the need but not its
+power of two (the 1.5B's 16384 tokens under the default budget, say), the model is loaded
+with the need itself, or its start if that is more (:func:`within_budget`). A request that
+needs less than the model is loaded with never shrinks it: the context stays as it is until
+the model is evicted, and the next load starts again from what its first request needs.
 
 Pure and synchronous; the server refuses with it, the Loader loads and reloads with it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import msgspec
@@ -102,6 +105,24 @@ def context_step(
     if loaded is None:
         return LoadWith(n_ctx=max(size, min(start, cap)), reload=False)
     return LoadWith(n_ctx=max(size, loaded), reload=True)
+
+
+def within_budget(
+    step: LoadWith, need: int, *, start: int, fits: Callable[[int], bool]
+) -> LoadWith:
+    """``step``, or the smallest context that holds ``need`` when the budget cannot hold
+    ``step``'s grown one but can hold that: ``need``, at least ``start``.
+
+    Args:
+        step: what :func:`context_step` chose.
+        need: the request's need, bounded by the cap.
+        start: the model's start context.
+        fits: whether the model loaded with a context of N tokens fits its budget.
+    """
+    smaller = max(need, start)
+    if smaller >= step.n_ctx or fits(step.n_ctx) or not fits(smaller):
+        return step
+    return LoadWith(n_ctx=smaller, reload=step.reload)
 
 
 def refusal_text(refused: Refuse, *, model: str, field: str) -> str:
