@@ -8,10 +8,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from swapos.backends.llama.cost_curve import Curve, CurvePoint
 from swapos.backends.llama.draft_costs import cache_path, costs_for, save_cached
 from swapos.bench import cli
 from swapos.bench.decode.command import ModelReport, targets
-from swapos.bench.decode.measure import Curve, CurvePoint, RuleStats, SpeedCase, choose_costs
+from swapos.bench.decode.measure import RuleStats, SpeedCase, choose_costs
 from swapos.bench.decode.replay import Recorded, find_capsules, recorded_phases, speed_pool
 from swapos.capsule.schema import (
     Artifact,

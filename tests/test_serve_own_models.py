@@ -210,7 +210,7 @@ MESSAGES = [
 def serving(*args: str) -> Iterator[str]:
     """``python -m swapos.serve ARGS`` on a free port until Ctrl-C; its base URL."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "swapos.serve", "--port", "0", *args]
+    cmd = [sys.executable, "-m", "swapos.serve", "--port", "0", "--no-calibrate", *args]
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None

@@ -38,6 +38,7 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
     log = tmp_path / "events.jsonl"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "swapos.serve", "--profile", "default", "--port", "0"]
+    cmd.append("--no-calibrate")  # never writes this machine's decode costs
     cmd += ["--event-log", str(log), "--async-backend", request.param]
     cmd += ["--kv-dir", str(tmp_path / "kv")]  # not the user's cache
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)

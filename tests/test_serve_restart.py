@@ -135,7 +135,7 @@ CONVERSATIONS = [
 def _server(*args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """``python -m swapos.serve ARGS`` on a free port; the process and its base URL."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "swapos.serve", "--port", "0", *args]
+    cmd = [sys.executable, "-m", "swapos.serve", "--port", "0", "--no-calibrate", *args]
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     drain = threading.Thread(target=proc.stderr.read, daemon=True)  # never block the server

@@ -126,6 +126,7 @@ async def open_system(
     cold: bool = False,
     process_budget: bool = False,
     overhead_bytes: int | None = None,
+    calibrate: bool = False,
 ) -> AsyncIterator[System]:
     """Start the actor system for ``profile`` and yield its :class:`System` handle.
 
@@ -148,6 +149,9 @@ async def open_system(
         process_budget, overhead_bytes: the budget is the process's: its fixed overhead
             (default: measured, :func:`~swapos.sysinfo.process_baseline_bytes`) and the KV
             RAM tier share it with the models (docs/timings.md). The command lines turn it on.
+        calibrate: with the default backend, a model loaded with no measured decode costs
+            measures them while it is idle (``backends/llama/calibration.py``; ``swapos
+            serve`` turns it on).
 
     Startup errors surface here (GPU layers on a CPU-only build: a ``ProfileError``). On
     exit, in-flight work is cancelled, every model is closed (shielded, bounded), and the
@@ -161,7 +165,7 @@ async def open_system(
     kv = (kv_cache, kv_cache_bytes, kv_disk_dir, kv_disk_bytes)
     watch = shared is not None and overhead_bytes is None
     options = _Options(*kv, prefetch, cold, log, on_event, shared, watch)
-    backend = backend or _default_backend(load_threads)
+    backend = backend or _default_backend(load_threads, calibrate=calibrate)
     backend.check_devices(list(specs.values()))  # GPU layers on a CPU-only build: one line
     specs = await anyio.to_thread.run_sync(_slots_resolved, specs, backend)  # reads curves
     budget, clock = _budget(profile, mode, budget_bytes), clock or MonotonicClock()
@@ -187,12 +191,13 @@ def _slots_resolved(specs: dict[str, ModelSpec], backend: ModelBackend) -> dict[
     return out
 
 
-def _default_backend(load_threads: int) -> ModelBackend:
+def _default_backend(load_threads: int, *, calibrate: bool) -> ModelBackend:
     """llama-cpp-python for model files; remote specs (``api_base``) go to the API backend."""
     from swapos.backends.llama import LlamaBackend
     from swapos.backends.routing import RoutingBackend
 
-    return RoutingBackend(LlamaBackend(load_limiter=anyio.CapacityLimiter(load_threads)))
+    limiter = anyio.CapacityLimiter(load_threads)
+    return RoutingBackend(LlamaBackend(load_limiter=limiter, calibrate=calibrate))
 
 
 def _budget(profile: Profile, mode: Mode, budget_bytes: int | None) -> int:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import anyio
+import anyio.from_thread
 import anyio.to_thread
 
 T = TypeVar("T")
@@ -69,3 +70,14 @@ async def run_in_worker(
     if error:
         raise error[0]
     return result[0]
+
+
+def on_event_loop(on_token: Callable[[str], None] | None) -> Callable[[str], None] | None:
+    """``on_token`` called on the event loop thread from this anyio worker thread."""
+    if on_token is None:
+        return None
+
+    def emit(text: str) -> None:
+        anyio.from_thread.run_sync(on_token, text)
+
+    return emit

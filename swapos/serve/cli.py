@@ -109,6 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="a streamed response silent this long is sent its request's status "
         "(default %(default)s; 0: never)",
     )
+    p.add_argument(
+        "--no-calibrate",
+        dest="calibrate",
+        action="store_false",
+        help="do not measure a model's decode costs while it is idle when none are measured "
+        "(they decide drafting and slots; `swapos bench decode` measures them too)",
+    )
     p.add_argument("--async-backend", choices=["asyncio", "trio"], default="asyncio")
     p.add_argument("-v", "--verbose", action="count", default=0)
     fleet_cli.add_arguments(p)
@@ -153,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             access_log=args.verbose > 0,
             preload=_preloads(profile, specs, args.preload),
             kv_dir=kv_dir,
+            calibrate=args.calibrate,
         )
         anyio.run(serve, backend=args.async_backend)
     except (SwapOSError, OSError) as exc:
@@ -213,6 +221,7 @@ async def _serve(
     access_log: bool,
     preload: list[str],
     kv_dir: Path | None,
+    calibrate: bool,
 ) -> None:
     bind, port = listening_socket(host, port)  # bound before the banner names the port
     failed = ""
@@ -224,6 +233,7 @@ async def _serve(
         event_log=event_log,
         process_budget=True,
         kv_disk_dir=kv_dir,
+        calibrate=calibrate,
     ) as system:
         asgi = app(system, settings)
         failed = await _preload(asgi.state.server, preload)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 import anyio
 
 from swapos.backends.errors import LIBRARY_ERRORS, map_exceptions
+from swapos.backends.llama.calibration import Calibration, needs_calibration
 from swapos.backends.llama.draft_costs import costs_for
 from swapos.backends.llama.loading import (
     device_footprint_estimate,
@@ -51,6 +52,8 @@ class LlamaBackend:
     Args:
         load_limiter: bounds concurrent loads; default: one load at a time.
         generate_limiter: bounds concurrent generations of the models this backend loads.
+        calibrate: a model loaded with no measured decode costs measures them while it is
+            idle (:mod:`~swapos.backends.llama.calibration`).
     """
 
     def __init__(
@@ -58,9 +61,11 @@ class LlamaBackend:
         *,
         load_limiter: anyio.CapacityLimiter | None = None,
         generate_limiter: anyio.CapacityLimiter | None = None,
+        calibrate: bool = False,
     ) -> None:
         self._load_limiter = load_limiter or anyio.CapacityLimiter(1)
         self._generate_limiter = generate_limiter
+        self._calibrate = calibrate
         self._resident: weakref.WeakSet[LlamaModel] = weakref.WeakSet()
 
     def resident(self) -> list[LlamaModel]:
@@ -183,6 +188,12 @@ class LlamaBackend:
                 )  # fmt: skip
                 box.append(loaded)
             self._resident.add(box[0])
+            if (
+                self._calibrate
+                and loaded.slots == 1
+                and needs_calibration(spec, loaded.draft_costs)
+            ):
+                Calibration(loaded).start()  # measures its decode costs while it is idle
             return box[0]
 
         try:

@@ -60,7 +60,7 @@ class DraftChoice:
         self._owner = owner
         self._target = target
         self._token_table = token_table
-        self._costs = costs
+        self.costs = costs
         self._window = window
         self._peers = peers
         self._drafted: dict[str, tuple[int, int]] = {}  # drafter: (accepted, tested) so far
@@ -71,7 +71,7 @@ class DraftChoice:
         """A resident model to draft for this generation (rule 3 of
         ``policies/model_drafts.py``), or None."""
         request = params.draft or DraftRequest()
-        costs = self._costs
+        costs = self.costs
         if self._peers is None or self._window is not None or request.model_draft == 0:
             return None
         if costs is None and request.model_draft is None:

@@ -24,10 +24,10 @@ from swapos.backends.llama.drafters import DraftChoice
 from swapos.backends.llama.drive import Steps
 from swapos.backends.llama.handles import Handles
 from swapos.backends.llama.parallel import DrawsDecoder
-from swapos.backends.llama.runtime import Aborted
+from swapos.backends.llama.runtime import Aborted, acquire_unless_aborted
 from swapos.backends.llama.slots import SlotEngine, SlotJob, context_batch
 from swapos.backends.llama.vocab import tokenize
-from swapos.backends.threads import run_in_worker
+from swapos.backends.threads import on_event_loop, run_in_worker
 from swapos.data.generation import DraftCosts
 from swapos.data.prefix import PrefixState
 from swapos.data.residency import Offload
@@ -93,6 +93,8 @@ class LlamaModel:
         self._draft_costs = costs_for(spec)  # bench decode's measurements, or a profile's pin
         self._token_table = token_table
         self._uses = 0  # generations run on its context (a drafter's cells go stale)
+        self._lent = 0  # times lent as a draft model
+        self._measured = (-1, -1)  # (uses, lent) after the last measure_idle step
         self._drafters = DraftChoice(
             self, spec.name, token_table=token_table, costs=self._draft_costs,
             window=self._window, peers=peers,
@@ -188,7 +190,7 @@ class LlamaModel:
                     self._engine, decode, params=params, prompt_tokens=len(prompt), abort=abort,
                     on_token=on_token,
                 )  # fmt: skip
-            if not self._acquire(abort):
+            if not acquire_unless_aborted(self._lock, abort):
                 raise Aborted
             try:
                 if self._ctx is None:
@@ -196,7 +198,7 @@ class LlamaModel:
                 self._uses += 1
                 drafter = self._drafters.choose(params, len(prompt), abort)
                 handles = dataclasses.replace(self._handles(), drafter=drafter)
-                decoder = Decoder(handles, abort, _emitter(on_token), started)
+                decoder = Decoder(handles, abort, on_event_loop(on_token), started)
                 try:
                     with self._edge("generating with"):
                         return decoder.run(prompt, params, restore, save_at, save_final=save_final)
@@ -230,7 +232,7 @@ class LlamaModel:
         started = time.perf_counter()
 
         def work(abort: threading.Event) -> list[DrawOutput]:
-            if not self._acquire(abort):
+            if not acquire_unless_aborted(self._lock, abort):
                 raise Aborted
             try:
                 if self._ctx is None:
@@ -273,7 +275,7 @@ class LlamaModel:
         engine.submit(job)
         try:
             with self._edge("generating with"):
-                return job.wait(_emitter(on_token), engine.alive)
+                return job.wait(on_event_loop(on_token), engine.alive)
         finally:
             if drafter is not None:
                 self._drafters.record(drafter)
@@ -323,9 +325,34 @@ class LlamaModel:
             yield None
             return
         try:
+            self._lent += 1
             yield None if self._ctx is None else (self._handles(), self._uses)
         finally:
             self._lock.release()
+
+    def measure_idle(self, step: Callable[[Handles, bool], bool]) -> bool:
+        """Run ``step(handles, used)`` under the lock if it is free now, never on a model with
+        slots (the background measurement, :mod:`~swapos.backends.llama.calibration`);
+        ``used``: something else used the context since the last such step; ``step`` returns
+        whether it changed the context's cells. Whether ``step`` ran."""
+        if self._engine is not None or not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self._ctx is None:
+                return False
+            used = (self._uses, self._lent) != self._measured
+            if step(self._handles(), used):
+                self._uses += 1  # a lender's draft cache starts again
+            self._measured = (self._uses, self._lent)
+            return True
+        finally:
+            self._lock.release()
+
+    def adopt_costs(self, costs: DraftCosts) -> None:
+        """Draft from now on with ``costs`` (measured while it was loaded)."""
+        with self._lock:
+            self._draft_costs = costs
+            self._drafters.costs = costs
 
     def _edge(self, doing: str) -> contextlib.AbstractContextManager[None]:
         """Maps llama.cpp's exceptions to :class:`GenerationError` naming this model."""
@@ -342,12 +369,6 @@ class LlamaModel:
             n_vocab=self._n_vocab, n_ctx=self._n_ctx, n_batch=self._spec.n_batch,
             window=self._window, draft_costs=self._draft_costs,
         )  # fmt: skip
-
-    def _acquire(self, abort: threading.Event) -> bool:
-        while not self._lock.acquire(timeout=0.05):
-            if abort.is_set():
-                return False
-        return True
 
     async def close(self) -> None:
         """Free the model and its context in a worker thread. Idempotent.
@@ -374,14 +395,3 @@ class LlamaModel:
                 self._model = None
                 release_free_heap()
                 log.info("model_close.done", model=self._spec.name)
-
-
-def _emitter(on_token: Callable[[str], None] | None) -> Callable[[str], None] | None:
-    """``on_token`` called on the event loop thread from this anyio worker thread."""
-    if on_token is None:
-        return None
-
-    def emit(text: str) -> None:
-        anyio.from_thread.run_sync(on_token, text)
-
-    return emit

@@ -22,6 +22,14 @@ class Aborted(Exception):
     """The worker saw the abort flag; the cancellation that set it is re-raised by anyio."""
 
 
+def acquire_unless_aborted(lock: threading.Lock, abort: threading.Event) -> bool:
+    """Wait for ``lock`` (a model's), checking ``abort`` every 50 ms; False if it was set."""
+    while not lock.acquire(timeout=0.05):
+        if abort.is_set():
+            return False
+    return True
+
+
 def init_llama() -> None:
     """Initialize the backend once and keep llama.cpp's log lines off stderr."""
     with _init_lock:

@@ -46,16 +46,14 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
+from swapos.backends.llama.cost_curve import Curve, measure_curve, measuring_context
 from swapos.backends.llama.draft_costs import save_cached
 from swapos.backends.llama.handles import Handles
 from swapos.backends.llama.loading import gguf_info, load_model
-from swapos.backends.llama.vocab import tokenize
 from swapos.bench.decode.measure import (
-    Curve,
     RuleStats,
     SpeedCase,
     choose_costs,
-    measure_curve,
     replay_rules,
     speed_case,
 )
@@ -76,7 +74,6 @@ from swapos.policies.drafting import DraftRule
 from swapos.sysinfo import host_info
 
 Say = Callable[[str], None]
-CONTEXT_TEXT = "def f(x):\n    return x + 1\n\n"
 
 
 class Target(msgspec.Struct, frozen=True, kw_only=True):
@@ -242,7 +239,7 @@ def _bench_model(
     try:
 
         def work(h: Handles) -> ModelReport:
-            context = tokenize(h.vocab, CONTEXT_TEXT * (1 + args.context // 8))[: args.context]
+            context = measuring_context(h, args.context)
             curve = measure_curve(h, context, args.sizes, args.repeats)
             ratio = curve.verify_ratio()
             say(f"[{spec.name}] {curve.ms_per_token:.1f} ms/token; ratios "

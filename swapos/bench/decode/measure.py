@@ -15,8 +15,6 @@ from collections.abc import Sequence
 import llama_cpp
 import msgspec
 
-from swapos.backends.llama import kv_state
-from swapos.backends.llama.batch import VerifyBatch
 from swapos.backends.llama.decode import Decoder
 from swapos.backends.llama.handles import Handles
 from swapos.backends.llama.vocab import tokenize
@@ -24,75 +22,6 @@ from swapos.bench.decode.replay import Recorded
 from swapos.data.generation import DraftCosts, DraftRequest
 from swapos.data.sampling import SamplingParams
 from swapos.policies.drafting import DraftPolicy, DraftRule, replay
-
-
-class CurvePoint(msgspec.Struct, frozen=True, kw_only=True):
-    """A verification batch of ``tokens`` tokens: its median wall and its ratio to one."""
-
-    tokens: int
-    ms: float
-    ratio: float
-
-
-class Curve(msgspec.Struct, frozen=True, kw_only=True):
-    """One model's cost curve and rates (after ``context_tokens`` tokens of context)."""
-
-    context_tokens: int
-    repeats: int
-    ms_per_token: float
-    decode_tok_s: float
-    prefill_tok_s: float
-    points: list[CurvePoint]
-
-    def verify_ratio(self) -> tuple[float, ...]:
-        """Ratios for every batch size 1..largest measured, linear between measured ones."""
-        pts = sorted(self.points, key=lambda p: p.tokens)
-        out = [1.0]
-        for size in range(2, pts[-1].tokens + 1):
-            hi = next(p for p in pts if p.tokens >= size)
-            lo = max((p for p in pts if p.tokens <= size), key=lambda p: p.tokens)
-            span = hi.tokens - lo.tokens
-            w = 0.0 if span == 0 else (size - lo.tokens) / span
-            out.append(round(lo.ratio + w * (hi.ratio - lo.ratio), 4))
-        return tuple(out)
-
-
-def measure_curve(h: Handles, context: list[int], sizes: Sequence[int], repeats: int) -> Curve:
-    """Time batches of each size (logits at every position) at the end of ``context``,
-    interleaved, dropping their cells after each; and the context's prefill."""
-    sizes = sorted({1, *sizes})
-    kv_state.clear(h.ctx)
-    started = time.perf_counter()
-    for i in range(0, len(context), h.n_batch):
-        chunk = context[i : i + h.n_batch]
-        arr = (llama_cpp.llama_token * len(chunk))(*chunk)
-        if llama_cpp.llama_decode(h.ctx, llama_cpp.llama_batch_get_one(arr, len(chunk))) != 0:
-            raise RuntimeError("prefill failed while measuring the cost curve")
-    prefill_s = time.perf_counter() - started
-    at = len(context)
-    filler = (context * (1 + max(sizes) // max(1, len(context))))[: max(sizes)]
-    batch = VerifyBatch(max(sizes))
-    times: dict[int, list[float]] = {s: [] for s in sizes}
-    try:
-        for r in range(repeats + 1):
-            order = sizes[r % len(sizes) :] + sizes[: r % len(sizes)]
-            for size in order:
-                t0 = time.perf_counter()
-                if batch.decode(h.ctx, filler[:size], at) != 0:
-                    raise RuntimeError(f"a {size}-token batch failed while measuring")
-                dt = time.perf_counter() - t0
-                if r > 0:  # the first round warms caches
-                    times[size].append(dt)
-                kv_state.truncate(h.ctx, at)
-    finally:
-        batch.close()
-        kv_state.clear(h.ctx)
-    ms = {s: 1000 * statistics.median(v) for s, v in times.items()}
-    return Curve(
-        context_tokens=at, repeats=repeats, ms_per_token=ms[1], decode_tok_s=1000 / ms[1],
-        prefill_tok_s=at / prefill_s if prefill_s > 0 else 0.0,
-        points=[CurvePoint(tokens=s, ms=ms[s], ratio=ms[s] / ms[1]) for s in sizes],
-    )  # fmt: skip
 
 
 class RuleStats(msgspec.Struct, frozen=True, kw_only=True):

@@ -1,0 +1,149 @@
+"""Decode costs measured in the background: a loaded model with none measures its cost curve
+while it is idle, so drafting is on where it pays without a run of ``bench decode``.
+
+A model loaded with no measured costs (none cached for its file and thread count, none
+pinned, drafting not ``"off"``) gets a :class:`Calibration` thread when the backend was asked
+for one (``swapos serve`` asks; ``--no-calibrate`` does not). The thread waits until the model
+has been left alone for :data:`IDLE_S`, then measures the curve a step at a time with the
+model's lock (:meth:`~swapos.backends.llama.model.LlamaModel.measure_idle`, which never
+waits for it): the context's prefill, then one round of batches per step. A request that
+arrives meanwhile waits for the step under way (a prefill of :data:`CONTEXT_TOKENS` tokens or
+one round: about a second on the 1.5B here); a step that finds the context used since the
+previous one prefills again. When the rounds are done the costs are saved where ``bench
+decode`` saves them (:func:`~swapos.backends.llama.draft_costs.save_cached`), so every later
+load reads them (and plans its slots on them), and the model drafts with them from its next
+generation. The curve alone, no acceptance replayed: drafting learns acceptance as it
+decodes (``policies/drafting.py``, rule 5).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import structlog
+
+from swapos.backends.llama.cost_curve import CurveMeter, measuring_context
+from swapos.backends.llama.draft_costs import save_cached
+from swapos.backends.llama.handles import Handles
+from swapos.data.generation import DraftCosts
+from swapos.models.spec import ModelSpec
+
+log = structlog.get_logger(__name__)
+
+IDLE_S = 2.0
+"""How long a model must have been left alone before a measuring step."""
+POLL_S = 0.25
+SIZES = (2, 4, 8, 12)
+"""Verification batch sizes measured (``bench decode``'s default)."""
+REPEATS = 5
+CONTEXT_TOKENS = 256
+
+
+class Measured(Protocol):
+    """What a :class:`Calibration` needs of a loaded model."""
+
+    @property
+    def spec(self) -> ModelSpec: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def slots(self) -> int: ...
+
+    def measure_idle(self, step: Callable[[Handles, bool], bool]) -> bool: ...
+
+    def adopt_costs(self, costs: DraftCosts) -> None: ...
+
+
+def needs_calibration(spec: ModelSpec, costs: DraftCosts | None) -> bool:
+    """Whether a model loaded from ``spec`` with ``costs`` (what it read at load:
+    :func:`~swapos.backends.llama.draft_costs.costs_for`) may measure its own: a local model
+    with none, drafting neither pinned to a file nor ``"off"``."""
+    return not spec.remote and not spec.draft and costs is None
+
+
+class Calibration(threading.Thread):
+    """Measures ``model``'s cost curve while it is idle, then saves and adopts the costs.
+
+    Stops when the model is closed; :meth:`stop` stops it sooner. ``idle_s`` and ``poll_s``
+    are for tests.
+    """
+
+    def __init__(self, model: Measured, *, idle_s: float = IDLE_S, poll_s: float = POLL_S) -> None:
+        super().__init__(name=f"calibrate-{model.spec.name}", daemon=True)
+        self.model = model
+        self.idle_s = idle_s
+        self.poll_s = poll_s
+        self.costs: DraftCosts | None = None
+        self.steps = 0
+        self.prefills = 0
+        self._stop_event = threading.Event()
+        self._meter: CurveMeter | None = None
+        self._stale = True  # the context holds no prefill of ours
+        self._used = False
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    def run(self) -> None:
+        try:
+            self._measure()
+        except Exception as exc:  # a measurement never takes the model down with it
+            log.warning("calibration.failed", model=self.model.spec.name, error=repr(exc))
+
+    def _measure(self) -> None:
+        model = self.model
+        quiet_since = time.monotonic()
+        started = time.perf_counter()
+        while self._meter is None or not self._meter.done:
+            if self._stop_event.wait(self.poll_s) or model.closed or model.slots > 1:
+                return
+            if not model.measure_idle(self._probe) or self._used:  # busy now, or used since
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since >= self.idle_s:
+                model.measure_idle(self._step)
+        assert self._meter is not None
+        curve = self._meter.curve()
+        costs = DraftCosts(
+            verify_ratio=curve.verify_ratio(),
+            source=f"measured in the background {time.strftime('%F')}",
+            step_s=curve.ms_per_token / 1000,
+            prefill_s_per_token=1 / curve.prefill_tok_s if curve.prefill_tok_s else 0.0,
+        )
+        try:
+            path = save_cached(model.spec, costs)
+        except OSError as exc:  # the model still drafts with them while it stays loaded
+            log.warning("calibration.unsaved", model=model.spec.name, error=str(exc))
+            path = None
+        model.adopt_costs(costs)
+        self.costs = costs
+        log.info(
+            "calibration.done", model=model.spec.name, ms_per_token=round(curve.ms_per_token, 2),
+            ratios={p.tokens: round(p.ratio, 3) for p in curve.points}, saved=str(path),
+            steps=self.steps, prefills=self.prefills,
+            seconds=round(time.perf_counter() - started, 1),
+        )  # fmt: skip
+
+    def _probe(self, _h: Handles, used: bool) -> bool:
+        """A look under the lock: was the model used since the last one?"""
+        self._used = used
+        self._stale = self._stale or used
+        return False
+
+    def _step(self, h: Handles, used: bool) -> bool:
+        """One measuring step: a prefill (the first, or after the model was used), or a
+        round of batches."""
+        if self._meter is None:
+            self._meter = CurveMeter(measuring_context(h, CONTEXT_TOKENS), SIZES, REPEATS)
+        if used or self._stale:
+            self._meter.prefill(h)
+            self.prefills += 1
+            self._stale = False
+        else:
+            self._meter.round(h)
+        self.steps += 1
+        return True

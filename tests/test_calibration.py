@@ -1,0 +1,176 @@
+"""Decode costs measured in the background (``backends/llama/calibration.py``), on the real
+Gemma 3 270M: a model with none measures them while idle, saves them where ``bench decode``
+does, drafts with them at once, and a request that comes meanwhile is served as if nothing
+were measuring."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from swapos.backends.llama import LlamaBackend, load_model
+from swapos.backends.llama.calibration import Calibration, needs_calibration
+from swapos.backends.llama.draft_costs import cache_path, threads_of
+from swapos.bench.replay import load_events
+from swapos.data.generation import DraftCosts
+from swapos.data.sampling import SamplingParams
+from swapos.messages.events import GenerationFinished
+from swapos.models.bundled import bundled_model_path
+from swapos.models.digests import file_digest
+from swapos.models.spec import ModelSpec, RemoteEndpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+GEMMA = str(bundled_model_path("gemma3-270m-q4_k_m"))
+QWEN = str(bundled_model_path("qwen2.5-coder-0.5b-instruct-q4_k_m"))  # drafts (Gemma: a window)
+COSTS = DraftCosts(verify_ratio=(1.0, 1.2))
+
+
+@pytest.mark.parametrize(
+    ("remote", "draft", "costs", "expected"),
+    [
+        (False, "", None, True),  # nothing measured: measure
+        (False, "", COSTS, False),  # cached (or measured already)
+        (False, "off", None, False),  # drafting turned off by the profile
+        (False, "pinned.json", None, False),  # a pin that could not be read: the user's call
+        (True, "", None, False),  # a remote model has no curve of ours
+    ],
+)
+def test_which_models_measure_their_costs(
+    remote: bool, draft: str, costs: DraftCosts | None, expected: bool
+) -> None:
+    api = RemoteEndpoint(base="http://x/v1", model="m") if remote else None
+    spec = ModelSpec(name="m", path="/m.gguf", draft=draft, api=api)
+    assert needs_calibration(spec, costs) is expected
+
+
+def _until(done: Callable[[], bool], timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def _calibrations() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("calibrate-")]
+
+
+@pytest.mark.real_model
+@pytest.mark.slow
+async def test_a_model_with_no_costs_measures_them_while_idle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # the decode cache only: GEMMA is found
+    spec = ModelSpec(name="gemma", path=GEMMA, n_ctx=1024)
+    model = await LlamaBackend(calibrate=True).load(spec)
+    try:
+        assert model.draft_costs is None and _calibrations() == ["calibrate-gemma"]
+        await anyio.to_thread.run_sync(_until, lambda: model.draft_costs is not None)
+        costs = model.draft_costs
+        assert costs is not None
+        assert costs.source.startswith("measured in the background")
+        assert costs.verify_ratio[0] == 1.0 and len(costs.verify_ratio) == 12
+        assert costs.step_s > 0 and costs.prefill_s_per_token > 0
+    finally:
+        await model.close()
+    saved = cache_path(await anyio.to_thread.run_sync(file_digest, GEMMA), threads_of(spec))
+    assert saved.exists()  # where bench decode saves: every later load reads it
+    again = await LlamaBackend(calibrate=True).load(spec)
+    try:
+        assert again.draft_costs is not None and again.draft_costs.source == str(saved)
+        assert _calibrations() == []  # measured: nothing to measure
+    finally:
+        await again.close()
+
+
+@pytest.mark.real_model
+@pytest.mark.slow
+def test_requests_during_the_measurement_are_served_unchanged_and_it_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    model = load_model(ModelSpec(name="gemma", path=GEMMA, n_ctx=1024), threading.Event())
+    params = SamplingParams(temperature=0.0, max_tokens=12)
+    prompt = model.tokenize_sync("def fib(n):\n    ")
+
+    def answer() -> str:
+        return anyio.run(lambda: model.generate(prompt, params)).text
+
+    try:
+        before = answer()
+        calibration = Calibration(model, idle_s=0.2, poll_s=0.02)
+        calibration.start()
+        during = []
+        while calibration.prefills < 2 and calibration.is_alive():  # used mid-way: prefills again
+            time.sleep(0.3)
+            during.append(answer())
+        calibration.join(120)
+        assert calibration.costs is not None and calibration.prefills >= 2
+        assert during and all(text == before for text in during)
+        assert model.draft_costs == calibration.costs  # adopted at once
+        assert answer() == before  # drafting verifies: greedy text unchanged
+    finally:
+        model.close_sync()
+
+
+@pytest.mark.real_model
+def test_a_measurement_stops_when_its_model_is_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    model = load_model(ModelSpec(name="gemma", path=GEMMA, n_ctx=1024), threading.Event())
+    calibration = Calibration(model, idle_s=60.0, poll_s=0.02)  # never idle long enough
+    calibration.start()
+    model.close_sync()
+    calibration.join(10)
+    assert not calibration.is_alive() and calibration.costs is None
+    assert not list(tmp_path.rglob("*.json"))
+
+
+@pytest.mark.real_model
+@pytest.mark.slow
+def test_swapos_serve_measures_an_unmeasured_model_and_drafts_after(tmp_path: Path) -> None:
+    """A fresh machine (an empty cache), the command line: the served model measures its
+    costs while idle and saves them; the next request decodes with drafting on (whether a
+    draft is verified is then the policy's call on what it accepts as it goes)."""
+    models = tmp_path / "models"
+    models.mkdir()
+    os.link(QWEN, models / "qwen.gguf")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    cmd = [sys.executable, "-m", "swapos.serve", "--port", "0", "--models-dir", str(models)]
+    cmd += ["--kv-dir", "none", "--preload", "qwen", "--event-log", str(tmp_path / "ev.jsonl")]
+    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    try:
+        base = next(
+            m.group(1) for line in proc.stderr if (m := re.search(r"on (http://\S+)", line))
+        )
+        threading.Thread(target=proc.stderr.read, daemon=True).start()
+        deadline = time.monotonic() + 120
+        while not list((tmp_path / "cache" / "swapos" / "decode").glob("*.json")):
+            assert time.monotonic() < deadline, "the served model never measured its costs"
+            time.sleep(0.2)
+        body = {"model": "qwen", "prompt": "1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4,"}
+        body |= {"max_tokens": 48, "temperature": 0}
+        r = httpx.post(base + "/v1/completions", json=body, timeout=120)
+        assert r.status_code == 200, r.text
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        proc.stderr.close()
+    events, _ = load_events(tmp_path / "ev.jsonl")
+    (done,) = [e for e in events if isinstance(e, GenerationFinished)]
+    assert done.stats.draft_rule == "lookup1-3"  # the event log says drafting was on ("": off)
