@@ -12,6 +12,7 @@ import ctypes
 import ctypes.util
 import mmap
 import os
+import stat
 from pathlib import Path
 
 _PAGE = mmap.PAGESIZE
@@ -47,12 +48,13 @@ def cached_fraction(path: str | Path) -> float | None:
     if _LIBC is None:
         return None
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block
     except OSError:
         return None
     try:
-        size = os.fstat(fd).st_size
-        if size == 0:
+        st = os.fstat(fd)
+        size = st.st_size
+        if size == 0 or not stat.S_ISREG(st.st_mode):
             return None
         addr = _LIBC.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
         if addr is None or addr == _MAP_FAILED:

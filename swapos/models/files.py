@@ -45,11 +45,16 @@ def _served(path: Path) -> bool:
 def models_in(directory: Path) -> list[Path]:
     """The GGUF models of ``directory`` (not its subfolders), sorted by name.
 
+    Every entry named as a model is one, whatever it is: a link to a model elsewhere is
+    served under the link's name, and a dangling link, a link loop, a folder or a FIFO named
+    ``*.gguf`` is refused by name when its header is checked (``read_gguf``), never left out
+    without a word.
+
     Raises:
         ProfileError: it is not a readable folder, or holds no ``.gguf`` model.
     """
     try:
-        found = sorted(p for p in directory.iterdir() if p.is_file() and _served(p))
+        found = sorted(p for p in directory.iterdir() if _served(p))
     except OSError as exc:
         raise ProfileError(
             f"--models-dir {directory}: {exc.strerror or exc}; give a folder of .gguf files"
@@ -80,5 +85,7 @@ def files_profile(
                 f"{paths[key]} and {file} would both be served as {key!r}: rename one"
             )
         paths[key] = file
-        models[key] = ModelConfig(path=str(file.resolve()), n_ctx=FILE_CONTEXT_CAP)
+        # absolute, not resolved: a link keeps its own name in every message (and resolving
+        # a link loop raises)
+        models[key] = ModelConfig(path=str(file.absolute()), n_ctx=FILE_CONTEXT_CAP)
     return Profile(name=name, budget=budget, models=models)

@@ -9,9 +9,11 @@ caught here instead of deep inside llama.cpp.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import mmap
 import os
+import stat
 import struct
 from pathlib import Path
 
@@ -201,7 +203,8 @@ def _parse(buf: mmap.mmap | bytes, path: Path, file_size: int) -> GGUFInfo:
     cur = _Cursor(buf)
     if bytes(buf[:4]) != GGUF_MAGIC:
         raise ModelFileError(
-            f"{path} is not a GGUF file (bad magic); point the profile at a .gguf model file"
+            f"{path} is not a GGUF file (bad magic); give a .gguf model file "
+            "(re-download it if it should be one)"
         )
     cur.skip(4)
     version = cur.u32()
@@ -295,16 +298,57 @@ def _info(
     )
 
 
+_NOT_REGULAR = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def open_model_file(path: str | os.PathLike[str]) -> int:
+    """A read-only descriptor of the model file at ``path``, opened without blocking (a FIFO
+    put in a model's place would otherwise wait for a writer forever), and refused unless it
+    is a regular file. The caller closes it.
+
+    Raises:
+        OSError: it cannot be opened (missing, a link loop, no permission).
+        ModelFileError: it is a folder, a FIFO, a device or a socket (named, with what to do).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    if stat.S_ISREG(mode):
+        return fd
+    os.close(fd)
+    kind = next((k for test, k in _NOT_REGULAR if test(mode)), "not a regular file")
+    raise ModelFileError(f"{path} is {kind}, not a model file; give a .gguf model file instead")
+
+
+def _missing(file: Path) -> str:
+    """What to say of ``file`` that cannot be found: a link names where it points."""
+    if file.is_symlink():
+        return (
+            f"{file} is a link to {os.readlink(file)}, which does not exist; fix or remove the link"
+        )
+    return f"model file {file} does not exist; check the path"
+
+
 def read_gguf(path: str | os.PathLike[str]) -> GGUFInfo:
     """Read the header and metadata of the GGUF file at ``path``.
 
     Raises:
-        ModelFileError: the file is missing, unreadable, not GGUF, or truncated (its header
-            or its tensor data ends early). The message names the file and what to do.
+        ModelFileError: the file is missing, unreadable, not a regular file, not GGUF, or
+            truncated (its header or its tensor data ends early). The message names the
+            file and what to do.
     """
     file = Path(path)
     try:
-        with file.open("rb") as f:
+        with open(open_model_file(file), "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size < 24:
                 raise ModelFileError(
@@ -314,9 +358,13 @@ def read_gguf(path: str | os.PathLike[str]) -> GGUFInfo:
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
                 info = _parse(buf, file, size)
     except FileNotFoundError as exc:
-        raise ModelFileError(f"model file {file} does not exist; check the path") from exc
+        raise ModelFileError(_missing(file)) from exc
     except OSError as exc:
-        raise ModelFileError(f"cannot read model file {file}: {exc.strerror}") from exc
+        if exc.errno == errno.ELOOP:
+            raise ModelFileError(f"{file} is a link loop; fix or remove the link") from exc
+        raise ModelFileError(
+            f"cannot read model file {file}: {exc.strerror}; give a readable .gguf model file"
+        ) from exc
     except _Corrupt as exc:
         raise ModelFileError(
             f"{file} has a corrupt GGUF header ({exc}); re-download or re-convert it"

@@ -25,7 +25,7 @@ from swapos.backends.llama.vocab import shared_counter
 from swapos.backends.pagecache import cached_fraction
 from swapos.backends.threads import run_in_worker
 from swapos.errors import ModelFileError
-from swapos.models.gguf import GGUFInfo
+from swapos.models.gguf import GGUFInfo, open_model_file
 from swapos.models.resolve import refuse_offload
 from swapos.models.spec import ModelSpec
 from swapos.models.templates import ChatFormat, FimTokens
@@ -216,7 +216,7 @@ class LlamaBackend:
             if (cached_fraction(spec.path) or 0.0) >= WARM_ENOUGH:
                 return
             try:
-                with open(spec.path, "rb", buffering=0) as f:
+                with open(open_model_file(spec.path), "rb", buffering=0) as f:
                     if hasattr(os, "posix_fadvise"):
                         os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_WILLNEED)
                     chunk = bytearray(_WARM_CHUNK)
