@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from swapos.bench import grammar, kv, precheck, replay, report, splice
+from swapos.bench import grammar, kv, long_prompt, precheck, replay, report, splice
 from swapos.bench.decode import command as decode
 from swapos.bench.draws import command as draws
 from swapos.bench.grade import command as grade_cost
@@ -40,6 +40,7 @@ SUBCOMMANDS: dict[str, tuple[AddArguments, Main]] = {
     "grade": (grade_cost.add_arguments, grade_cost.main),
     "grammar": (grammar.add_arguments, grammar.main),
     "kv": (kv.add_arguments, kv.main),
+    "long-prompt": (long_prompt.add_arguments, long_prompt.main),
     "overhead": (overhead.add_arguments, overhead.main),
     "precheck": (precheck.add_arguments, precheck.main),
     "ray-overhead": (ray_overhead.add_arguments, ray_overhead.main),
