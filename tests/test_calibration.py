@@ -6,10 +6,7 @@ were measuring."""
 from __future__ import annotations
 
 import os
-import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +15,7 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+from serve_process import serve_process
 
 from swapos.backends.llama import LlamaBackend, load_model
 from swapos.backends.llama.calibration import Calibration, needs_calibration
@@ -30,7 +28,6 @@ from swapos.models.bundled import bundled_model_path
 from swapos.models.digests import file_digest
 from swapos.models.spec import ModelSpec, RemoteEndpoint
 
-ROOT = Path(__file__).resolve().parents[1]
 GEMMA = str(bundled_model_path("gemma3-270m-q4_k_m"))
 QWEN = str(bundled_model_path("qwen2.5-coder-0.5b-instruct-q4_k_m"))  # drafts (Gemma: a window)
 COSTS = DraftCosts(verify_ratio=(1.0, 1.2))
@@ -146,31 +143,26 @@ def test_swapos_serve_measures_an_unmeasured_model_and_drafts_after(tmp_path: Pa
     models = tmp_path / "models"
     models.mkdir()
     os.link(QWEN, models / "qwen.gguf")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    cmd = [sys.executable, "-m", "swapos.serve", "--port", "0", "--models-dir", str(models)]
-    cmd += ["--kv-dir", "none", "--preload", "qwen", "--event-log", str(tmp_path / "ev.jsonl")]
-    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    try:
-        base = next(
-            m.group(1) for line in proc.stderr if (m := re.search(r"on (http://\S+)", line))
-        )
-        threading.Thread(target=proc.stderr.read, daemon=True).start()
-        deadline = time.monotonic() + 120
-        while not list((tmp_path / "cache" / "swapos" / "decode").glob("*.json")):
-            assert time.monotonic() < deadline, "the served model never measured its costs"
-            time.sleep(0.2)
-        body = {"model": "qwen", "prompt": "1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4,"}
-        body |= {"max_tokens": 48, "temperature": 0}
+    log = str(tmp_path / "ev.jsonl")
+    args = (
+        "--models-dir",
+        str(models),
+        "--kv-dir",
+        "none",
+        "--preload",
+        "qwen",
+        "--event-log",
+        log,
+    )
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    with serve_process(*args, calibrate=True, env=env) as (proc, base):
+        _until(lambda: bool(list((tmp_path / "cache" / "swapos" / "decode").glob("*.json"))))
+        prompt = "1, 2, 3, 4, " * 4
+        body = {"model": "qwen", "prompt": prompt, "max_tokens": 48, "temperature": 0}
         r = httpx.post(base + "/v1/completions", json=body, timeout=120)
         assert r.status_code == 200, r.text
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        proc.stderr.close()
     events, _ = load_events(tmp_path / "ev.jsonl")
     (done,) = [e for e in events if isinstance(e, GenerationFinished)]
     assert done.stats.draft_rule == "lookup1-3"  # the event log says drafting was on ("": off)

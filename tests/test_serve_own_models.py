@@ -6,10 +6,7 @@ a profile model's ``aliases``, ``ttl`` and CORS, on the fake backend; and ``swap
 from __future__ import annotations
 
 import os
-import re
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +18,7 @@ import httpx
 import ollama
 import pytest
 from serve_fakes import chat, in_process, in_thread, over_http
+from serve_process import serve_process
 
 from swapos.backends.fake_script import FakeModelScript
 from swapos.errors import ProfileError
@@ -31,7 +29,6 @@ from swapos.serve import ServeSettings
 from swapos.serve.names import ModelNames
 from swapos.testing import FakeClock
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = {
     "a": FakeModelScript(reply="alpha", load_s=1.0, token_s=0.1, footprint_bytes=100),
     "b": FakeModelScript(reply="bravo", load_s=1.0, token_s=0.1, footprint_bytes=100),
@@ -208,29 +205,12 @@ MESSAGES = [
 
 @contextmanager
 def serving(*args: str) -> Iterator[str]:
-    """``python -m swapos.serve ARGS`` on a free port until Ctrl-C; its base URL."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "swapos.serve", "--port", "0", "--no-calibrate", *args]
-    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stderr is not None
-        base = None
-        for line in proc.stderr:  # the banner (after --preload) names the port
-            found = re.search(r"on (http://127\.0\.0\.1:\d+)", line)
-            if found:
-                base = found.group(1)
-                break
-        assert base is not None, "the server exited before serving"
+    """``python -m swapos.serve ARGS`` until Ctrl-C, which must end it cleanly; its base URL."""
+    with serve_process(*args) as (proc, base):
         assert httpx.get(base + "/health", timeout=30).status_code == 200
         yield base
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
 
 
 def ask(base: str) -> dict[str, Any]:

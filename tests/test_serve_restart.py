@@ -9,14 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +20,7 @@ import httpx
 import msgspec
 import pytest
 from serve_fakes import chat, in_process
+from serve_process import serve_process
 
 from swapos.backends.fake_script import FakeModelScript
 from swapos.bench.replay import load_events, replay
@@ -32,8 +28,6 @@ from swapos.bench.report import event_logs
 from swapos.models.bundled import bundled_model_path
 from swapos.records.log_files import kept_name
 from swapos.testing import FakeClock
-
-ROOT = Path(__file__).resolve().parents[1]
 
 # --- where an earlier run's log goes ---------------------------------------------------------
 
@@ -131,33 +125,6 @@ CONVERSATIONS = [
 ]
 
 
-@contextmanager
-def _server(*args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """``python -m swapos.serve ARGS`` on a free port; the process and its base URL."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "swapos.serve", "--port", "0", "--no-calibrate", *args]
-    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    drain = threading.Thread(target=proc.stderr.read, daemon=True)  # never block the server
-    try:
-        base = None
-        for line in proc.stderr:  # the banner (after --preload) names the port
-            found = re.search(r"on (http://127\.0\.0\.1:\d+)", line)
-            if found:
-                base = found.group(1)
-                break
-        assert base is not None, "the server exited before serving"
-        drain.start()
-        yield proc, base
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        if drain.is_alive():
-            drain.join(10)
-        proc.stderr.close()
-
-
 def _ask(base: str, messages: list[dict[str, str]], max_tokens: int) -> dict[str, Any]:
     body = {"model": "gemma", "messages": messages, "max_tokens": max_tokens, "temperature": 0}
     r = httpx.post(base + "/v1/chat/completions", json=body, timeout=300)
@@ -199,7 +166,7 @@ def test_kill_9_mid_eight_streamed_requests_then_a_restart_loses_nothing_finishe
         "4",
     )
     seconds: list[list[dict[str, str]]] = []
-    with _server(*args) as (proc, base):
+    with serve_process(*args) as (proc, base):
         for messages in CONVERSATIONS:  # each conversation's first turn, finished
             answer = _ask(base, messages, 8)["choices"][0]["message"]["content"]
             seconds.append(
@@ -227,7 +194,7 @@ def test_kill_9_mid_eight_streamed_requests_then_a_restart_loses_nothing_finishe
     assert "holds 8 finished task(s)" in warnings[-1] and "unfinished" in warnings[-1]
     assert len(replay(log).results) == len(CONVERSATIONS)
 
-    with _server(*args) as (proc, base):  # a new process: its RAM tier is empty
+    with serve_process(*args) as (proc, base):  # a new process: its RAM tier is empty
         again = [_ask(base, m, 4)["swapos"] for m in seconds]
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
