@@ -12,6 +12,7 @@ from swapos.bench.long_prompt import (
     Server,
     markdown,
     messages,
+    restored_answers_agree,
     sized_file,
     source_file,
 )
@@ -38,12 +39,22 @@ def test_the_report_shows_every_request_and_each_check() -> None:
         host={"cpu": "AMD EPYC"}, command="c", run_at="t", profile="default", model="large",
         path="/m.gguf", target_tokens=16384, budget_bytes=3 << 30,
         servers=[Server(asks=[ask], peak_rss_bytes=2 << 30)],
-        checks={"peak RSS within the budget": True, "the same answer each time": False},
+        checks={"peak RSS within the budget": True, "restart: the answer warm gave": False},
     )  # fmt: skip
     text = markdown(report)
     assert "| warm | 16400 | 16399 | 1 | 0.00 | 0.10 | 1.5 | 2048 |" in text
     assert "- met: peak RSS within the budget" in text
-    assert "- MISSED: the same answer each time" in text
+    assert "- MISSED: restart: the answer warm gave" in text
+
+
+def test_only_the_answers_from_the_restored_state_must_agree() -> None:
+    def ask(name: str, restored: int, answer: str) -> Ask:
+        return Ask(name=name, wall_s=1, prompt_tokens=9, kv_restored_tokens=restored,
+                   prefill_tokens=9 - restored, load_s=0, ttft_s=0, answer=answer)  # fmt: skip
+
+    cold, warm = ask("cold", 0, "a b c"), ask("warm", 8, "a b d")
+    assert restored_answers_agree([cold, warm, ask("restart", 8, "a b d")])
+    assert not restored_answers_agree([cold, warm, ask("restart", 8, "a b e")])
 
 
 def test_the_command_is_registered() -> None:

@@ -8,7 +8,7 @@ a file of ``--tokens`` tokens and a question about it, is asked three times:
    reload), and prefills the whole prompt;
 2. ``warm``: the same request again, its prefix restored from the KV cache's RAM tier;
 3. ``restart``: after the server is stopped and started again (its RAM tier empty), the
-   same request, its prefix restored from the disk tier.
+   same request, its prefix restored from the disk tier (its answer the same as warm's).
 
 Each server's peak RSS (``VmHWM`` of its process, read before it stops) is compared with the
 budget: the budget is the process's (its overhead, the models and the KV RAM tier,
@@ -102,6 +102,14 @@ def sized_file(count: Callable[[str], int], tokens: int) -> str:
     return source_file(lo)
 
 
+def restored_answers_agree(asks: list[Ask]) -> bool:
+    """Whether the greedy answers decoded from the restored state agree (warm, restart). The
+    cold answer may differ after a near-tie: a full prefill writes the prompt's cells in
+    batches, a restore evaluates the last prompt token alone, and the two round differently
+    (docs/results/log/2026-12-06-batch-numerics.md)."""
+    return len({a.answer for a in asks if a.kv_restored_tokens}) == 1
+
+
 def messages(file: str) -> list[dict[str, str]]:
     return [
         {"role": "system", "content": "You review Python code briefly."},
@@ -165,7 +173,7 @@ async def run_bench(
         "peak RSS within the budget": all(s.peak_rss_bytes <= budget for s in served),
         "warm: prefix from the KV cache": restored["warm"] >= 0.9 * asks[0].prompt_tokens,
         "restart: prefix from the disk tier": restored["restart"] >= 0.9 * asks[0].prompt_tokens,
-        "the same answer each time": len({a.answer for a in asks}) == 1,
+        "restart: the answer warm gave (one saved state)": restored_answers_agree(asks),
     }
     return LongPromptReport(
         host=host_info(), command=" ".join(["python -m swapos.bench long-prompt", *sys.argv[2:]]),
