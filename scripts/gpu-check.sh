@@ -240,11 +240,19 @@ swap_gpu() { # swap_gpu CONDITION CAP_S
         --phases "$PHASES" --tokens 48 --repeats 1 --rounds 1 --conditions "$1" \
         --modes overlap,lru,sequential --out "$OUT/swap-gpu-$1.json"
 }
-[[ ,$CONDITIONS, == *,warm,* ]] && swap_gpu warm 180
+if [[ ,$CONDITIONS, == *,warm,* ]]; then
+    swap_gpu warm 180
+else
+    skip swap-gpu-warm 0 "not in GPU_CHECK_CONDITIONS"
+fi
 step decode-gpu 90 "${bench[@]}" decode --profile "$WORK/gpu.toml" --models "$small,$large" \
     --sizes 2,4,8,12,16 --repeats 3 --results "$WORK/no-capsules" --no-save \
     --out "$OUT/decode-gpu.json"
-[[ ,$CONDITIONS, == *,cold,* ]] && swap_gpu cold 180
+if [[ ,$CONDITIONS, == *,cold,* ]]; then
+    swap_gpu cold 180
+else
+    skip swap-gpu-cold 0 "not in GPU_CHECK_CONDITIONS"
+fi
 step swap-cpu 120 "${bench[@]}" swap --profile "$WORK/cpu.toml" --schedule rotation --phases 5 \
     --tokens 16 --repeats 1 --rounds 1 --conditions warm --modes overlap,lru \
     --out "$OUT/swap-cpu.json"

@@ -227,15 +227,32 @@ def verdict(
     return failures, incomplete
 
 
+def _build_line(build: dict[str, Any] | None) -> str:
+    if not build:
+        return "none"
+    how = (
+        "reused from an earlier call" if build.get("reused")
+        else f"prebuilt {build['prebuilt']}" if build.get("prebuilt")
+        else f"{build.get('seconds', 0):.0f}s with {build.get('jobs')} jobs"
+    )  # fmt: skip
+    return (
+        f"{how}; CMAKE_ARGS {build.get('cmake_args', '').strip()}; "
+        f"{build.get('wheel')} ({build.get('wheel_bytes', 0) / 2**20:.1f} MiB)"
+    )
+
+
 def _md(summary: dict[str, Any]) -> str:
     lines = [f"# gpu-check.sh: {summary['result']}", ""]
     lines += [f"- mode: {'GPU' if summary['gpu'] else 'CPU rehearsal'}",
               f"- devices: {summary.get('devices') or '?'}",
-              f"- build: {summary.get('build')}", ""]  # fmt: skip
-    lines += ["| step | rc | seconds | timeout |", "| --- | --- | --- | --- |"]
+              f"- build: {_build_line(summary.get('build'))}", ""]  # fmt: skip
+    lines += ["| step | rc | seconds | timeout | note |", "| --- | --- | --- | --- | --- |"]
     for s in summary["steps"]:
         rc = "skipped" if s.get("skipped") else ("timeout" if s.get("timed_out") else s["rc"])
-        lines.append(f"| {s['step']} | {rc} | {s['seconds']:.1f} | {s['timeout_s']} |")
+        lines.append(
+            f"| {s['step']} | {rc} | {s['seconds']:.1f} | {s['timeout_s']} | "
+            f"{s.get('skipped') or ''} |"
+        )
     lines.append("")
     for label, items in (("failed", summary["failures"]), ("incomplete", summary["incomplete"])):
         lines += [f"- {label}: {item}" for item in items]
