@@ -11,10 +11,12 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from fakes import fake_system
 from serve_fakes import Served, chat, over_http
+from structlog.testing import capture_logs
 
 from swapos.backends.fake_script import FakeModelScript
-from swapos.serve import ServeSettings
+from swapos.serve import ServeSettings, app
 from swapos.testing import FakeClock
 
 SCRIPTS = {"a": FakeModelScript(reply="alpha beta gamma", load_s=1.0, token_s=0.1)}
@@ -152,3 +154,33 @@ async def test_stop_reason_is_one_docs_serve_lists() -> None:
     assert capped.json()["choices"][0]["finish_reason"] == "length"
     assert capped.json()["swapos"]["stop_reason"] == "length"
     assert whole.json()["swapos"]["stop_reason"] in ("eos", "stop", "length", "context")
+
+
+async def test_a_client_gone_while_sending_its_body_is_no_internal_error() -> None:
+    """The body never comes (``http.disconnect``): no ``serve.request_failed`` traceback, no
+    500, the server answers the next client (a soak under load logged one per hang-up)."""
+    clock, sent = FakeClock(), list[dict[str, Any]]()
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
+        "query_string": b"", "root_path": "", "client": ("127.0.0.1", 1), "server": ("t", 80),
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"100")],
+    }  # fmt: skip
+    with anyio.fail_after(30):
+        async with clock.autojump(), fake_system(SCRIPTS, budget=100, clock=clock) as (system, _):
+            asgi = app(system)
+            with capture_logs() as logs:
+                await asgi(scope, receive, send)  # type: ignore[arg-type]
+            transport = httpx.ASGITransport(app=asgi)
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+                ok = await client.post("/v1/chat/completions", json=chat("a"))
+    assert sent[0]["status"] != 500
+    assert not [e for e in logs if e["event"] == "serve.request_failed"]
+    assert ok.status_code == 200

@@ -17,7 +17,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from swapos.actors.base import Events, Outbox, Pending, serving
 from swapos.actors.draws import DrawsRun
 from swapos.actors.residency import Residency
-from swapos.actors.taps import Tap, TokenTaps
+from swapos.actors.taps import TokenTaps
 from swapos.backends.base import GenerationOutput, LoadedModel, TextPromptModel
 from swapos.data.prefix import PrefixState
 from swapos.errors import GenerationError, SwapOSError
@@ -268,7 +268,7 @@ class Generator:
 
     def _progress(self, req: Generate, ids: dict[str, str | None], t0: float) -> _Progress:
         """The ``on_token`` callback of one generation (see :class:`_Progress`)."""
-        return _Progress(self._events, self._outbox, self._taps.get(req.task_id), req, ids, t0)
+        return _Progress(self._events, self._outbox, self._taps, req, ids, t0)
 
     async def _finished_with(
         self,
@@ -327,25 +327,40 @@ class _Progress:
     """The ``on_token`` callback of one generation: each piece to the task's token tap (if
     any); on the first piece ``FirstToken``, and the request's ``at_first_token`` schedule to
     the Prefetcher; then ``GenerationProgress`` every :data:`PROGRESS_EVERY` pieces. A
-    generation with no piece at all hands the schedule on when it ends (:meth:`ended`)."""
+    generation with no piece at all hands the schedule on when it ends (:meth:`ended`).
+
+    The tap is looked up for every piece: a caller that has gone (a client hung up, its
+    request cancelled) has removed it, and the pieces decoded before the cancellation
+    reaches the generation go nowhere. A tap that raises is a bug of its caller's; it is
+    logged and dropped, never the Generator's (and the server's) end."""
 
     def __init__(  # noqa: PLR0917
         self,
         events: Events,
         outbox: Outbox,
-        tap: Tap | None,
+        taps: TokenTaps,
         req: Generate,
         ids: dict[str, str | None],
         t0: float,
     ) -> None:
-        self._events, self._outbox, self._tap = events, outbox, tap
+        self._events, self._outbox, self._taps = events, outbox, taps
         self._req, self._ids, self._t0 = req, ids, t0
+        self._failed = False
         self.count = 0
+
+    def _relay(self, piece: str) -> None:
+        tap = None if self._failed else self._taps.get(self._req.task_id)
+        if tap is None:
+            return
+        try:
+            tap(piece)
+        except Exception as exc:  # the caller's bug: its stream ends, the generation goes on
+            self._failed = True
+            log.warning("generator.tap_failed", task_id=self._req.task_id, error=repr(exc))
 
     def __call__(self, piece: str) -> None:
         self.count += 1
-        if self._tap is not None:
-            self._tap(piece)
+        self._relay(piece)
         if self.count == 1:
             t = self._events.t()
             self._events.emit_nowait(FirstToken(t=t, ttft_s=t - self._t0, **self._ids))

@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -104,6 +104,9 @@ def app(
                 return await handler(server, request)
             except RequestError as exc:
                 return exc.response()
+            except ClientDisconnect:  # gone while sending its body: no one reads an answer
+                log.info("serve.client_gone", path=path)
+                return Response(status_code=400)
             except Exception as exc:  # a bug: still an answer in the OpenAI shape, logged
                 log.exception("serve.request_failed", path=path)
                 return RequestError(

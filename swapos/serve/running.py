@@ -107,8 +107,10 @@ async def run_streamed(
     send, recv = anyio.create_memory_object_stream[str](prep.params.max_tokens + 8)
     ran: Ran | None = None
 
-    def tap(piece: str) -> None:
-        with contextlib.suppress(anyio.BrokenResourceError, anyio.WouldBlock):
+    def tap(piece: str) -> None:  # closed: the request has ended; broken: its reader has
+        with contextlib.suppress(
+            anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.WouldBlock
+        ):
             send.send_nowait(piece)
 
     async def generate() -> None:
