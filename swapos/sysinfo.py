@@ -46,15 +46,26 @@ def release_free_heap() -> bool:
         return False
 
 
+def status_bytes(status: str, field: str) -> int:
+    """A memory ``field`` (``VmRSS``, ``VmHWM``...) of a ``/proc/PID/status`` text, in bytes.
+
+    Raises:
+        ValueError: no such line (a process that has exited has no ``Vm`` lines).
+    """
+    for line in status.splitlines():
+        if line.startswith(f"{field}:"):
+            value, unit = line.split()[1:3]
+            assert unit == "kB", unit
+            return int(value) * 1024
+    raise ValueError(f"no {field} line in the process status")
+
+
 def peak_rss_bytes() -> int:
     """Peak RSS since start or since the last :func:`reset_peak_rss` (``VmHWM``)."""
     try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        return status_bytes(Path("/proc/self/status").read_text(), "VmHWM")
+    except (OSError, ValueError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def reset_peak_rss() -> bool:

@@ -37,7 +37,7 @@ from swapos.models.bundled import resolve_profile
 from swapos.models.profile import parse_size
 from swapos.models.resolve import model_specs
 from swapos.models.spec import ModelSpec
-from swapos.sysinfo import host_info
+from swapos.sysinfo import host_info, status_bytes
 
 Say = Callable[[str], None]
 QUESTION = "Which function in this file would you test first, and why? One sentence."
@@ -230,10 +230,7 @@ async def _serve(setup: _Setup, run: int, names: list[str], say: Say) -> Server:
 
 def _peak_rss(pid: int) -> int:
     """``VmHWM`` of process ``pid``, bytes."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise SwapOSError(f"no VmHWM for process {pid}")
+    return status_bytes(Path(f"/proc/{pid}/status").read_text(), "VmHWM")
 
 
 def markdown(report: LongPromptReport) -> str:

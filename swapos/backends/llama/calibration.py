@@ -69,8 +69,7 @@ def needs_calibration(spec: ModelSpec, costs: DraftCosts | None) -> bool:
 class Calibration(threading.Thread):
     """Measures ``model``'s cost curve while it is idle, then saves and adopts the costs.
 
-    Stops when the model is closed; :meth:`stop` stops it sooner. ``idle_s`` and ``poll_s``
-    are for tests.
+    Stops when the model is closed. ``idle_s`` and ``poll_s`` are for tests.
     """
 
     def __init__(self, model: Measured, *, idle_s: float = IDLE_S, poll_s: float = POLL_S) -> None:
@@ -81,13 +80,9 @@ class Calibration(threading.Thread):
         self.costs: DraftCosts | None = None
         self.steps = 0
         self.prefills = 0
-        self._stop_event = threading.Event()
         self._meter: CurveMeter | None = None
         self._stale = True  # the context holds no prefill of ours
         self._used = False
-
-    def stop(self) -> None:
-        self._stop_event.set()
 
     def run(self) -> None:
         try:
@@ -100,7 +95,8 @@ class Calibration(threading.Thread):
         quiet_since = time.monotonic()
         started = time.perf_counter()
         while self._meter is None or not self._meter.done:
-            if self._stop_event.wait(self.poll_s) or model.closed or model.slots > 1:
+            time.sleep(self.poll_s)
+            if model.closed or model.slots > 1:
                 return
             if not model.measure_idle(self._probe) or self._used:  # busy now, or used since
                 quiet_since = time.monotonic()

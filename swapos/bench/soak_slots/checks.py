@@ -20,6 +20,7 @@ import msgspec
 from swapos.bench.serve.stats import percentile
 from swapos.bench.soak_slots.plan import Kind
 from swapos.messages.events import AnyEvent, GenerationFinished, TaskFinished, TaskStarted
+from swapos.sysinfo import status_bytes
 
 MIB = 2**20
 RSS_TOLERANCE_BYTES = 32 * MIB
@@ -105,12 +106,7 @@ def vmrss_bytes(status: str) -> int:
     Raises:
         ValueError: no ``VmRSS`` line (a process that has exited).
     """
-    for line in status.splitlines():
-        if line.startswith("VmRSS:"):
-            value, unit = line.split()[1:3]
-            assert unit == "kB", unit
-            return int(value) * 1024
-    raise ValueError("no VmRSS line in the process status")
+    return status_bytes(status, "VmRSS")
 
 
 def rss_check(samples: Sequence[RssSample], warmup_s: float) -> RssCheck:
