@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 from fakes import fake_system
 from serve_fakes import chat, in_process
@@ -189,3 +190,17 @@ async def test_slots_zero_is_planned_from_the_cost_curve_when_the_system_opens()
         ):
             slots = {name: spec.slots for name, spec in system.specs.items()}
     assert slots == {"m": 3, "flat": 1}  # x1.5 for 2, x2.0 for 3 (capped there); unmeasured: 1
+
+
+async def test_the_planned_slots_fit_the_budget_that_holds_the_model() -> None:
+    """The curve pays for 3 slots; the budget holds the model with 2 (2048 cells a slot)."""
+    script = msgspec.structs.replace(FOUR, footprint_bytes=100, ctx_bytes_per_token=1)
+    clock = FakeClock()
+    with anyio.fail_after(10):
+        async with (
+            clock.autojump(),
+            fake_system({"m": script}, budget=100 + 2 * 2048, clock=clock, slots=0) as (s, _),
+        ):
+            assert s.specs["m"].slots == 2
+            done = await s.generate("t", PhaseSpec(phase="chat", model="m", prompt="hi"))
+    assert done.error is None and done.outputs == ["a b c d"]

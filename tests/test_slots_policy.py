@@ -6,6 +6,7 @@ import pytest
 
 from swapos.policies.slots import (
     MAX_PINNED,
+    budget_caps,
     plan_slots,
     predicted_speedup,
     resolve_slots,
@@ -61,3 +62,33 @@ def test_the_prediction_is_the_throughput_of_the_requests_side_by_side() -> None
     assert predicted_speedup(QWEN_15B, 8, 4) == pytest.approx(2.0)  # 4 slots: 4 at once
     assert predicted_speedup(QWEN_05B, 2, 8) == pytest.approx(1.0)  # never below in turn
     assert predicted_speedup({}, 4, 4) is None
+
+
+@pytest.mark.parametrize(
+    ("sizes", "room", "fixed", "caps"),
+    [
+        # one model: as many slots as fit the budget (1574 MiB at 4 does not fit 1479 MiB)
+        ({"large": [1238, 1350, 1462, 1574]}, 1479, 0, {"large": 3}),
+        ({"large": [1238, 1350, 1462, 1574]}, 4096, 0, {"large": 4}),
+        # too big at one slot: one (its load fails, saying why)
+        ({"large": [1238, 1350]}, 1000, 0, {"large": 1}),
+        # two that fit together at one slot share what is left equally: 300 each
+        ({"a": [500, 600, 700, 800], "b": [400, 750, 1100]}, 1500, 0, {"a": 4, "b": 1}),
+        ({"a": [500, 600, 700, 800], "b": [400, 500, 600]}, 1500, 0, {"a": 4, "b": 3}),
+        # a pinned model's bytes come off the room first: 100 left to share
+        ({"a": [500, 600, 700, 800]}, 1500, 900, {"a": 2}),
+        # two that do not fit together (they swap anyway): each up to the whole budget
+        ({"a": [900, 1000, 1100], "b": [800, 1200, 1600]}, 1500, 0, {"a": 3, "b": 2}),
+        # a file that could not be read: one slot
+        ({"a": []}, 1500, 0, {"a": 1}),
+    ],
+)
+def test_the_budget_caps_the_slots(
+    sizes: dict[str, list[int]], room: int, fixed: int, caps: dict[str, int]
+) -> None:
+    assert budget_caps(sizes, room, fixed=fixed) == caps
+
+
+def test_a_capped_plan_takes_the_best_count_under_the_cap() -> None:
+    assert plan_slots(QWEN_15B, cap=3).slots == 3
+    assert plan_slots(QWEN_05B, cap=3).slots == 1  # under the cap, 2 and 3 never pay

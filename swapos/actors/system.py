@@ -25,6 +25,7 @@ from swapos.actors.prefetcher import Prefetcher, PrefetchPolicy
 from swapos.actors.recorder import Recorder
 from swapos.actors.residency import Residency
 from swapos.actors.router import Router
+from swapos.actors.slot_plan import slots_resolved
 from swapos.actors.taps import TokenTaps
 from swapos.actors.texts import ModelTexts
 from swapos.backends.base import ModelBackend
@@ -37,7 +38,6 @@ from swapos.models.profile import Mode, Profile, device_budget_bytes, parse_size
 from swapos.models.resolve import model_specs
 from swapos.models.spec import ModelSpec
 from swapos.policies.eviction import EvictionRule
-from swapos.policies.slots import plan_slots
 from swapos.sysinfo import host_info, process_baseline_bytes
 from swapos.version import __version__
 
@@ -167,28 +167,12 @@ async def open_system(
     options = _Options(*kv, prefetch, cold, log, on_event, shared, watch)
     backend = backend or _default_backend(load_threads, calibrate=calibrate)
     backend.check_devices(list(specs.values()))  # GPU layers on a CPU-only build: one line
-    specs = await anyio.to_thread.run_sync(_slots_resolved, specs, backend)  # reads curves
     budget, clock = _budget(profile, mode, budget_bytes), clock or MonotonicClock()
+    room = None if budget >= UNLIMITED_BUDGET else budget - (shared[0] if shared else 0)
+    specs = await anyio.to_thread.run_sync(slots_resolved, specs, backend, room)  # curves
     asm = _assemble(_Builder(profile, backend, specs, mode, clock, budget, options))
     async with _lifecycle(asm, profile, preload=MODE_SETTINGS[mode].preload) as system:
         yield system
-
-
-def _slots_resolved(specs: dict[str, ModelSpec], backend: ModelBackend) -> dict[str, ModelSpec]:
-    """``specs`` with each ``slots = 0`` ("from the cost curve") resolved by
-    :func:`~swapos.policies.slots.plan_slots` on the model's measured curve (a remote
-    model: 1)."""
-    out = dict(specs)
-    for name, spec in specs.items():
-        if spec.slots > 0:
-            continue
-        if spec.remote:
-            out[name] = msgspec.structs.replace(spec, slots=1)
-            continue
-        plan = plan_slots(backend.draw_curve(spec))
-        log.info("slots.planned", model=name, slots=plan.slots, reason=plan.reason)
-        out[name] = msgspec.structs.replace(spec, slots=plan.slots)
-    return out
 
 
 def _default_backend(load_threads: int, *, calibrate: bool) -> ModelBackend:

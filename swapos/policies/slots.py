@@ -26,11 +26,18 @@ The rules (:func:`plan_slots`), written once here:
    wait for a later step. A steep start of the curve (a batch of 2 costing more than 2
    tokens, as on small CPUs) so never runs slower than one at a time; nothing measured
    (slots pinned): all ``n``.
+6. The budget caps the count (:func:`budget_caps`): slots never make a model that fits
+   its budget stop fitting, nor split models that fit together. Where every model fits
+   the models' budget at one slot (a pinned one at its pin), the room they leave is
+   shared out equally, and a model may take as many slots as its share pays for; where
+   they do not fit together (they swap anyway), each may grow until it alone fills the
+   budget. A model too big for it at one slot keeps one (its load fails, saying why).
+   A pin is the user's and is not capped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import msgspec
 
@@ -86,6 +93,30 @@ def plan_slots(
         slots=best, throughput=best_t,
         reason=f"{best} slots: x{best_t:.2f} the tokens of one at a time",
     )  # fmt: skip
+
+
+def budget_caps(
+    footprints: Mapping[str, Sequence[int]], room: int, *, fixed: int = 0
+) -> dict[str, int]:
+    """Rule 6: the most slots each model may have under the models' budget ``room``.
+
+    Args:
+        footprints: per model to plan, its bytes with ``k`` slots at index ``k - 1``
+            (``k`` = 1 up to the largest count considered).
+        room: the models' budget (bytes).
+        fixed: the bytes of the models not planned (pinned ones at their pin).
+    """
+    together = fixed + sum(sizes[0] for sizes in footprints.values() if sizes)
+    share = (room - together) // max(len(footprints), 1) if together <= room else None
+    caps: dict[str, int] = {}
+    for name, sizes in footprints.items():
+        base = sizes[0] if sizes else 0
+        fits = [
+            k for k, size in enumerate(sizes, start=1)
+            if (size - base <= share if share is not None else size <= room)
+        ]  # fmt: skip
+        caps[name] = max(fits, default=1)
+    return caps
 
 
 def step_width(curve: Mapping[int, float], n: int, *, margin: float = MARGIN) -> int:
