@@ -60,6 +60,23 @@ def status_bytes(status: str, field: str) -> int:
     raise ValueError(f"no {field} line in the process status")
 
 
+def others_cpu_seconds() -> float | None:
+    """CPU seconds the machine has spent on processes other than this one since boot: all
+    cores' busy time (``/proc/stat``) less this process's (every thread's). Differences
+    of two readings say how busy the rest of the machine was between them. None where
+    ``/proc/stat`` cannot be read."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
+    machine = (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    own = os.times()
+    return machine - (own.user + own.system)
+
+
 def peak_rss_bytes() -> int:
     """Peak RSS since start or since the last :func:`reset_peak_rss` (``VmHWM``)."""
     try:

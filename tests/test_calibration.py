@@ -18,7 +18,13 @@ import pytest
 from serve_process import serve_process
 
 from swapos.backends.llama import LlamaBackend, load_model
-from swapos.backends.llama.calibration import Calibration, needs_calibration
+from swapos.backends.llama.calibration import (
+    BUSY_OK_ENV,
+    TRIES,
+    Calibration,
+    machine_busy,
+    needs_calibration,
+)
 from swapos.backends.llama.draft_costs import cache_path, threads_of
 from swapos.bench.replay import load_events
 from swapos.data.generation import DraftCosts
@@ -68,6 +74,7 @@ async def test_a_model_with_no_costs_measures_them_while_idle(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # the decode cache only: GEMMA is found
+    monkeypatch.setenv(BUSY_OK_ENV, "1")  # whatever else the machine runs meanwhile
     spec = ModelSpec(name="gemma", path=GEMMA, n_ctx=1024)
     model = await LlamaBackend(calibrate=True).load(spec)
     try:
@@ -105,7 +112,7 @@ def test_requests_during_the_measurement_are_served_unchanged_and_it_goes_on(
 
     try:
         before = answer()
-        calibration = Calibration(model, idle_s=0.2, poll_s=0.02)
+        calibration = Calibration(model, idle_s=0.2, poll_s=0.02, others=lambda: 0.0)
         calibration.start()
         during = []
         while calibration.prefills < 2 and calibration.is_alive():  # used mid-way: prefills again
@@ -116,6 +123,46 @@ def test_requests_during_the_measurement_are_served_unchanged_and_it_goes_on(
         assert during and all(text == before for text in during)
         assert model.draft_costs == calibration.costs  # adopted at once
         assert answer() == before  # drafting verifies: greedy text unchanged
+    finally:
+        model.close_sync()
+
+
+@pytest.mark.parametrize(
+    ("others_s", "steps_s", "cores", "threads", "busy"),
+    [
+        (0.0, 10.0, 2, 2, False),  # a quiet machine
+        (2.0, 10.0, 2, 2, False),  # a fifth of a core: within the slack
+        (3.0, 10.0, 2, 2, True),  # under a benchmark: the threads' cores taken
+        (19.0, 10.0, 2, 2, True),
+        (20.0, 10.0, 16, 4, False),  # two cores busy of the twelve the threads leave
+        (130.0, 10.0, 16, 4, True),
+        (5.0, 0.0, 2, 2, False),  # no step timed: nothing to judge
+    ],
+)
+def test_which_measurements_ran_on_a_busy_machine(
+    others_s: float, steps_s: float, cores: int, threads: int, busy: bool
+) -> None:
+    assert machine_busy(others_s, steps_s, cores=cores, threads=threads) is busy
+
+
+@pytest.mark.real_model
+@pytest.mark.slow
+def test_a_busy_machine_measures_again_then_gives_up_saving_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    model = load_model(ModelSpec(name="gemma", path=GEMMA, n_ctx=1024), threading.Event())
+    spent = iter(range(0, 10**9, 100))  # 100 s of other processes' CPU between any two reads
+    calibration = Calibration(
+        model, idle_s=0.05, poll_s=0.02, backoff_s=0.05, others=lambda: float(next(spent))
+    )
+    try:
+        calibration.start()
+        calibration.join(300)
+        assert not calibration.is_alive()
+        assert calibration.busy_tries == TRIES and calibration.costs is None
+        assert model.draft_costs is None  # the model runs on as before, without drafting
+        assert not list(tmp_path.rglob("*.json"))  # nothing saved for later loads to read
     finally:
         model.close_sync()
 
@@ -154,7 +201,7 @@ def test_swapos_serve_measures_an_unmeasured_model_and_drafts_after(tmp_path: Pa
         "--event-log",
         log,
     )
-    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), BUSY_OK_ENV: "1"}
     with serve_process(*args, calibrate=True, env=env) as (proc, base):
         _until(lambda: bool(list((tmp_path / "cache" / "swapos" / "decode").glob("*.json"))))
         prompt = "1, 2, 3, 4, " * 4

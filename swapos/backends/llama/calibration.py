@@ -14,10 +14,20 @@ decode`` saves them (:func:`~swapos.backends.llama.draft_costs.save_cached`), so
 load reads them (and plans its slots on them), and the model drafts with them from its next
 generation. The curve alone, no acceptance replayed: drafting learns acceptance as it
 decodes (``policies/drafting.py``, rule 5).
+
+A curve measured while other processes take the cores the model's threads need is noise
+(a step of 0.30 s against 0.06 s quiet, ratios out of order), and a saved curve is read by
+every later load. So the thread counts the CPU the rest of the machine spends during its
+steps (:func:`~swapos.sysinfo.others_cpu_seconds`), and a measurement the rule
+:func:`machine_busy` calls busy is thrown away and begun again after :data:`BACKOFF_S`; after
+:data:`TRIES` busy ones it gives up, saves nothing, and says to run ``swapos bench decode``
+on a quiet machine (the model runs on without drafting, as before the measurement).
+:data:`BUSY_OK_ENV` turns the rule off.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -26,10 +36,11 @@ from typing import Protocol
 import structlog
 
 from swapos.backends.llama.cost_curve import CurveMeter, measuring_context
-from swapos.backends.llama.draft_costs import save_cached
+from swapos.backends.llama.draft_costs import save_cached, threads_of
 from swapos.backends.llama.handles import Handles
 from swapos.data.generation import DraftCosts
 from swapos.models.spec import ModelSpec
+from swapos.sysinfo import others_cpu_seconds
 
 log = structlog.get_logger(__name__)
 
@@ -40,6 +51,32 @@ SIZES = (2, 4, 8, 12)
 """Verification batch sizes measured (``bench decode``'s default)."""
 REPEATS = 5
 CONTEXT_TOKENS = 256
+SLACK_CORES = 0.25
+"""The share of a core other processes may use beside the model's threads (:func:`machine_busy`)."""
+BACKOFF_S = 30.0
+"""How long a busy measurement waits before it begins again."""
+TRIES = 3
+"""Busy measurements before the thread gives up."""
+
+
+BUSY_OK_ENV = "SWAPOS_CALIBRATE_BUSY_OK"
+"""Set (to anything but ""): measure whatever the machine's load (:func:`machine_busy` off),
+for machines that are never quiet and for tests that must not depend on the load."""
+
+
+def _others_reader() -> Callable[[], float | None]:
+    """Other processes' CPU seconds, or a reader that knows nothing (the rule off)."""
+    return (lambda: None) if os.environ.get(BUSY_OK_ENV) else others_cpu_seconds
+
+
+def machine_busy(others_s: float, steps_s: float, *, cores: int, threads: int) -> bool:
+    """Whether the rest of the machine took cores the model's ``threads`` needed while it
+    measured: other processes' CPU seconds during the steps (``others_s``), averaged over
+    the steps' wall (``steps_s``), above the cores the threads leave free plus
+    :data:`SLACK_CORES` (on 2 cores and 2 threads: a quarter of a core)."""
+    if steps_s <= 0:
+        return False
+    return others_s / steps_s > max(cores - threads, 0) + SLACK_CORES
 
 
 class Measured(Protocol):
@@ -72,17 +109,30 @@ class Calibration(threading.Thread):
     Stops when the model is closed. ``idle_s`` and ``poll_s`` are for tests.
     """
 
-    def __init__(self, model: Measured, *, idle_s: float = IDLE_S, poll_s: float = POLL_S) -> None:
+    def __init__(
+        self,
+        model: Measured,
+        *,
+        idle_s: float = IDLE_S,
+        poll_s: float = POLL_S,
+        backoff_s: float = BACKOFF_S,
+        others: Callable[[], float | None] | None = None,
+    ) -> None:
         super().__init__(name=f"calibrate-{model.spec.name}", daemon=True)
         self.model = model
         self.idle_s = idle_s
         self.poll_s = poll_s
+        self.backoff_s = backoff_s
         self.costs: DraftCosts | None = None
         self.steps = 0
         self.prefills = 0
+        self.busy_tries = 0
+        self._others = others or _others_reader()
         self._meter: CurveMeter | None = None
         self._stale = True  # the context holds no prefill of ours
         self._used = False
+        self._others_s = 0.0  # other processes' CPU seconds during this try's steps
+        self._steps_s = 0.0
 
     def run(self) -> None:
         try:
@@ -92,16 +142,25 @@ class Calibration(threading.Thread):
 
     def _measure(self) -> None:
         model = self.model
-        quiet_since = time.monotonic()
         started = time.perf_counter()
-        while self._meter is None or not self._meter.done:
-            time.sleep(self.poll_s)
-            if model.closed or model.slots > 1:
+        while True:
+            if not self._one_try():
                 return
-            if not model.measure_idle(self._probe) or self._used:  # busy now, or used since
-                quiet_since = time.monotonic()
-            elif time.monotonic() - quiet_since >= self.idle_s:
-                model.measure_idle(self._step)
+            if not self._busy():
+                break
+            self.busy_tries += 1
+            log.info("calibration.busy", model=model.spec.name, busy_tries=self.busy_tries,
+                     others_cores=round(self._others_s / self._steps_s, 2))  # fmt: skip
+            if self.busy_tries >= TRIES:
+                log.warning(
+                    "calibration.abandoned", model=model.spec.name,
+                    hint="other processes kept the cores busy: run `swapos bench decode` on "
+                    "a quiet machine to measure decode costs (drafting stays off until then)",
+                )  # fmt: skip
+                return
+            self._meter, self._stale, self._others_s, self._steps_s = None, True, 0.0, 0.0
+            if not self._wait(self.backoff_s):
+                return
         assert self._meter is not None
         curve = self._meter.curve()
         costs = DraftCosts(
@@ -124,6 +183,36 @@ class Calibration(threading.Thread):
             seconds=round(time.perf_counter() - started, 1),
         )  # fmt: skip
 
+    def _one_try(self) -> bool:
+        """Measure the whole curve, a step at a time while the model is idle (False: the
+        model was closed or has slots)."""
+        model = self.model
+        quiet_since = time.monotonic()
+        while self._meter is None or not self._meter.done:
+            time.sleep(self.poll_s)
+            if model.closed or model.slots > 1:
+                return False
+            if not model.measure_idle(self._probe) or self._used:  # busy now, or used since
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since >= self.idle_s:
+                model.measure_idle(self._step)
+        return True
+
+    def _busy(self) -> bool:
+        """Whether this try's steps ran on a busy machine (:func:`machine_busy`)."""
+        cores = os.cpu_count() or 1
+        threads = min(threads_of(self.model.spec), cores)
+        return machine_busy(self._others_s, self._steps_s, cores=cores, threads=threads)
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep ``seconds`` in polls (False: the model was closed meanwhile)."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            time.sleep(self.poll_s)
+            if self.model.closed:
+                return False
+        return True
+
     def _probe(self, _h: Handles, used: bool) -> bool:
         """A look under the lock: was the model used since the last one?"""
         self._used = used
@@ -133,6 +222,7 @@ class Calibration(threading.Thread):
     def _step(self, h: Handles, used: bool) -> bool:
         """One measuring step: a prefill (the first, or after the model was used), or a
         round of batches."""
+        others0, t0 = self._others(), time.perf_counter()
         if self._meter is None:
             self._meter = CurveMeter(measuring_context(h, CONTEXT_TOKENS), SIZES, REPEATS)
         if used or self._stale:
@@ -142,4 +232,8 @@ class Calibration(threading.Thread):
         else:
             self._meter.round(h)
         self.steps += 1
+        others1 = self._others()
+        if others0 is not None and others1 is not None:  # unknown (no /proc): never busy
+            self._others_s += max(others1 - others0, 0.0)
+            self._steps_s += time.perf_counter() - t0
         return True
