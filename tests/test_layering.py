@@ -27,6 +27,7 @@ FLOORS: tuple[frozenset[str], ...] = (
             "logconfig",
             "cliargs",
             "tempdirs",
+            "regular_files",
         }
     ),
     # 1: pure decisions, model files and profiles, capsules, the message vocabulary, and the

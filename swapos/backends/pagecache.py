@@ -12,8 +12,9 @@ import ctypes
 import ctypes.util
 import mmap
 import os
-import stat
 from pathlib import Path
+
+from swapos.regular_files import open_regular
 
 _PAGE = mmap.PAGESIZE
 
@@ -48,13 +49,12 @@ def cached_fraction(path: str | Path) -> float | None:
     if _LIBC is None:
         return None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block
+        fd, st = open_regular(path)  # a FIFO must not block
     except OSError:
         return None
     try:
-        st = os.fstat(fd)
         size = st.st_size
-        if size == 0 or not stat.S_ISREG(st.st_mode):
+        if size == 0:
             return None
         addr = _LIBC.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
         if addr is None or addr == _MAP_FAILED:

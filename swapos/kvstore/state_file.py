@@ -18,7 +18,6 @@ import array
 import errno
 import hashlib
 import os
-import stat
 import struct
 import sys
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import BinaryIO
 import msgspec
 
 from swapos.data.prefix import PrefixState
+from swapos.regular_files import NotRegularFile, open_regular
 
 MAGIC = b"SWAPKV01"
 FORMAT_VERSION = 1
@@ -107,19 +107,18 @@ def open_state(path: Path, max_bytes: int) -> BinaryIO:
         Corrupt: anything else under a state file's name.
         OSError: it could not be opened (FileNotFoundError: evicted meanwhile).
     """
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+        fd, info = open_regular(path, follow_links=False)
+    except NotRegularFile:
+        raise Corrupt("not a regular file") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise Corrupt("a symbolic link, not a state file") from None
         raise
+    if info.st_size > max_bytes:
+        os.close(fd)
+        raise Corrupt(f"{info.st_size} bytes, over the disk budget of {max_bytes}")
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise Corrupt("not a regular file")
-        if info.st_size > max_bytes:
-            raise Corrupt(f"{info.st_size} bytes, over the disk budget of {max_bytes}")
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)

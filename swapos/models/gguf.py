@@ -13,13 +13,13 @@ import errno
 import hashlib
 import mmap
 import os
-import stat
 import struct
 from pathlib import Path
 
 import msgspec
 
 from swapos.errors import ModelFileError
+from swapos.regular_files import NotRegularFile, open_regular
 
 GGUF_MAGIC = b"GGUF"
 
@@ -298,35 +298,21 @@ def _info(
     )
 
 
-_NOT_REGULAR = (
-    (stat.S_ISDIR, "a folder"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a device"),
-    (stat.S_ISBLK, "a device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
 def open_model_file(path: str | os.PathLike[str]) -> int:
-    """A read-only descriptor of the model file at ``path``, opened without blocking (a FIFO
-    put in a model's place would otherwise wait for a writer forever), and refused unless it
-    is a regular file. The caller closes it.
+    """A read-only descriptor of the model file at ``path`` if it is a regular file, opened
+    without blocking (:func:`~swapos.regular_files.open_regular`). The caller closes it.
 
     Raises:
         OSError: it cannot be opened (missing, a link loop, no permission).
         ModelFileError: it is a folder, a FIFO, a device or a socket (named, with what to do).
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        mode = os.fstat(fd).st_mode
-    except OSError:
-        os.close(fd)
-        raise
-    if stat.S_ISREG(mode):
-        return fd
-    os.close(fd)
-    kind = next((k for test, k in _NOT_REGULAR if test(mode)), "not a regular file")
-    raise ModelFileError(f"{path} is {kind}, not a model file; give a .gguf model file instead")
+        fd, _ = open_regular(path)
+    except NotRegularFile as exc:
+        raise ModelFileError(
+            f"{os.fspath(path)} is {exc.kind}, not a model file; give a .gguf model file instead"
+        ) from None
+    return fd
 
 
 def _missing(file: Path) -> str:
