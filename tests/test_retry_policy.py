@@ -502,6 +502,18 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
         SendBack(attempt=1, tests_passed=0, tests_total=1, text="f(2) returned 3"),
         code("coder", "fix", 2, "coder"),
     ]),
+    ("a draw that would eat the next attempt's first answer stops the draws",
+     {"examples": True, "draws": 3, "task_seconds": 15.0, "reserve_next": True}, [A100, BAD], [
+        said(DrawsStopped(attempt=1, drawn=0, of=3, why="reserved", spent=6000.0,
+                          expected=6000.0, limit=15000.0, reserved=6000.0)),
+        SendBack(attempt=1, tests_passed=0, tests_total=1, text="f(2) returned 3"),
+        code("coder", "fix", 2, "coder"),
+    ]),
+    ("without the reserve that draw is asked",
+     {"examples": True, "draws": 3, "task_seconds": 15.0}, [A100, BAD], [
+        code("coder", "draw", 1, "coder", "coder", sampling=drawn(1, 1),
+             then=(drawn(1, 2), drawn(1, 3))),
+    ]),
     ("draws stop once so many in a row bring nothing new",
      {"examples": True, "draws": 3, "stale_draws": 1}, [A, BAD, EMPTY], [
         draw_said(1, 1, 3, AGAIN),

@@ -110,6 +110,9 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
             (*Draws*); 0: never.
         stop_same_failure: a fix whose grade fails with the very test output of the grade
             before it ends the task (*Grade*).
+        reserve_next: an attempt's draws leave the task's spend limit room for the next
+            attempt's first answer, at its model's costs (*Spend*), so a weak model's draws
+            never spend what the stronger fixer needs.
     """
 
     max_attempts: int = 3
@@ -130,6 +133,7 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     draw_seconds: float = 60.0
     stale_draws: int = 0
     stop_same_failure: bool = False
+    reserve_next: bool = False
 
 
 _MEASURED = "measured not to help: {}; delete it from the profile"

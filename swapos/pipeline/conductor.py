@@ -106,7 +106,8 @@ def rules(
         starter=candidate_identity(task.starter) if repository else None,
         task_budget=cfg.task_budget, task_seconds=cfg.task_seconds,
         stale_draws=cfg.stale_draws, draw_seconds=cfg.draw_seconds,
-        stop_same_failure=cfg.stop_same_failure, costs=costs or {},
+        stop_same_failure=cfg.stop_same_failure, reserve_next=cfg.reserve_next,
+        costs=costs or {},
     )  # fmt: skip
 
 

@@ -88,7 +88,10 @@ The rules, by name (the tables' comments name them too):
   ends the task (:class:`~swapos.policies.retry_decisions.OverSpent`). An attempt's draws
   may also cost at most ``draw_seconds`` in all (long answers get fewer draws). With
   ``stale_draws`` > 0 an attempt's draws also stop once that many in a row brought nothing
-  new (empty, a rejected candidate again, the starter unchanged).
+  new (empty, a rejected candidate again, the starter unchanged). With ``reserve_next``, a
+  draw must also leave room in the task's limit for the next attempt's first answer (the
+  task's code answers' mean at the ``fix`` model's costs; none on the last attempt), so a
+  weak model's draws never spend what the stronger fixer needs (``why`` ``"reserved"``).
 - **Best candidate.** The task's *best* candidate is its graded candidate (not an empty
   answer) with the most passing tests; ties: the newest. A fixer's attempt (not a second
   opinion) starts from the best candidate when a newer graded one passed fewer tests (a

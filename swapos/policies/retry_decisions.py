@@ -155,17 +155,19 @@ class DrawsStopped(Decision, frozen=True, kw_only=True):
     """``attempt``'s draws stop after ``drawn`` of ``of``: ``stale`` draws in a row brought
     nothing new (``why`` ``"stale"``), or the next draw, expected to cost ``expected``, does
     not fit the attempt's draw limit (``"draws"``: its draws spent ``spent`` of ``limit``)
-    or the task's spend limit (``"spent"``: ``spent`` of ``limit``). Costs in
-    milliseconds."""
+    or the task's spend limit (``"spent"``: ``spent`` of ``limit``), or fits it only by
+    spending the ``reserved`` the next attempt's first answer is expected to cost
+    (``"reserved"``). Costs in milliseconds."""
 
     attempt: int
     drawn: int
     of: int
-    why: Literal["stale", "draws", "spent"]
+    why: Literal["stale", "draws", "spent", "reserved"]
     stale: int = 0
     spent: float = 0.0
     expected: float = 0.0
     limit: float = 0.0
+    reserved: float = 0.0
 
 
 class NoCode(Decision, frozen=True, kw_only=True):

@@ -47,6 +47,7 @@ from swapos.policies.retry_task import (
     limit_of,
     replace,
 )
+from swapos.policies.spending import affordable
 
 
 def _sampling(st: TaskState, i: int) -> Sampling:
@@ -76,9 +77,22 @@ def _draws_fit(st: TaskState) -> bool:
     return limit <= 0 or st.now.draws.spent + expected <= limit
 
 
+def _reserve(st: TaskState) -> float:
+    """What the next attempt's first answer is expected to cost at its model's costs, kept
+    out of this attempt's draws (``reserve_next``; 0: off, or this is the last attempt)."""
+    if not st.rules.reserve_next or st.attempt >= st.rules.max_attempts:
+        return 0.0
+    return st.code_spend.expected(st.rules.cost_of(st.route.models["fix"]))
+
+
+def _task_fits(st: TaskState) -> bool:
+    """The next draw fits the task's spend limit, with the next attempt's reserve kept."""
+    expected = affords(st, st.now.coder, st.now.spend)[1]
+    return affordable(spent=st.spend.cost, expected=expected + _reserve(st), limit=limit_of(st))
+
+
 def draws_left(st: TaskState, _: Outcome) -> bool:
-    fits = affords(st, st.now.coder, st.now.spend)[0]
-    return _count_left(st) and not _stale(st) and _draws_fit(st) and fits
+    return _count_left(st) and not _stale(st) and _draws_fit(st) and _task_fits(st)
 
 
 def draws_stop(st: TaskState, _: Outcome) -> bool:
@@ -99,6 +113,10 @@ def stop_draws(st: TaskState, _: Outcome, __: bool) -> Moved:
     elif not _draws_fit(st):
         said = msgspec.structs.replace(
             base, why="draws", spent=now.draws.spent, limit=r.draw_seconds * 1000
+        )
+    elif affords(st, now.coder, now.spend)[0]:  # it would fit but for the reserve
+        said = msgspec.structs.replace(
+            base, why="reserved", spent=st.spend.cost, limit=limit_of(st), reserved=_reserve(st)
         )
     else:
         said = msgspec.structs.replace(base, why="spent", spent=st.spend.cost, limit=limit_of(st))

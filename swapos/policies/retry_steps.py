@@ -69,6 +69,9 @@ class Rules(msgspec.Struct, frozen=True, kw_only=True):
     stop_same_failure: bool = False
     """A fix whose grade fails with the same test output as the grade before it ends the
     task (*Grade*)."""
+    reserve_next: bool = False
+    """An attempt's draws leave the task's spend limit room for the next attempt's first
+    answer (*Spend*)."""
     costs: dict[str, ModelCost] = msgspec.field(default_factory=dict)
     """Each model's measured token costs (a model not here: :data:`~swapos.policies.
     spending.UNMEASURED`)."""

@@ -114,6 +114,13 @@ def _draws_stopped(d: DrawsStopped) -> str:
             f"attempt {d.attempt}'s draws stop after {d.drawn} of {d.of}: the last {d.stale} "
             "brought nothing new"
         )
+    if d.why == "reserved":
+        return (
+            f"attempt {d.attempt}'s draws stop after {d.drawn} of {d.of}: the next is expected "
+            f"to take {d.expected / 1000:.1f} s more, and of the task's {d.limit / 1000:.1f} s, "
+            f"{d.spent / 1000:.1f} s is spent and {d.reserved / 1000:.1f} s is kept for attempt "
+            f"{d.attempt + 1}'s first answer"
+        )
     whose = "its draws'" if d.why == "draws" else "the task's"
     return (
         f"attempt {d.attempt}'s draws stop after {d.drawn} of {d.of}: the next is expected to "
