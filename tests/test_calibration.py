@@ -9,7 +9,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -17,7 +17,7 @@ import httpx
 import pytest
 from serve_process import serve_process
 
-from swapos.backends.llama import LlamaBackend, load_model
+from swapos.backends.llama import LlamaBackend, LlamaModel, load_model
 from swapos.backends.llama.calibration import (
     BUSY_OK_ENV,
     TRIES,
@@ -64,6 +64,16 @@ def _until(done: Callable[[], bool], timeout: float = 120.0) -> None:
         time.sleep(0.1)
 
 
+@pytest.fixture
+def gemma(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LlamaModel]:
+    """The real Gemma, loaded with no decode costs measured (the decode cache in
+    ``tmp_path``); closed after the test (closing twice is harmless)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    model = load_model(ModelSpec(name="gemma", path=GEMMA, n_ctx=1024), threading.Event())
+    yield model
+    model.close_sync()
+
+
 def _calibrations() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("calibrate-")]
 
@@ -100,31 +110,26 @@ async def test_a_model_with_no_costs_measures_them_while_idle(
 @pytest.mark.real_model
 @pytest.mark.slow
 def test_requests_during_the_measurement_are_served_unchanged_and_it_goes_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    gemma: LlamaModel,
 ) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    model = load_model(ModelSpec(name="gemma", path=GEMMA, n_ctx=1024), threading.Event())
     params = SamplingParams(temperature=0.0, max_tokens=12)
-    prompt = model.tokenize_sync("def fib(n):\n    ")
+    prompt = gemma.tokenize_sync("def fib(n):\n    ")
 
     def answer() -> str:
-        return anyio.run(lambda: model.generate(prompt, params)).text
+        return anyio.run(lambda: gemma.generate(prompt, params)).text
 
-    try:
-        before = answer()
-        calibration = Calibration(model, idle_s=0.2, poll_s=0.02, others=lambda: 0.0)
-        calibration.start()
-        during = []
-        while calibration.prefills < 2 and calibration.is_alive():  # used mid-way: prefills again
-            time.sleep(0.3)
-            during.append(answer())
-        calibration.join(120)
-        assert calibration.costs is not None and calibration.prefills >= 2
-        assert during and all(text == before for text in during)
-        assert model.draft_costs == calibration.costs  # adopted at once
-        assert answer() == before  # drafting verifies: greedy text unchanged
-    finally:
-        model.close_sync()
+    before = answer()
+    calibration = Calibration(gemma, idle_s=0.2, poll_s=0.02, others=lambda: 0.0)
+    calibration.start()
+    during = []
+    while calibration.prefills < 2 and calibration.is_alive():  # used mid-way: prefills again
+        time.sleep(0.3)
+        during.append(answer())
+    calibration.join(120)
+    assert calibration.costs is not None and calibration.prefills >= 2
+    assert during and all(text == before for text in during)
+    assert gemma.draft_costs == calibration.costs  # adopted at once
+    assert answer() == before  # drafting verifies: greedy text unchanged
 
 
 @pytest.mark.parametrize(
@@ -148,34 +153,25 @@ def test_which_measurements_ran_on_a_busy_machine(
 @pytest.mark.real_model
 @pytest.mark.slow
 def test_a_busy_machine_measures_again_then_gives_up_saving_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    gemma: LlamaModel, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    model = load_model(ModelSpec(name="gemma", path=GEMMA, n_ctx=1024), threading.Event())
     spent = iter(range(0, 10**9, 100))  # 100 s of other processes' CPU between any two reads
     calibration = Calibration(
-        model, idle_s=0.05, poll_s=0.02, backoff_s=0.05, others=lambda: float(next(spent))
+        gemma, idle_s=0.05, poll_s=0.02, backoff_s=0.05, others=lambda: float(next(spent))
     )
-    try:
-        calibration.start()
-        calibration.join(300)
-        assert not calibration.is_alive()
-        assert calibration.busy_tries == TRIES and calibration.costs is None
-        assert model.draft_costs is None  # the model runs on as before, without drafting
-        assert not list(tmp_path.rglob("*.json"))  # nothing saved for later loads to read
-    finally:
-        model.close_sync()
+    calibration.start()
+    calibration.join(300)
+    assert not calibration.is_alive()
+    assert calibration.busy_tries == TRIES and calibration.costs is None
+    assert gemma.draft_costs is None  # the model runs on as before, without drafting
+    assert not list(tmp_path.rglob("*.json"))  # nothing saved for later loads to read
 
 
 @pytest.mark.real_model
-def test_a_measurement_stops_when_its_model_is_closed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    model = load_model(ModelSpec(name="gemma", path=GEMMA, n_ctx=1024), threading.Event())
-    calibration = Calibration(model, idle_s=60.0, poll_s=0.02)  # never idle long enough
+def test_a_measurement_stops_when_its_model_is_closed(gemma: LlamaModel, tmp_path: Path) -> None:
+    calibration = Calibration(gemma, idle_s=60.0, poll_s=0.02)  # never idle long enough
     calibration.start()
-    model.close_sync()
+    gemma.close_sync()
     calibration.join(10)
     assert not calibration.is_alive() and calibration.costs is None
     assert not list(tmp_path.rglob("*.json"))
