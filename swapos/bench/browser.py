@@ -13,6 +13,7 @@ the page meanwhile.
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
 import shutil
@@ -73,7 +74,11 @@ class Browser:
         )
         self._ids = itertools.count(1)
         port, ws_path = self._devtools_port(profile / "DevToolsActivePort", start_timeout)
+        # Entered as a context manager, as websockets 17.1 and later require (they warn
+        # otherwise); closed with the stack.
+        self._ws_stack = contextlib.ExitStack()
         self._ws: ClientConnection = connect(f"ws://127.0.0.1:{port}{ws_path}", max_size=None)
+        self._ws_stack.enter_context(self._ws)
         # The tab the browser opened (a new target would start in the background).
         targets = self.call("Target.getTargets")["targetInfos"]
         target = next(t["targetId"] for t in targets if t["type"] == "page")
@@ -102,7 +107,7 @@ class Browser:
 
     def close(self) -> None:
         try:
-            self._ws.close()
+            self._ws_stack.close()
         finally:
             self._proc.terminate()
             try:
