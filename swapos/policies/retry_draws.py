@@ -45,6 +45,7 @@ from swapos.policies.retry_task import (
     affords,
     expect,
     limit_of,
+    next_coder,
     replace,
 )
 from swapos.policies.spending import affordable
@@ -82,7 +83,7 @@ def _reserve(st: TaskState) -> float:
     out of this attempt's draws (``reserve_next``; 0: off, or this is the last attempt)."""
     if not st.rules.reserve_next or st.attempt >= st.rules.max_attempts:
         return 0.0
-    return st.code_spend.expected(st.rules.cost_of(st.route.models["fix"]))
+    return affords(st, next_coder(st), st.code_spend)[1]  # what the attempt gate expects
 
 
 def _task_fits(st: TaskState) -> bool:

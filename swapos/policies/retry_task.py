@@ -127,12 +127,13 @@ def break_down(st: TaskState, out: Outcome, _: bool) -> Moved:
 # --- Attempts -----------------------------------------------------------------------------
 
 
-def _next_coder(st: TaskState) -> str:
+def next_coder(st: TaskState) -> str:
+    """The model the task's next attempt asks: the ``code`` model's first, the fixer's after."""
     return st.route.models["code"] if st.attempt == 0 else st.route.models["fix"]
 
 
 def attempts_left(st: TaskState, _: Outcome) -> bool:
-    return st.attempt < st.rules.max_attempts and affords(st, _next_coder(st), st.code_spend)[0]
+    return st.attempt < st.rules.max_attempts and affords(st, next_coder(st), st.code_spend)[0]
 
 
 def over_spent(st: TaskState, _: Outcome) -> bool:
@@ -166,7 +167,7 @@ def none_left(st: TaskState, _: Outcome, __: bool) -> Moved:
 
 
 def stop_spending(st: TaskState, _: Outcome, __: bool) -> Moved:
-    expected = affords(st, _next_coder(st), st.code_spend)[1]
+    expected = affords(st, next_coder(st), st.code_spend)[1]
     ending = OverSpent(
         attempt=st.attempt, spent=st.spend.cost, expected=expected,
         limit=limit_of(st),
