@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from swapos.bench.serve.servers import llama_server_launch
 from swapos.bench.serve.stats import RequestSample
 from swapos.bench.slots.command import (
     arm_order,
@@ -14,6 +15,7 @@ from swapos.bench.slots.command import (
     client_sessions,
     markdown,
     one_model_profile,
+    warm_up,
 )
 from swapos.bench.slots.stats import SlotsRun, arm_rates, comparisons
 from swapos.models.bundled import resolve_profile
@@ -47,6 +49,7 @@ def test_slots_are_compared_with_one_at_a_time_and_the_curves_prediction() -> No
         _run("one", 4, 40.0), _run("slots", 4, 20.0, slots=8),  # x2.0, predicted x2.0
         _run("one", 2, 20.0), _run("slots", 2, 19.0, slots=8),  # x1.05, predicted x1.29
         _run("one", 8, 80.0), _run("slots", 8, 90.0, slots=8), _run("peer", 8, 85.0),
+        _run("server", 8, 60.0, slots=8),
     ]  # fmt: skip
     got = {c.clients: c for c in comparisons(arm_rates(runs), {"m": CURVE})}
     assert got[4].ratio == pytest.approx(2.0) and got[4].predicted == pytest.approx(2.0)
@@ -55,6 +58,8 @@ def test_slots_are_compared_with_one_at_a_time_and_the_curves_prediction() -> No
     assert got[8].not_below_one is False and got[8].peer_requests_per_min == pytest.approx(
         60 * 8 / 85
     )
+    assert got[8].server_requests_per_min == pytest.approx(60 * 8 / 60)
+    assert got[4].peer_requests_per_min is None and got[4].server_requests_per_min is None
     assert comparisons(arm_rates(runs), {})[0].predicted is None  # nothing measured
 
 
@@ -69,6 +74,12 @@ def test_every_prompt_differs_and_asks_for_max_tokens() -> None:
     assert len(sessions) == 3 and all(len(s) == 2 for s in sessions)
     assert len(set(prompts)) == 6
     assert {r.max_tokens for s in sessions for r in s} == {128}
+
+
+def test_the_warm_up_prompt_is_none_of_the_measured_ones() -> None:
+    (warm,) = warm_up("m")
+    measured = {r.messages[0].content for s in client_sessions("m", 8, 3, 128) for r in s}
+    assert warm[0].max_tokens == 1 and warm[0].messages[0].content not in measured
 
 
 def test_the_arms_order_rotates_with_round_and_clients() -> None:
@@ -86,6 +97,38 @@ def test_the_one_model_profile_serves_the_file_preloaded(tmp_path: Path) -> None
     assert profile.mode == "resident" and list(profile.models) == ["small"]
     got = model_specs(profile)["small"]
     assert (got.path, got.n_ctx, got.n_batch, got.n_threads) == (spec.path, 1024, 64, 2)
+
+
+def test_llama_server_serves_the_file_with_the_slots_and_swapos_load_settings(
+    tmp_path: Path,
+) -> None:
+    spec = ModelSpec(name="small", path="/models/s.gguf", n_ctx=2048, n_batch=128, n_threads=2)
+    launch = llama_server_launch(tmp_path / "llama-server", spec, 8123, slots=8,
+                                 log=tmp_path / "server.log")  # fmt: skip
+    argv = launch.argv
+    opts = dict(zip(argv[1::2], argv[2::2], strict=False))
+    assert argv[0] == str(tmp_path / "llama-server")
+    assert (opts["-m"], opts["-a"], opts["--port"]) == ("/models/s.gguf", "small", "8123")
+    assert (opts["-c"], opts["-np"]) == (str(2048 * 8), "8")  # -c is the slots' total
+    assert (opts["-b"], opts["-ub"], opts["-t"], opts["-tb"]) == ("128", "128", "2", "2")
+    assert "--no-repack" in argv and "--no-mmap" not in argv  # SwapOS's defaults
+    assert launch.ready_url == "http://127.0.0.1:8123/health"
+    repacked = ModelSpec(name="s", path="/s.gguf", repack=True, use_mmap=False)
+    argv = llama_server_launch(tmp_path / "x", repacked, 1, slots=1, log=tmp_path / "l").argv
+    assert "--no-repack" not in argv and "--no-mmap" in argv
+
+
+def test_llama_server_must_name_an_executable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    binary = tmp_path / "llama-server"
+    binary.write_text("#!/bin/sh\n")
+    with pytest.raises(SystemExit):
+        build_args(["--llama-server", str(binary)])  # not executable
+    assert "is not an executable file" in capsys.readouterr().err
+    binary.chmod(0o755)
+    assert build_args(["--llama-server", str(binary)]).llama_server == binary.resolve()
+    assert build_args([]).llama_server is None
 
 
 def test_defaults_are_the_issues_run() -> None:
@@ -112,4 +155,4 @@ def test_the_markdown_table_has_a_row_per_comparison() -> None:
         comparisons=comparisons(rates, {"m": CURVE}),
     )  # fmt: skip
     text = markdown(report)
-    assert "| m | 2 | 6.00 | 12.00 | x2.00 | x1.29 | NO | yes | - |" in text
+    assert "| m | 2 | 6.00 | 12.00 | x2.00 | x1.29 | NO | yes | - | - |" in text

@@ -10,6 +10,9 @@ subprocess on loopback, waited for until ready, and stopped afterwards.
   ``LlamaProxy``), and it serves one request at a time. With a budget for both models, the
   peer is two such servers, one per model, each loaded at start ("both preloaded"), and
   each request goes to its model's server.
+* llama.cpp's own server (``bench slots --llama-server PATH``): ``llama-server`` built from
+  source, one model with ``-np N`` slots (:func:`llama_server_launch`); ready when ``GET
+  /health`` answers 200.
 """
 
 from __future__ import annotations
@@ -120,6 +123,27 @@ def peer_launch(specs: Sequence[ModelSpec], port: int, *, workdir: Path, log: Pa
     return Launch(argv=argv, ready_url=f"{base_url(port)}/models", log=log)
 
 
+def llama_server_launch(
+    binary: Path, spec: ModelSpec, port: int, *, slots: int, log: Path
+) -> Launch:
+    """llama.cpp's ``llama-server`` at ``binary`` serving ``spec`` under its profile name on
+    ``port`` with ``slots`` slots (``-np``), each of ``spec.n_ctx`` tokens (``-c`` is their
+    total), and SwapOS's load settings: batch (``-b``, ``-ub``), threads, mmap, and weight
+    repacking only where the spec asks for it (SwapOS's default is off, llama.cpp's on: the
+    same layout on both sides keeps the comparison about serving)."""
+    threads = str(spec.n_threads or os.cpu_count() or 1)
+    argv = [
+        str(binary), "-m", spec.path, "-a", spec.name, "--host", "127.0.0.1",
+        "--port", str(port), "-c", str(spec.n_ctx * slots), "-np", str(slots),
+        "-b", str(spec.n_batch), "-ub", str(spec.n_batch), "-t", threads, "-tb", threads,
+    ]  # fmt: skip
+    if not spec.repack:
+        argv.append("--no-repack")
+    if not spec.use_mmap:
+        argv.append("--no-mmap")
+    return Launch(argv=argv, ready_url=f"http://127.0.0.1:{port}/health", log=log)
+
+
 @contextlib.asynccontextmanager
 async def running(launches: Sequence[Launch]) -> AsyncIterator[float]:
     """Start every server, wait until all are ready, yield the seconds that took; stop them
@@ -167,9 +191,9 @@ async def _wait_ready(launch: Launch, proc: subprocess.Popen[bytes]) -> None:
     async with httpx.AsyncClient(timeout=5.0) as client:
         while True:
             if proc.poll() is not None:
+                what = " ".join([Path(launch.argv[0]).name, *launch.argv[1:4]])
                 raise ServerError(
-                    f"{' '.join(launch.argv[1:4])} exited with {proc.returncode} before it "
-                    f"was ready; see {launch.log}"
+                    f"{what} exited with {proc.returncode} before it was ready; see {launch.log}"
                 )
             with contextlib.suppress(httpx.HTTPError):
                 if (await client.get(launch.ready_url)).status_code == 200:

@@ -3,15 +3,17 @@ slots against one at a time, and what the cost curve predicts (issue 54).
 
 ``python -m swapos.bench slots [--profile default] [--models small,large] [--clients 1,2,4,8]
 [--slots 8] [--requests 3] [--max-tokens 128] [--n-ctx 2048] [--rounds 1] [--peer]
-[--name slots] [--results out]``
+[--llama-server PATH] [--name slots] [--results out]``
 
 Per model of ``--models`` (the profile's names; by default the 0.5B and the 1.5B), in turn:
 a one-model profile is written (its file, ``--n-ctx``, the profile's ``n_batch`` and
 threads), and its servers start on loopback, each with the model preloaded
 (``--mode resident``, ``--kv-dir none``: no KV state from an earlier run):
 ``swapos serve --slots 1`` (arm ``one``), ``swapos serve --slots N``
-(arm ``slots``, N = ``--slots``, default the largest client count) and, with ``--peer``,
-``llama_cpp.server`` (one request at a time; the ``bench-serve`` extra installs it). Each
+(arm ``slots``, N = ``--slots``, default the largest client count), with ``--peer``
+``llama_cpp.server`` (one request at a time; the ``bench-serve`` extra installs it), and with
+``--llama-server PATH`` llama.cpp's own server with N slots (``-np N``, arm ``server``;
+``servers.llama_server_launch``: the same file, context per slot, batch and threads). Each
 answers one 1-token request before the clock starts. Then, for each round and each client
 count K, every arm runs in turn (which goes first alternates by round and K, so drift
 cancels): K clients, each sending ``--requests`` chat requests one after another (greedy,
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -89,6 +92,16 @@ def _ints(text: str) -> list[int]:
     return items
 
 
+def _executable(text: str) -> Path:
+    path = Path(text).expanduser()
+    if not path.is_file() or not os.access(path, os.X_OK):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an executable file: give the path of a llama-server binary "
+            "(llama.cpp's build/bin/llama-server)"
+        )
+    return path.resolve()
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--profile", default="default", help="builtin profile or TOML (default: default)")
@@ -101,6 +114,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--n-ctx", type=int, default=2048, help="each slot's context (default 2048)")
     add("--rounds", type=int, default=1, help="rounds over the client counts (default 1)")
     add("--peer", action="store_true", help="also llama_cpp.server (one request at a time)")
+    add("--llama-server", type=_executable, metavar="PATH", help="also llama.cpp's own "
+        "llama-server at PATH, with --slots slots (-np)")  # fmt: skip
     add("--name", default="slots", help="results folder name, before the date (default: slots)")
     add("--results", type=Path, default=Path("out"), help="where results go (default: out)")
 
@@ -160,6 +175,14 @@ def client_sessions(
     return sessions
 
 
+def warm_up(model: str) -> list[list[TraceRequest]]:
+    """The one 1-token request each server answers before the clock starts. Its prompt is
+    none of the measured ones: a server that keeps its last prompt's KV cells
+    (``llama_cpp.server``, ``llama-server``) would otherwise answer the first measured
+    request from them."""
+    return client_sessions(model, 1, 1, 1, offset=-1)
+
+
 def arm_order(arms: Sequence[str], round_: int, k_index: int) -> list[str]:
     """The arms in the order they run at this round and client count (rotated by both)."""
     shift = (round_ + k_index) % len(arms)
@@ -201,8 +224,8 @@ async def _bench_model(
     """One model's servers up, every round x clients x arm, servers down."""
     profile = out_dir / f"profile-{spec.name}.toml"
     profile.write_text(one_model_profile(spec, args.n_ctx))
-    ports = {arm: servers.free_port() for arm in ("one", "slots", "peer")}
-    arm_slots = {"one": 1, "slots": slots, "peer": 1}
+    ports = {arm: servers.free_port() for arm in ("one", "slots", "peer", "server")}
+    arm_slots = {"one": 1, "slots": slots, "peer": 1, "server": slots}
     launches = [
         servers.swapos_launch(
             str(profile), ports[arm], mode="resident", budget=2**50,
@@ -218,12 +241,18 @@ async def _bench_model(
         launches.append(servers.peer_launch([peer], ports["peer"], workdir=out_dir,
                                             log=out_dir / f"{spec.name}-peer.log"))  # fmt: skip
         arms.append("peer")
+    if args.llama_server is not None:
+        launches.append(servers.llama_server_launch(
+            args.llama_server, msgspec.structs.replace(spec, n_ctx=args.n_ctx), ports["server"],
+            slots=slots, log=out_dir / f"{spec.name}-server.log",
+        ))  # fmt: skip
+        arms.append("server")
     urls = {arm: {spec.name: servers.base_url(ports[arm])} for arm in arms}
     runs: list[SlotsRun] = []
     async with servers.running(launches) as setup_s:
         say(f"{spec.name}: servers ready after {setup_s:.1f}s")
-        for arm in arms:  # warm-up: one 1-token request each
-            _, warm = await replay(client_sessions(spec.name, 1, 1, 1), urls[arm])
+        for arm in arms:
+            _, warm = await replay(warm_up(spec.name), urls[arm])
             if warm[0].error:
                 raise servers.ServerError(f"{arm} warm-up failed: {warm[0].error}")
         offset = 0
@@ -240,7 +269,7 @@ async def _bench_model(
                         round=round_, wall_s=wall, samples=samples,
                     ))  # fmt: skip
                     ok = [s for s in samples if s.error is None]
-                    say(f"{spec.name} K={clients} {arm:5} {60 * len(ok) / wall:7.2f} req/min "
+                    say(f"{spec.name} K={clients} {arm:6} {60 * len(ok) / wall:7.2f} req/min "
                         f"({len(samples) - len(ok)} errors, {wall:.1f}s)")  # fmt: skip
     return runs
 
@@ -259,7 +288,7 @@ def print_report(report: SlotsReport, console: Console | None = None) -> None:
 
 
 COLUMNS = ("model", "K", "one req/min", "slots req/min", "ratio", "predicted", "within 10%",
-           ">= one", "peer req/min")  # fmt: skip
+           ">= one", "peer req/min", "llama-server req/min")  # fmt: skip
 
 
 def _rows(items: Sequence[Comparison]) -> list[tuple[str, ...]]:
@@ -271,7 +300,8 @@ def _rows(items: Sequence[Comparison]) -> list[tuple[str, ...]]:
          f"{c.slots_requests_per_min:.2f}", f"x{c.ratio:.2f}",
          "-" if c.predicted is None else f"x{c.predicted:.2f}", flag(c.within),
          flag(c.not_below_one),
-         "-" if c.peer_requests_per_min is None else f"{c.peer_requests_per_min:.2f}")
+         "-" if c.peer_requests_per_min is None else f"{c.peer_requests_per_min:.2f}",
+         "-" if c.server_requests_per_min is None else f"{c.server_requests_per_min:.2f}")
         for c in items
     ]  # fmt: skip
 
@@ -286,6 +316,8 @@ def markdown(report: SlotsReport) -> str:
 
 def _command(args: argparse.Namespace, slots: int) -> str:
     peer = " --peer" if args.peer else ""
+    if args.llama_server is not None:
+        peer += f" --llama-server {args.llama_server}"
     return (
         f"python -m swapos.bench slots --profile {args.profile} --models {args.models} "
         f"--clients {','.join(map(str, args.clients))} --slots {slots} --requests "

@@ -20,8 +20,9 @@ class SlotsRun(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         model: the profile's model name.
-        arm: ``one`` (``swapos serve --slots 1``), ``slots`` (``--slots N``) or ``peer``
-            (``llama_cpp.server``: one request at a time).
+        arm: ``one`` (``swapos serve --slots 1``), ``slots`` (``--slots N``), ``peer``
+            (``llama_cpp.server``: one request at a time) or ``server`` (llama.cpp's
+            ``llama-server -np N``).
         clients: concurrent clients, each sending its requests one after another.
         slots: the server's slots (1 for ``one`` and ``peer``).
         round: which round of the run (the arms' order alternates by round and clients).
@@ -64,6 +65,7 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
         within: ``ratio`` within :data:`WITHIN` of ``predicted`` (None: no prediction).
         not_below_one: slots made at least as many requests per minute as one at a time.
         peer_requests_per_min: ``llama_cpp.server``'s at the same client count, if run.
+        server_requests_per_min: ``llama-server -np N``'s at the same client count, if run.
     """
 
     model: str
@@ -76,6 +78,7 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     within: bool | None
     not_below_one: bool
     peer_requests_per_min: float | None = None
+    server_requests_per_min: float | None = None
 
 
 def arm_rates(runs: Sequence[SlotsRun]) -> list[ArmRate]:
@@ -116,7 +119,7 @@ def comparisons(
             continue
         ratio = slots.requests_per_min / one.requests_per_min
         predicted = predicted_speedup(curves.get(model, {}), clients, slots.slots)
-        peer = by.get((model, "peer", clients))
+        peer, server = by.get((model, "peer", clients)), by.get((model, "server", clients))
         out.append(Comparison(
             model=model, clients=clients, slots=slots.slots,
             one_requests_per_min=one.requests_per_min,
@@ -124,5 +127,6 @@ def comparisons(
             within=None if predicted is None else abs(ratio / predicted - 1.0) <= WITHIN,
             not_below_one=ratio >= 1.0,
             peer_requests_per_min=peer.requests_per_min if peer is not None else None,
+            server_requests_per_min=server.requests_per_min if server is not None else None,
         ))  # fmt: skip
     return out
