@@ -25,7 +25,7 @@ from swapos.backends.llama.calibration import (
     machine_busy,
     needs_calibration,
 )
-from swapos.backends.llama.draft_costs import cache_path, threads_of
+from swapos.backends.llama.draft_costs import cache_path
 from swapos.bench.replay import load_events
 from swapos.data.generation import DraftCosts
 from swapos.data.sampling import SamplingParams
@@ -97,7 +97,7 @@ async def test_a_model_with_no_costs_measures_them_while_idle(
         assert costs.step_s > 0 and costs.prefill_s_per_token > 0
     finally:
         await model.close()
-    saved = cache_path(await anyio.to_thread.run_sync(file_digest, GEMMA), threads_of(spec))
+    saved = cache_path(await anyio.to_thread.run_sync(file_digest, GEMMA), spec.threads)
     assert saved.exists()  # where bench decode saves: every later load reads it
     again = await LlamaBackend(calibrate=True).load(spec)
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import msgspec
 
 
@@ -39,7 +41,7 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
             ``policies/contexts.py``).
         n_batch: llama.cpp batch size. Small by default: llama-cpp-python keeps an
             ``n_batch x n_vocab`` float buffer, ~0.5 GB for Gemma's 262k vocabulary at 512.
-        n_threads: CPU threads for eval; ``None`` lets the backend choose.
+        n_threads: CPU threads for eval; ``None``: every core (:attr:`threads`).
         use_mmap: map the file instead of reading it.
         type_k: KV cache key type (``"f16"``, ``"q8_0"``...); part of the KV identity.
         type_v: KV cache value type.
@@ -86,6 +88,12 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
     def ctx_cap(self) -> int:
         """The most context the model may be loaded with (never less than ``n_ctx``)."""
         return max(self.max_ctx, self.n_ctx)
+
+    @property
+    def threads(self) -> int:
+        """The eval threads a model loaded from this spec uses: ``n_threads``, else every
+        core (the llama backend's loads, its measured costs, and the benchmarks' peers)."""
+        return self.n_threads or os.cpu_count() or 1
 
     @property
     def remote(self) -> bool:

@@ -36,7 +36,7 @@ from typing import Protocol
 import structlog
 
 from swapos.backends.llama.cost_curve import CurveMeter, measuring_context
-from swapos.backends.llama.draft_costs import save_cached, threads_of
+from swapos.backends.llama.draft_costs import save_cached
 from swapos.backends.llama.handles import Handles
 from swapos.data.generation import DraftCosts
 from swapos.models.spec import ModelSpec
@@ -201,7 +201,7 @@ class Calibration(threading.Thread):
     def _busy(self) -> bool:
         """Whether this try's steps ran on a busy machine (:func:`machine_busy`)."""
         cores = os.cpu_count() or 1
-        threads = min(threads_of(self.model.spec), cores)
+        threads = min(self.model.spec.threads, cores)
         return machine_busy(self._others_s, self._steps_s, cores=cores, threads=threads)
 
     def _wait(self, seconds: float) -> bool:

@@ -35,11 +35,6 @@ def cache_root() -> Path:
     return base / "decode"
 
 
-def threads_of(spec: ModelSpec) -> int:
-    """The eval threads a model loaded from ``spec`` uses."""
-    return spec.n_threads or os.cpu_count() or 1
-
-
 def cache_path(digest: str, threads: int) -> Path:
     """Where the costs of the model file with sha256 ``digest`` at ``threads`` are kept."""
     return cache_root() / f"{digest[:16]}-t{threads}.json"
@@ -47,7 +42,7 @@ def cache_path(digest: str, threads: int) -> Path:
 
 def save_cached(spec: ModelSpec, costs: DraftCosts) -> Path:
     """Keep ``costs`` as the measured costs of ``spec`` on this machine (atomically)."""
-    path = cache_path(file_digest(spec.path), threads_of(spec))
+    path = cache_path(file_digest(spec.path), spec.threads)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_bytes(msgspec.json.encode(costs))
@@ -67,7 +62,7 @@ def costs_for(spec: ModelSpec) -> DraftCosts | None:
     if pin:
         return _read(Path(pin), spec, source=f"pinned {pin}")
     try:
-        path = cache_path(file_digest(spec.path), threads_of(spec))
+        path = cache_path(file_digest(spec.path), spec.threads)
     except OSError:
         return None
     return _read(path, spec, source=str(path)) if path.exists() else None

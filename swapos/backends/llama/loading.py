@@ -209,7 +209,7 @@ def _open(
             f"llama.cpp {llama_cpp.__version__} could not load {spec.path}; check that it is "
             "a complete GGUF model of an architecture this llama.cpp supports"
         )
-    threads = spec.n_threads or os.cpu_count() or 1
+    threads = spec.threads
     slots = max(spec.slots, 1)
     cparams = llama_cpp.llama_context_default_params()
     cparams.n_ctx = context_cells(spec)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -264,7 +263,7 @@ def _new_context(model: Any, spec: ModelSpec, *, n_seq: int, cells: int) -> Any:
     Raises:
         GenerationError: llama.cpp could not make it (out of memory, most likely).
     """
-    threads = spec.n_threads or os.cpu_count() or 1
+    threads = spec.threads
     cparams = llama_cpp.llama_context_default_params()
     cparams.n_ctx = cells
     cparams.n_batch = cparams.n_ubatch = max(min(spec.n_batch, cells), n_seq)

@@ -72,6 +72,11 @@ def base_url(port: int) -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
+def health_url(port: int) -> str:
+    """Where ``swapos serve`` and ``llama-server`` answer 200 once ready."""
+    return f"http://127.0.0.1:{port}/health"
+
+
 def swapos_launch(
     profile: str,
     port: int,
@@ -90,7 +95,7 @@ def swapos_launch(
         "--port", str(port), "--mode", mode, "--budget", str(budget),
         "--event-log", str(event_log), "--no-calibrate", *extra,
     ]  # fmt: skip
-    return Launch(argv=argv, ready_url=f"http://127.0.0.1:{port}/health", log=log)
+    return Launch(argv=argv, ready_url=health_url(port), log=log)
 
 
 def peer_config(specs: Sequence[ModelSpec], port: int) -> dict[str, Any]:
@@ -105,8 +110,8 @@ def peer_config(specs: Sequence[ModelSpec], port: int) -> dict[str, Any]:
                 "model_alias": spec.name,
                 "n_ctx": spec.n_ctx,
                 "n_batch": spec.n_batch,
-                "n_threads": spec.n_threads or os.cpu_count() or 1,
-                "n_threads_batch": spec.n_threads or os.cpu_count() or 1,
+                "n_threads": spec.threads,
+                "n_threads_batch": spec.threads,
                 "use_mmap": spec.use_mmap,
                 "verbose": False,
             }
@@ -131,7 +136,7 @@ def llama_server_launch(
     total), and SwapOS's load settings: batch (``-b``, ``-ub``), threads, mmap, and weight
     repacking only where the spec asks for it (SwapOS's default is off, llama.cpp's on: the
     same layout on both sides keeps the comparison about serving)."""
-    threads = str(spec.n_threads or os.cpu_count() or 1)
+    threads = str(spec.threads)
     argv = [
         str(binary), "-m", spec.path, "-a", spec.name, "--host", "127.0.0.1",
         "--port", str(port), "-c", str(spec.n_ctx * slots), "-np", str(slots),
@@ -141,7 +146,7 @@ def llama_server_launch(
         argv.append("--no-repack")
     if not spec.use_mmap:
         argv.append("--no-mmap")
-    return Launch(argv=argv, ready_url=f"http://127.0.0.1:{port}/health", log=log)
+    return Launch(argv=argv, ready_url=health_url(port), log=log)
 
 
 @contextlib.asynccontextmanager

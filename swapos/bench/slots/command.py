@@ -236,14 +236,14 @@ async def _bench_model(
         for arm in ("one", "slots")
     ]  # fmt: skip
     arms = ["one", "slots"]
+    served = msgspec.structs.replace(spec, n_ctx=args.n_ctx)  # what the peers load
     if args.peer:
-        peer = msgspec.structs.replace(spec, n_ctx=args.n_ctx)
-        launches.append(servers.peer_launch([peer], ports["peer"], workdir=out_dir,
+        launches.append(servers.peer_launch([served], ports["peer"], workdir=out_dir,
                                             log=out_dir / f"{spec.name}-peer.log"))  # fmt: skip
         arms.append("peer")
     if args.llama_server is not None:
         launches.append(servers.llama_server_launch(
-            args.llama_server, msgspec.structs.replace(spec, n_ctx=args.n_ctx), ports["server"],
+            args.llama_server, served, ports["server"],
             slots=slots, log=out_dir / f"{spec.name}-server.log",
         ))  # fmt: skip
         arms.append("server")
@@ -315,12 +315,12 @@ def markdown(report: SlotsReport) -> str:
 
 
 def _command(args: argparse.Namespace, slots: int) -> str:
-    peer = " --peer" if args.peer else ""
+    peers = " --peer" if args.peer else ""
     if args.llama_server is not None:
-        peer += f" --llama-server {args.llama_server}"
+        peers += f" --llama-server {args.llama_server}"
     return (
         f"python -m swapos.bench slots --profile {args.profile} --models {args.models} "
         f"--clients {','.join(map(str, args.clients))} --slots {slots} --requests "
         f"{args.requests} --max-tokens {args.max_tokens} --n-ctx {args.n_ctx} --rounds "
-        f"{args.rounds}{peer} --name {args.name} --results {args.results}"
+        f"{args.rounds}{peers} --name {args.name} --results {args.results}"
     )

@@ -106,7 +106,7 @@ def _launch(args: argparse.Namespace, out_dir: Path, port: int) -> tuple[servers
         argv = [sys.executable, "-m", "swapos.bench.soak_slots.fake_serve", "--model",
                 args.model, "--slots", str(args.slots), "--port", str(port),
                 "--event-log", str(events)]  # fmt: skip
-        launch = servers.Launch(argv=argv, ready_url=f"http://127.0.0.1:{port}/health", log=log)
+        launch = servers.Launch(argv=argv, ready_url=servers.health_url(port), log=log)
         return launch, "fake", f"/nonexistent/{args.model}.gguf"
     from swapos.models.bundled import resolve_profile
     from swapos.models.resolve import model_specs
