@@ -50,10 +50,13 @@ async def run(  # type: ignore[no-untyped-def]
     chat_template: str | None = None,
     opener: str | None = None,
     roles: dict[str, str] | None = None,
+    prefill_s: float = 0.0,
     **pipeline: Any,
 ):
-    """Run ``task``; with ``opener``, a third model ``opener`` that answers that."""
+    """Run ``task``; with ``opener``, a third model ``opener`` that answers that; the coder
+    prefills a prompt token in ``prefill_s``."""
     models = scripts(replies, chat_template)
+    models["coder"] = msgspec.structs.replace(models["coder"], prefill_s_per_token=prefill_s)
     if chat_template is not None:
         models["planner"] = msgspec.structs.replace(models["planner"], chat_template=chat_template)
     prof = with_roles(profile(max_attempts, **pipeline), roles or {})
@@ -352,3 +355,32 @@ async def test_without_precheck_defects_it_is_graded_and_fails() -> None:
     result = outcome.result
     assert result.passed and result.passed_attempt == 2 and result.grades == 2
     assert not any("does not define" in d for d in decided)
+
+
+LOUD = msgspec.structs.replace(
+    FOUR,
+    tests={
+        "test_add.py": "from solution import add\n\n\ndef test_add():\n"
+        "    assert add(2, 3) == 5, 'the sum of two and three ' * 60\n"
+    },
+)
+"""A task whose failed test prints a long message: a fix's prompt carries it."""
+
+
+@pytest.mark.parametrize(("seconds", "attempts"), [(2.8, 1), (4.0, 2)])
+async def test_a_fix_whose_prompt_costs_too_much_to_read_is_not_asked(
+    seconds: float, attempts: int
+) -> None:
+    # At 2.8 s the task affords another answer like its first (the rule before pricing
+    # asked the fix, and it passed), but not that answer and the fix's long prompt at 2 ms
+    # a token; at 4 s it affords both.
+    outcome, fb, _ = await run((WORSE, BEST), task=LOUD, task_seconds=seconds, prefill_s=0.002)
+    result = outcome.result
+    assert (result.iterations, result.passed) == (attempts, attempts == 2)
+    assert len(coder_prompts(fb)) == attempts
+    texts = [d.text for d in decode_capsule(outcome.capsule_json).decisions]
+    why = (
+        "attempt 1 was the last the task could afford: another is expected to take 2.1 s more,"
+        " and 1.2 s of its 2.8 s is spent"
+    )
+    assert (why in texts) == (attempts == 1)

@@ -34,6 +34,8 @@ from swapos.policies.retry import (
     NoAttemptLeft,
     Outcome,
     Passed,
+    Price,
+    Priced,
     Replace,
     Rules,
     SelfCheck,
@@ -481,8 +483,17 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
      {"task_budget": 1.5}, [A100, FAIL], [
         Finish(ending=OverSpent(attempt=1, spent=6000.0, expected=6000.0, limit=9000.0)),
     ]),
-    ("an attempt that fits the spend limit is asked", {"task_budget": 2.0}, [A100, FAIL], [
+    ("an attempt that fits the spend limit is priced by its prompt",
+     {"task_budget": 2.0}, [A100, FAIL], [
+        Price(step=code("coder", "fix", 2, "coder")),
+    ]),
+    ("an attempt whose prompt fits the spend limit too is asked",
+     {"task_budget": 2.0}, [A100, FAIL, Priced(prefill=0)], [
         code("coder", "fix", 2, "coder"),
+    ]),
+    ("an attempt whose prompt would cost too much to read is not asked",
+     {"task_budget": 2.0}, [A100, FAIL, Priced(prefill=1600)], [
+        Finish(ending=OverSpent(attempt=1, spent=6000.0, expected=12000.0, limit=12000.0)),
     ]),
     ("a limit in seconds holds too", {"task_seconds": 10.0}, [A100, FAIL], [
         Finish(ending=OverSpent(attempt=1, spent=6000.0, expected=6000.0, limit=10000.0)),
@@ -507,7 +518,7 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
         said(DrawsStopped(attempt=1, drawn=0, of=3, why="reserved", spent=6000.0,
                           expected=6000.0, limit=15000.0, reserved=6000.0)),
         SendBack(attempt=1, tests_passed=0, tests_total=1, text="f(2) returned 3"),
-        code("coder", "fix", 2, "coder"),
+        Price(step=code("coder", "fix", 2, "coder")),
     ]),
     ("without the reserve that draw is asked",
      {"examples": True, "draws": 3, "task_seconds": 15.0}, [A100, BAD], [
@@ -566,6 +577,11 @@ def test_each_rule_leads_to_its_step(
     rule: str, setting: dict[str, Any], answers: list[Outcome], expected: list[Action | Finish]
 ) -> None:
     assert play(answers, **setting).after == expected, rule
+
+
+def test_an_attempt_refused_by_its_price_is_not_counted() -> None:
+    state = play([A100, FAIL, Priced(prefill=1600)], task_budget=2.0).state
+    assert state.attempt == 1 and isinstance(state.ending, OverSpent)
 
 
 def test_the_outcome_counts_grades_not_empty_answers() -> None:

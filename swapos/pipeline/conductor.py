@@ -26,7 +26,8 @@ from swapos.pipeline.phase_runner import PhaseRunner
 from swapos.pipeline.prechecks import selfcheck
 from swapos.pipeline.routing import RoutePlan, route
 from swapos.policies import retry
-from swapos.policies.retry_text import said
+from swapos.policies.retry_decisions import EARLY
+from swapos.policies.retry_text import ended, said
 from swapos.policies.spending import ModelCost
 
 
@@ -67,6 +68,8 @@ async def conduct(
                         state, outcome, expects_pass=runner.expects_pass()
                     )
                     if isinstance(step, retry.Finish):
+                        if isinstance(step.ending, EARLY):  # the capsule says why it stopped
+                            await steps.decide(runner, work, "code", ended(step.ending))
                         break
                     await side_by_side.before(runner, work.draws, step)
                     outcome = await carry_out(runner, work, plan, step)
@@ -120,6 +123,8 @@ async def carry_out(
             await steps.decide(runner, work, step.phase, said(decision))
         case retry.Generate():
             return await steps.generate(runner, work, step)
+        case retry.Price(step=priced):
+            return await steps.price(runner, work, priced)
         case retry.Keep():
             steps.keep(work, step)
         case retry.SelfCheck():

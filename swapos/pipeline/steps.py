@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 
 import anyio.to_thread
 import msgspec
@@ -49,6 +50,7 @@ from swapos.policies.retry import (
     Grade,
     Graded,
     Keep,
+    Priced,
     Replace,
     SendBack,
 )
@@ -97,6 +99,7 @@ class Work:
         self.prompt: Prompt | None = None  # the prompt the candidate answered (draws reuse it)
         self.drawn: dict[str, tuple[Answer, ExtractResult]] = {}  # draws by identity
         self.model = ""  # the model that wrote the newest answer
+        self.sent: dict[str, list[str]] = {}  # model -> the prompts the task sent it
         self.draws = side_by_side.DrawState()  # draws decoding side by side
 
 
@@ -132,8 +135,29 @@ async def generate(runner: PhaseRunner, work: Work, step: Generate) -> Generated
     return msgspec.structs.replace(paid, key=key, empty=empty, drew=out.drew, defect=defect)
 
 
-async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | str:
-    """Build ``step``'s prompt and run its phase: the answer, or why there is none."""
+async def price(runner: PhaseRunner, work: Work, step: Generate) -> Priced | Failed:
+    """What ``step``'s prompt would prefill: its tokens less the prefix it shares with a
+    prompt the task sent the same model before (what that model's KV cache can restore)."""
+    built = await _prompt(runner, work, step)
+    if isinstance(built, str):
+        return Failed(error=built)
+    prompt, counter = built
+    sent = work.sent.get(step.model, ())
+    shared = max((_shared(prompt.text, s) for s in sent), default=0)
+    restorable = counter(prompt.text[:shared]) if shared else 0
+    return Priced(prefill=max(0, counter(prompt.text) - restorable))
+
+
+def _shared(a: str, b: str) -> int:
+    """How many characters ``a`` and ``b`` begin with alike."""
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)
+
+
+async def _prompt(
+    runner: PhaseRunner, work: Work, step: Generate
+) -> tuple[Prompt, Callable[[str], int]] | str:
+    """``step``'s prompt and its model's token counter, or why there is none."""
     phase: Phase = step.phase
     cfg = runner.profile.phase(phase)
     try:
@@ -141,8 +165,6 @@ async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | s
         fmt = await runner.chat_format(step.model)
     except SwapOSError as exc:
         return f"{phase} phase: model {step.model!r} is unusable: {exc}"
-    if step.prompt == "first" and work.first is None:
-        work.first = work.capsule  # what a first attempt reads: the brief and the plan
     shown = work.first if step.prompt == "opinion" and work.first is not None else work.capsule
     n_ctx = start_ctx(runner.profile.models[step.model])  # the context it is loaded with
     budget = min(cfg.prompt_budget_tokens, n_ctx - cfg.max_tokens - 8)
@@ -162,6 +184,21 @@ async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | s
         prompt = given if given is not None else await anyio.to_thread.run_sync(build)
     except (CapsuleError, TemplateError) as exc:
         return f"{phase} prompt: {exc}"
+    return prompt, counter
+
+
+async def _answer(runner: PhaseRunner, work: Work, step: Generate) -> Answer | str:
+    """Build ``step``'s prompt and run its phase: the answer, or why there is none."""
+    phase: Phase = step.phase
+    cfg = runner.profile.phase(phase)
+    if step.prompt == "first" and work.first is None:
+        work.first = work.capsule  # what a first attempt reads: the brief and the plan
+    built = await _prompt(runner, work, step)
+    if isinstance(built, str):
+        return built
+    prompt, sent = built[0], work.sent.setdefault(step.model, [])
+    if prompt.text not in sent:
+        sent.append(prompt.text)
     temperature, seed = step.sampling or (cfg.temperature, cfg.seed)
     params = SamplingParams(
         max_tokens=cfg.max_tokens, stop=prompt.stop + tuple(cfg.stop), temperature=temperature,

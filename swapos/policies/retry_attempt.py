@@ -34,12 +34,24 @@ from swapos.policies.retry_steps import (
     Graded,
     Keep,
     Outcome,
+    Price,
+    Priced,
     PromptKind,
     SelfCheck,
     resample_seed,
 )
-from swapos.policies.retry_task import Effect, Guard, Moved, affords, count, expect, replace
+from swapos.policies.retry_task import (
+    Effect,
+    Guard,
+    Moved,
+    affords,
+    count,
+    expect,
+    limit_of,
+    replace,
+)
 from swapos.policies.retry_text import UNCHANGED
+from swapos.policies.spending import affordable, generation_cost
 
 # --- Attempts, Second opinion, Best candidate: the first try -------------------------------
 
@@ -88,6 +100,35 @@ def _generate(st: TaskState, ask: Ask) -> Generate:
         model=ask.model, prompt=prompt, attempt=st.attempt, upcoming=now.upcoming,
         sampling=ask.sampling, base=now.base,
     )  # fmt: skip
+
+
+# --- Spend: a next attempt priced by the prompt it sends ----------------------------------
+
+
+def priced_first(st: TaskState, _: Outcome) -> bool:
+    """The task has a spend limit and this is a next attempt: its first answer is priced by
+    its prompt before it is asked (a fix's prompt carries every earlier attempt)."""
+    return st.attempt > 1 and limit_of(st) > 0
+
+
+def price(st: TaskState, _: Outcome, __: bool) -> Moved:
+    return st, [Price(step=_generate(st, tries(st)[0]))]
+
+
+def _priced(st: TaskState, out: Outcome) -> float:
+    """The attempt's first answer at its coder's costs: the tokens the task's code answers
+    generated on average, and the tokens its prompt would prefill."""
+    like, prefill = st.code_spend, expect(out, Priced).prefill
+    tokens = like.tokens / like.answers if like.answers else 0.0
+    return generation_cost(st.rules.cost_of(st.now.coder), tokens=tokens, prefilled=prefill)
+
+
+def price_fits(st: TaskState, out: Outcome) -> bool:
+    return affordable(spent=st.spend.cost, expected=_priced(st, out), limit=limit_of(st))
+
+
+def refuse_price(st: TaskState, out: Outcome, _: bool) -> Moved:
+    return replace(st, current=replace_now(st, priced=_priced(st, out))), []
 
 
 # --- Repeats ----------------------------------------------------------------------------
@@ -252,14 +293,14 @@ def score(st: TaskState, out: Outcome, _: bool) -> Moved:
 GUARDS: Final[Mapping[str, Guard]] = {
     g.__name__: g
     for g in (
-        repeat_with_tries_left, repeat, last_or_empty, unchecked, unchanged, defective,
-        no_examples, check_passed, held, grade_passed,
+        priced_first, price_fits, repeat_with_tries_left, repeat, last_or_empty, unchecked,
+        unchanged, defective, no_examples, check_passed, held, grade_passed,
     )
 }  # fmt: skip
 ACTIONS: Final[Mapping[str, Effect]] = {
     a.__name__: a
     for a in (
-        ask, ask_again, reject_repeat, keep, self_check, hold_unchanged, hold_defect,
-        fail_check, grade, score,
+        price, refuse_price, ask, ask_again, reject_repeat, keep, self_check, hold_unchanged,
+        hold_defect, fail_check, grade, score,
     )
 }  # fmt: skip

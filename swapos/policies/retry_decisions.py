@@ -4,7 +4,7 @@ records, and each :class:`Ending` a task ends with. Tests compare these; their w
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar, Final, Literal
 
 import msgspec
 
@@ -250,3 +250,6 @@ AnyDecision = (
     | Adopted
 )
 AnyEnding = Passed | LastFailed | NoAttemptLeft | OverSpent | NoProgress | Broke
+EARLY: Final = (OverSpent, NoProgress)
+"""The endings that stop a task before its attempts run out: the conductor records each as
+a decision, so the task's capsule and event log say why it stopped."""

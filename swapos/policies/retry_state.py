@@ -72,6 +72,9 @@ class AttemptState(msgspec.Struct, frozen=True, kw_only=True):
     draws: Draws = msgspec.field(default_factory=Draws)
     spend: Spend = msgspec.field(default_factory=Spend)
     """This attempt's answers (its candidate, its tries and its draws): what they cost."""
+    priced: float = 0.0
+    """What its first answer was priced at, by its prompt, when that did not fit the spend
+    limit (*Spend*; 0: it was not refused)."""
 
 
 class TaskState(msgspec.Struct, frozen=True, kw_only=True):

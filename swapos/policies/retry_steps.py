@@ -123,6 +123,14 @@ class Generate(Step, frozen=True, kw_only=True):
         return _PHASE[self.prompt]
 
 
+class Price(Step, frozen=True, kw_only=True):
+    """Build ``step``'s prompt and say what it would prefill, generating nothing: the policy
+    prices a next attempt's first answer by the prompt it sends (*Spend*). Answered by
+    :class:`Priced`."""
+
+    step: Generate
+
+
 class Keep(Step, frozen=True, kw_only=True):
     """The newest answer is ``attempt``'s candidate (its artifact). With ``repeats``, it is
     the same as that attempt's failed candidate: recorded as failed
@@ -175,7 +183,7 @@ class Finish(Step, frozen=True, kw_only=True):
     ending: AnyEnding
 
 
-Action = Decide | Generate | Keep | SelfCheck | Replace | SendBack | Grade | Adopt
+Action = Decide | Generate | Price | Keep | SelfCheck | Replace | SendBack | Grade | Adopt
 """Every step but :class:`Finish`."""
 RECORDS: Final = (Decide, Keep, Replace, SendBack, Adopt)
 """The steps that record and are answered by :class:`Done`."""
@@ -219,6 +227,13 @@ class Generated(Outcome, frozen=True, kw_only=True):
     prefilled: int = 0
     """The model that answered, the tokens it generated and the prompt tokens it prefilled
     (not restored from the KV cache): what the answer cost (*Spend*)."""
+
+
+class Priced(Outcome, frozen=True, kw_only=True):
+    """What a :class:`Price` step's prompt would cost to read: its tokens less the prefix it
+    shares with a prompt the task sent that model before (what the KV cache can restore)."""
+
+    prefill: int
 
 
 class Failed(Outcome, frozen=True, kw_only=True):

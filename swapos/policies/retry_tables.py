@@ -53,6 +53,7 @@ TASK: Final[tuple[Transition, ...]] = (
     T("attempting", "repeated", "next_attempt"),
     T("attempting", "returned", "next_attempt"),
     T("attempting", "broken", "ending"),
+    T("attempting", "unaffordable", "ending", "", "stop_priced"),
     # Best candidate: the task ends on it.
     T("ending", ENTER, "adopting", "adopt_best", "adopt"),
     T("ending", ENTER, "done", "", "finish"),
@@ -61,8 +62,12 @@ TASK: Final[tuple[Transition, ...]] = (
 """The task machine: plan -> attempts -> adopt the best candidate -> finish."""
 
 ATTEMPT: Final[tuple[Transition, ...]] = (
-    # Attempts, Second opinion, Best candidate: who answers, and from what.
+    # Attempts, Second opinion, Best candidate: who answers, and from what; with a spend
+    # limit, a next attempt's first answer is priced by its prompt before it is asked (Spend).
+    T("begin", ENTER, "pricing", "priced_first", "price"),
     T("begin", ENTER, "asking", "", "ask"),
+    T("pricing", "Priced", "asking", "price_fits", "ask"),
+    T("pricing", "Priced", "unaffordable", "", "refuse_price"),
     # Repeats: a failed candidate again is asked for again, then not graded.
     T("asking", "Generated", "asking", "repeat_with_tries_left", "ask_again"),
     T("asking", "Generated", "repeating", "repeat", "reject_repeat"),
@@ -107,10 +112,11 @@ ATTEMPT: Final[tuple[Transition, ...]] = (
 )
 """The attempt machine: ask -> check -> draws -> grade."""
 
-ATTEMPT_ENDS: Final = ("passed", "failed", "repeated", "returned", "broken")
+ATTEMPT_ENDS: Final = ("passed", "failed", "repeated", "returned", "broken", "unaffordable")
 """Where an attempt ends: the task machine's ``attempting`` state moves on each of them
 (graded and passed or failed; not graded: a repeat, or sent back by its check; a
-generation failed)."""
+generation failed; not asked: its first answer, priced by its prompt, does not fit the
+spend limit)."""
 TASK_START: Final = "start"
 ATTEMPT_START: Final = "begin"
 DONE: Final = "done"

@@ -175,6 +175,16 @@ def stop_spending(st: TaskState, _: Outcome, __: bool) -> Moved:
     return replace(st, ending=ending), []
 
 
+def stop_priced(st: TaskState, _: Outcome, __: bool) -> Moved:
+    """The next attempt's first answer, priced by its prompt, does not fit: the attempt
+    before it was the last the task could afford, and the one refused is not counted."""
+    ending = OverSpent(
+        attempt=st.attempt - 1, spent=st.spend.cost, expected=st.now.priced,
+        limit=limit_of(st),
+    )  # fmt: skip
+    return replace(st, attempt=st.attempt - 1, ending=ending), []
+
+
 def pass_task(st: TaskState, _: Outcome, __: bool) -> Moved:
     return replace(st, ending=Passed(attempt=st.attempt)), []
 
@@ -239,7 +249,8 @@ GUARDS: Final[Mapping[str, Guard]] = {
 ACTIONS: Final[Mapping[str, Effect]] = {
     a.__name__: a
     for a in (
-        route, ask_plan, break_down, begin_attempt, none_left, stop_spending, pass_task,
+        route, ask_plan, break_down, begin_attempt, none_left, stop_spending, stop_priced,
+        pass_task,
         last_failed, stop_no_progress, adopt, finish,
     )
 }  # fmt: skip
