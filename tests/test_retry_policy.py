@@ -491,6 +491,10 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
      {"task_budget": 2.0}, [A100, FAIL, Priced(prefill=0)], [
         code("coder", "fix", 2, "coder"),
     ]),
+    ("without price_attempts an attempt is asked unpriced",
+     {"task_budget": 2.0, "price_attempts": False}, [A100, FAIL], [
+        code("coder", "fix", 2, "coder"),
+    ]),
     ("an attempt whose prompt would cost too much to read is not asked",
      {"task_budget": 2.0}, [A100, FAIL, Priced(prefill=1600)], [
         Finish(ending=OverSpent(attempt=1, spent=6000.0, expected=12000.0, limit=12000.0)),

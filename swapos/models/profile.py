@@ -113,6 +113,8 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         reserve_next: an attempt's draws leave the task's spend limit room for the next
             attempt's first answer, at its model's costs (*Spend*), so a weak model's draws
             never spend what the stronger fixer needs.
+        price_attempts: with a spend limit, a next attempt is priced by the prompt it sends
+            before it is asked (*Spend*: a fix's prompt carries the earlier attempts).
     """
 
     max_attempts: int = 3
@@ -134,6 +136,7 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     stale_draws: int = 0
     stop_same_failure: bool = False
     reserve_next: bool = False
+    price_attempts: bool = True
 
 
 _MEASURED = "measured not to help: {}; delete it from the profile"

@@ -110,6 +110,7 @@ def rules(
         task_budget=cfg.task_budget, task_seconds=cfg.task_seconds,
         stale_draws=cfg.stale_draws, draw_seconds=cfg.draw_seconds,
         stop_same_failure=cfg.stop_same_failure, reserve_next=cfg.reserve_next,
+        price_attempts=cfg.price_attempts,
         costs=costs or {},
     )  # fmt: skip
 

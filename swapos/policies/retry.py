@@ -83,16 +83,16 @@ The rules, by name (the tables' comments name them too):
   answer's cost (the smaller where both are set): a draw, a try at a repeated
   candidate or a next attempt is asked only while the task's spend plus what it is expected
   to cost (the mean of the answers it would repeat: the attempt's for a draw, the task's
-  code answers' otherwise) fits. A next attempt is also priced by the prompt it sends
-  before it is asked (:class:`Price`): a fix's prompt carries every earlier attempt and its
-  test output, often thousands of tokens where the first prompt had hundreds, so its first
-  answer is expected to cost the task's mean code answer at the coder's costs plus the
-  tokens that prompt would prefill (:class:`Priced`: less the prefix it shares with a prompt
-  the task sent that model before). A draw that does not fit stops the draws (a decision
-  says so: :class:`~swapos.policies.retry_decisions.DrawsStopped`); an attempt that does not
-  fit, by either price, is not asked and the task ends after the one before it
-  (:class:`~swapos.policies.retry_decisions.OverSpent`). An attempt's draws may also cost
-  at most ``draw_seconds`` in all (long answers get fewer draws). With
+  code answers' otherwise) fits. With ``price_attempts``, a next attempt is also priced by
+  the prompt it sends before it is asked (:class:`Price`): a fix's prompt carries every
+  earlier attempt and its test output, often thousands of tokens where the first prompt had
+  hundreds, so its first answer is expected to cost the task's mean code answer at the
+  coder's costs plus the tokens that prompt would prefill (:class:`Priced`: less the prefix
+  it shares with a prompt the task sent that model before). A draw that does not fit stops
+  the draws (a decision says so: :class:`~swapos.policies.retry_decisions.DrawsStopped`); an
+  attempt that does not fit, by either price, is not asked and the task ends after the one
+  before it (:class:`~swapos.policies.retry_decisions.OverSpent`). An attempt's draws may
+  also cost at most ``draw_seconds`` in all (long answers get fewer draws). With
   ``stale_draws`` > 0 an attempt's draws also stop once that many in a row brought nothing
   new (empty, a rejected candidate again, the starter unchanged). With ``reserve_next``, a
   draw must also leave room in the task's limit for the next attempt's first answer (the

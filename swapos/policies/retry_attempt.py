@@ -108,7 +108,7 @@ def _generate(st: TaskState, ask: Ask) -> Generate:
 def priced_first(st: TaskState, _: Outcome) -> bool:
     """The task has a spend limit and this is a next attempt: its first answer is priced by
     its prompt before it is asked (a fix's prompt carries every earlier attempt)."""
-    return st.attempt > 1 and limit_of(st) > 0
+    return st.rules.price_attempts and st.attempt > 1 and limit_of(st) > 0
 
 
 def price(st: TaskState, _: Outcome, __: bool) -> Moved:

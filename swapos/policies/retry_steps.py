@@ -72,6 +72,9 @@ class Rules(msgspec.Struct, frozen=True, kw_only=True):
     reserve_next: bool = False
     """An attempt's draws leave the task's spend limit room for the next attempt's first
     answer (*Spend*)."""
+    price_attempts: bool = True
+    """With a spend limit, a next attempt is priced by the prompt it sends before it is
+    asked (*Spend*)."""
     costs: dict[str, ModelCost] = msgspec.field(default_factory=dict)
     """Each model's measured token costs (a model not here: :data:`~swapos.policies.
     spending.UNMEASURED`)."""
