@@ -491,6 +491,10 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
      {"task_budget": 2.0}, [A100, FAIL, Priced(prefill=0)], [
         code("coder", "fix", 2, "coder"),
     ]),
+    ("a prompt that cannot be built for its price ends the task with the reason",
+     {"task_budget": 2.0}, [A100, FAIL, Failed(error="boom")], [
+        Finish(ending=Broke(error="boom")),
+    ]),
     ("without price_attempts an attempt is asked unpriced",
      {"task_budget": 2.0, "price_attempts": False}, [A100, FAIL], [
         code("coder", "fix", 2, "coder"),

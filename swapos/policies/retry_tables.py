@@ -68,6 +68,7 @@ ATTEMPT: Final[tuple[Transition, ...]] = (
     T("begin", ENTER, "asking", "", "ask"),
     T("pricing", "Priced", "asking", "price_fits", "ask"),
     T("pricing", "Priced", "unaffordable", "", "refuse_price"),
+    T("pricing", "Failed", "broken", "", "break_down"),
     # Repeats: a failed candidate again is asked for again, then not graded.
     T("asking", "Generated", "asking", "repeat_with_tries_left", "ask_again"),
     T("asking", "Generated", "repeating", "repeat", "reject_repeat"),
