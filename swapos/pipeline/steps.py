@@ -55,6 +55,7 @@ from swapos.policies.retry import (
     SendBack,
 )
 from swapos.policies.retry_text import identical
+from swapos.policies.tokens import common_prefix_len
 
 _TIMINGS = re.compile(r" in \d+(?:\.\d+)?s\b")
 """Wall times in pytest's output; kept out of prompts so runs (and KV prefixes) repeat."""
@@ -143,15 +144,9 @@ async def price(runner: PhaseRunner, work: Work, step: Generate) -> Priced | Fai
         return Failed(error=built)
     prompt, counter = built
     sent = work.sent.get(step.model, ())
-    shared = max((_shared(prompt.text, s) for s in sent), default=0)
+    shared = max((common_prefix_len(prompt.text, s) for s in sent), default=0)
     restorable = counter(prompt.text[:shared]) if shared else 0
     return Priced(prefill=max(0, counter(prompt.text) - restorable))
-
-
-def _shared(a: str, b: str) -> int:
-    """How many characters ``a`` and ``b`` begin with alike."""
-    n = min(len(a), len(b))
-    return next((i for i in range(n) if a[i] != b[i]), n)
 
 
 async def _prompt(

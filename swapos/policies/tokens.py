@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
+
+_T = TypeVar("_T")
 
 
-def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
-    """How many leading tokens ``a`` and ``b`` share (bisecting on slice equality, which
-    compares at C speed: prompts run to thousands of tokens)."""
+def common_prefix_len(a: Sequence[_T], b: Sequence[_T]) -> int:
+    """How many leading tokens (or characters) ``a`` and ``b`` share (bisecting on slice
+    equality, which compares at C speed: prompts run to thousands of tokens)."""
     n = min(len(a), len(b))
     if list(a[:n]) == list(b[:n]):
         return n
