@@ -374,7 +374,10 @@ async def test_a_fix_whose_prompt_costs_too_much_to_read_is_not_asked(
     # At 2.8 s the task affords another answer like its first (the rule before pricing
     # asked the fix, and it passed), but not that answer and the fix's long prompt at 2 ms
     # a token; at 4 s it affords both.
-    outcome, fb, _ = await run((WORSE, BEST), task=LOUD, task_seconds=seconds, prefill_s=0.002)
+    # The answers' cost alone is counted (the fake models' loads put the wall past 2.8 s).
+    outcome, fb, _ = await run(
+        (WORSE, BEST), task=LOUD, task_seconds=seconds, prefill_s=0.002, count_wall=False
+    )
     result = outcome.result
     assert (result.iterations, result.passed) == (attempts, attempts == 2)
     assert len(coder_prompts(fb)) == attempts
@@ -384,3 +387,21 @@ async def test_a_fix_whose_prompt_costs_too_much_to_read_is_not_asked(
         " and 1.2 s of its 2.8 s is spent"
     )
     assert (why in texts) == (attempts == 1)
+
+
+@pytest.mark.parametrize(("count_wall", "attempts"), [(False, 2), (True, 1)])
+async def test_the_spend_limit_counts_the_task_wall(count_wall: bool, attempts: int) -> None:
+    # The answers' cost leaves the 2.8 s limit room for another answer like them (0.5 s);
+    # the task's wall (the fake models' loads too, on the fake clock) does not.
+    outcome, fb, _ = await run(
+        (WORSE, BEST), task=LOUD, task_seconds=2.8, price_attempts=False, count_wall=count_wall
+    )
+    result = outcome.result
+    assert (result.iterations, result.passed) == (attempts, attempts == 2)
+    assert len(coder_prompts(fb)) == attempts
+    texts = [d.text for d in decode_capsule(outcome.capsule_json).decisions]
+    why = (
+        "attempt 1 was the last the task could afford: another is expected to take 0.5 s more,"
+        " and 2.5 s of its 2.8 s is spent"
+    )
+    assert (why in texts) == count_wall

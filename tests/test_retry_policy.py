@@ -131,17 +131,19 @@ def play(
     examples: bool = False,
     why: tuple[str, ...] = (),
     expects_pass: bool = False,
+    wall_s: float = 0.0,
     **rules: Any,
 ) -> Played:
-    """Start a task, answer its steps with ``answers``; the steps after the last answer, up
-    to the next that waits for one (or :class:`Finish`), and the state then."""
+    """Start a task, answer its steps with ``answers`` (the task's wall at ``wall_s``
+    throughout); the steps after the last answer, up to the next that waits for one (or
+    :class:`Finish`), and the state then."""
     state = TaskState(rules=Rules(task_id="t", starter="S", **rules))
     outcome: Outcome = Started(plan_first=plan, models=models, why=why, examples=examples)
     pending = list(answers)
     after: list[Action | Finish] = []
     fired: set[Transition] = set()
     while True:
-        state, step, moved = advance(state, outcome, expects_pass=expects_pass)
+        state, step, moved = advance(state, outcome, expects_pass=expects_pass, wall_s=wall_s)
         fired.update(moved)
         after.append(step)
         if isinstance(step, RECORDS):
@@ -505,6 +507,18 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
     ]),
     ("a limit in seconds holds too", {"task_seconds": 10.0}, [A100, FAIL], [
         Finish(ending=OverSpent(attempt=1, spent=6000.0, expected=6000.0, limit=10000.0)),
+    ]),
+    ("the task's wall is what it spent where that is more than its answers' cost",
+     {"task_seconds": 15.0, "wall_s": 10.0}, [A100, FAIL], [
+        Finish(ending=OverSpent(attempt=1, spent=10000.0, expected=6000.0, limit=15000.0)),
+    ]),
+    ("without count_wall its answers' cost alone is spent",
+     {"task_seconds": 15.0, "wall_s": 10.0, "count_wall": False}, [A100, FAIL], [
+        Price(step=code("coder", "fix", 2, "coder")),
+    ]),
+    ("a wall below the answers' cost changes nothing",
+     {"task_seconds": 15.0, "wall_s": 3.0}, [A100, FAIL], [
+        Price(step=code("coder", "fix", 2, "coder")),
     ]),
     ("a draw that does not fit stops the draws, and the attempt goes back",
      {"examples": True, "draws": 2, "task_budget": 1.5}, [A100, BAD], [

@@ -76,6 +76,7 @@ class TaskRun:
         self.run_id = run_id
         self.profile = ctx.profile
         self._started = False
+        self._started_t = 0.0
         self._reported: TaskFinished | None = None
 
     # --- the run's start and end ----------------------------------------------------------
@@ -86,8 +87,9 @@ class TaskRun:
             return
         self._started = True  # before the send: a cancel may land on it once the event is out
         events = self._ctx.events
+        self._started_t = events.t()
         await events.emit(
-            TaskStarted(t=events.t(), task_id=task_id, run_id=self.run_id, category=category)
+            TaskStarted(t=self._started_t, task_id=task_id, run_id=self.run_id, category=category)
         )
 
     async def task_started(self, task: Task) -> None:
@@ -168,6 +170,11 @@ class TaskRun:
 
     def expects_pass(self) -> bool:
         return self._ctx.pass_rate.expects_pass()
+
+    def task_wall(self) -> float:
+        """Seconds since this run started, on the clock its events are stamped with (the
+        wall its ``TaskFinished`` will record; 0 before it started)."""
+        return self._ctx.events.t() - self._started_t if self._started else 0.0
 
     async def decide(self, task_id: str, decision: str, text: str) -> None:
         """Record a routing decision (which plan, which model, and why)."""

@@ -115,6 +115,8 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
             never spend what the stronger fixer needs.
         price_attempts: with a spend limit, a next attempt is priced by the prompt it sends
             before it is asked (*Spend*: a fix's prompt carries the earlier attempts).
+        count_wall: the task's spend is at least its wall-clock so far (*Spend*: grades,
+            checks, loads and the estimates' error are spent too).
     """
 
     max_attempts: int = 3
@@ -137,6 +139,7 @@ class PipelineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     stop_same_failure: bool = False
     reserve_next: bool = False
     price_attempts: bool = True
+    count_wall: bool = True
 
 
 _MEASURED = "measured not to help: {}; delete it from the profile"

@@ -65,8 +65,9 @@ async def conduct(
             async with anyio.create_task_group() as work.draws.tg:
                 while True:
                     state, step = retry.next_step(
-                        state, outcome, expects_pass=runner.expects_pass()
-                    )
+                        state, outcome, expects_pass=runner.expects_pass(),
+                        wall_s=runner.task_wall(),
+                    )  # fmt: skip
                     if isinstance(step, retry.Finish):
                         if isinstance(step.ending, EARLY):  # the capsule says why it stopped
                             await steps.decide(runner, work, "code", ended(step.ending))
@@ -110,7 +111,7 @@ def rules(
         task_budget=cfg.task_budget, task_seconds=cfg.task_seconds,
         stale_draws=cfg.stale_draws, draw_seconds=cfg.draw_seconds,
         stop_same_failure=cfg.stop_same_failure, reserve_next=cfg.reserve_next,
-        price_attempts=cfg.price_attempts,
+        price_attempts=cfg.price_attempts, count_wall=cfg.count_wall,
         costs=costs or {},
     )  # fmt: skip
 

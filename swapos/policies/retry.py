@@ -10,15 +10,16 @@ names the guard that selects it and the action that carries it out
 carries out the steps and feeds back what came of them::
 
     state = TaskState(rules=...)
-    state, step = next_step(state, Started(...), expects_pass=...)
+    state, step = next_step(state, Started(...), expects_pass=..., wall_s=...)
     while not isinstance(step, Finish):
-        state, step = next_step(state, await carry_out(step), expects_pass=...)
+        state, step = next_step(state, await carry_out(step), expects_pass=..., wall_s=...)
 
 Each step is answered by one outcome: a :class:`Generate` by :class:`Generated` or
 :class:`Failed`, a :class:`SelfCheck` by :class:`Checked`, a :class:`Grade` by
 :class:`Graded`, every other step (a record: a decision, a kept candidate...) by
 :class:`Done`. ``expects_pass`` is the Router's estimate, right after the step, of whether a
-graded candidate passes. Decisions are values (:mod:`~swapos.policies.retry_decisions`);
+graded candidate passes; ``wall_s`` the task's wall-clock so far (what the *Spend* rule
+counts with ``count_wall``). Decisions are values (:mod:`~swapos.policies.retry_decisions`);
 their words are :mod:`~swapos.policies.retry_text`'s. The settings are ``PipelineConfig``'s
 (:class:`Rules`); the models are the profile's roles.
 
@@ -80,24 +81,26 @@ The rules, by name (the tables' comments name them too):
 - **Spend.** Every answer is paid for: its tokens and its prefilled prompt tokens at its
   model's measured costs (:mod:`swapos.policies.spending`). With ``task_seconds`` > 0 the
   task may spend that many seconds, with ``task_budget`` > 0 that many times its first code
-  answer's cost (the smaller where both are set): a draw, a try at a repeated
-  candidate or a next attempt is asked only while the task's spend plus what it is expected
-  to cost (the mean of the answers it would repeat: the attempt's for a draw, the task's
-  code answers' otherwise) fits. With ``price_attempts``, a next attempt is also priced by
-  the prompt it sends before it is asked (:class:`Price`): a fix's prompt carries every
-  earlier attempt and its test output, often thousands of tokens where the first prompt had
-  hundreds, so its first answer is expected to cost the task's mean code answer at the
-  coder's costs plus the tokens that prompt would prefill (:class:`Priced`: less the prefix
-  it shares with a prompt the task sent that model before). A draw that does not fit stops
-  the draws (a decision says so: :class:`~swapos.policies.retry_decisions.DrawsStopped`); an
-  attempt that does not fit, by either price, is not asked and the task ends after the one
-  before it (:class:`~swapos.policies.retry_decisions.OverSpent`). An attempt's draws may
-  also cost at most ``draw_seconds`` in all (long answers get fewer draws). With
-  ``stale_draws`` > 0 an attempt's draws also stop once that many in a row brought nothing
-  new (empty, a rejected candidate again, the starter unchanged). With ``reserve_next``, a
-  draw must also leave room in the task's limit for the next attempt's first answer (the
-  task's code answers' mean at the ``fix`` model's costs; none on the last attempt), so a
-  weak model's draws never spend what the stronger fixer needs (``why`` ``"reserved"``).
+  answer's cost (the smaller where both are set). With ``count_wall`` the task's spend is
+  its answers' cost or its wall-clock so far, whichever is more (grades, checks, loads and
+  the estimates' error are spent too). A draw, a try at a repeated candidate or a next
+  attempt is asked only while the task's spend plus what it is expected to cost (the mean of
+  the answers it would repeat: the attempt's for a draw, the task's code answers' otherwise)
+  fits. With ``price_attempts``, a next attempt is also priced by the prompt it sends before
+  it is asked (:class:`Price`): a fix's prompt carries every earlier attempt and its test
+  output, often thousands of tokens where the first prompt had hundreds, so its first answer
+  is expected to cost the task's mean code answer at the coder's costs plus the tokens that
+  prompt would prefill (:class:`Priced`: less the prefix it shares with a prompt the task
+  sent that model before). A draw that does not fit stops the draws (a decision says so:
+  :class:`~swapos.policies.retry_decisions.DrawsStopped`); an attempt that does not fit, by
+  either price, is not asked and the task ends after the one before it
+  (:class:`~swapos.policies.retry_decisions.OverSpent`). An attempt's draws may also cost at
+  most ``draw_seconds`` in all (long answers get fewer draws). With ``stale_draws`` > 0 an
+  attempt's draws also stop once that many in a row brought nothing new (empty, a rejected
+  candidate again, the starter unchanged). With ``reserve_next``, a draw must also leave
+  room in the task's limit for the next attempt's first answer (the task's code answers'
+  mean at the ``fix`` model's costs; none on the last attempt), so a weak model's draws
+  never spend what the stronger fixer needs (``why`` ``"reserved"``).
 - **Best candidate.** The task's *best* candidate is its graded candidate (not an empty
   answer) with the most passing tests; ties: the newest. A fixer's attempt (not a second
   opinion) starts from the best candidate when a newer graded one passed fewer tests (a
@@ -231,24 +234,28 @@ class Advanced(NamedTuple):
 
 
 def next_step(
-    state: TaskState, outcome: Outcome, *, expects_pass: bool
+    state: TaskState, outcome: Outcome, *, expects_pass: bool, wall_s: float = 0.0
 ) -> tuple[TaskState, Action | Finish]:
     """The state after ``outcome`` (what came of the last step, or :class:`Started`) and the
-    next step.
+    next step; ``wall_s`` is the task's wall-clock so far, in seconds (0: not measured).
 
     Raises:
         TypeError: ``outcome`` does not answer the last step (a bug in the caller).
     """
-    advanced = advance(state, outcome, expects_pass=expects_pass)
+    advanced = advance(state, outcome, expects_pass=expects_pass, wall_s=wall_s)
     return advanced.state, advanced.step
 
 
-def advance(state: TaskState, outcome: Outcome, *, expects_pass: bool) -> Advanced:
+def advance(
+    state: TaskState, outcome: Outcome, *, expects_pass: bool, wall_s: float = 0.0
+) -> Advanced:
     """:func:`next_step`, with the rows it fired (none while record steps are handed out).
 
     Raises:
         TypeError: ``outcome`` does not answer the last step (a bug in the caller).
     """
+    if wall_s * 1000 > state.wall:
+        state = _replace(state, wall=wall_s * 1000)
     if state.pending:
         if not isinstance(outcome, Done):
             raise TypeError(f"the policy waits for Done (a record step), got {outcome!r}")

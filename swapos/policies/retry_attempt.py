@@ -124,7 +124,7 @@ def _priced(st: TaskState, out: Outcome) -> float:
 
 
 def price_fits(st: TaskState, out: Outcome) -> bool:
-    return affordable(spent=st.spend.cost, expected=_priced(st, out), limit=limit_of(st))
+    return affordable(spent=st.spent, expected=_priced(st, out), limit=limit_of(st))
 
 
 def refuse_price(st: TaskState, out: Outcome, _: bool) -> Moved:

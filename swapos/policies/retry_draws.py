@@ -89,7 +89,7 @@ def _reserve(st: TaskState) -> float:
 def _task_fits(st: TaskState) -> bool:
     """The next draw fits the task's spend limit, with the next attempt's reserve kept."""
     expected = affords(st, st.now.coder, st.now.spend)[1]
-    return affordable(spent=st.spend.cost, expected=expected + _reserve(st), limit=limit_of(st))
+    return affordable(spent=st.spent, expected=expected + _reserve(st), limit=limit_of(st))
 
 
 def draws_left(st: TaskState, _: Outcome) -> bool:
@@ -117,10 +117,10 @@ def stop_draws(st: TaskState, _: Outcome, __: bool) -> Moved:
         )
     elif affords(st, now.coder, now.spend)[0]:  # it would fit but for the reserve
         said = msgspec.structs.replace(
-            base, why="reserved", spent=st.spend.cost, limit=limit_of(st), reserved=_reserve(st)
+            base, why="reserved", spent=st.spent, limit=limit_of(st), reserved=_reserve(st)
         )
     else:
-        said = msgspec.structs.replace(base, why="spent", spent=st.spend.cost, limit=limit_of(st))
+        said = msgspec.structs.replace(base, why="spent", spent=st.spent, limit=limit_of(st))
     return st, [Decide(decision=said)]
 
 

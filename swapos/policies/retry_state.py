@@ -101,6 +101,7 @@ class TaskState(msgspec.Struct, frozen=True, kw_only=True):
         spend: every answer so far (the plan's included): what they cost.
         code_spend: the code answers: what a next attempt is expected to cost.
         first: the cost of the first code answer (the spend limit's unit).
+        wall: the task's wall-clock so far in milliseconds, as its conductor last said.
     """
 
     rules: Rules
@@ -123,6 +124,15 @@ class TaskState(msgspec.Struct, frozen=True, kw_only=True):
     spend: Spend = msgspec.field(default_factory=Spend)
     code_spend: Spend = msgspec.field(default_factory=Spend)
     first: float = 0.0
+    wall: float = 0.0
+
+    @property
+    def spent(self) -> float:
+        """What the task has spent, in milliseconds (*Spend*): its answers' cost, or its
+        wall so far where that is more and ``count_wall`` is on."""
+        if self.rules.count_wall:
+            return max(self.spend.cost, self.wall)
+        return self.spend.cost
 
     @property
     def passed(self) -> bool:

@@ -75,6 +75,9 @@ class Rules(msgspec.Struct, frozen=True, kw_only=True):
     price_attempts: bool = True
     """With a spend limit, a next attempt is priced by the prompt it sends before it is
     asked (*Spend*)."""
+    count_wall: bool = True
+    """The task's spend is at least its wall-clock so far (*Spend*: grades, checks, loads
+    and the estimates' error count too)."""
     costs: dict[str, ModelCost] = msgspec.field(default_factory=dict)
     """Each model's measured token costs (a model not here: :data:`~swapos.policies.
     spending.UNMEASURED`)."""

@@ -83,7 +83,7 @@ def affords(st: TaskState, model: str, like: Spend) -> tuple[bool, float]:
     """Whether a next answer of ``model``, like the answers of ``like``, fits the spend
     limit; and what it is expected to cost."""
     expected = like.expected(st.rules.cost_of(model))
-    return affordable(spent=st.spend.cost, expected=expected, limit=limit_of(st)), expected
+    return affordable(spent=st.spent, expected=expected, limit=limit_of(st)), expected
 
 
 def limit_of(st: TaskState) -> float:
@@ -169,7 +169,7 @@ def none_left(st: TaskState, _: Outcome, __: bool) -> Moved:
 def stop_spending(st: TaskState, _: Outcome, __: bool) -> Moved:
     expected = affords(st, next_coder(st), st.code_spend)[1]
     ending = OverSpent(
-        attempt=st.attempt, spent=st.spend.cost, expected=expected,
+        attempt=st.attempt, spent=st.spent, expected=expected,
         limit=limit_of(st),
     )  # fmt: skip
     return replace(st, ending=ending), []
@@ -179,7 +179,7 @@ def stop_priced(st: TaskState, _: Outcome, __: bool) -> Moved:
     """The next attempt's first answer, priced by its prompt, does not fit: the attempt
     before it was the last the task could afford, and the one refused is not counted."""
     ending = OverSpent(
-        attempt=st.attempt - 1, spent=st.spend.cost, expected=st.now.priced,
+        attempt=st.attempt - 1, spent=st.spent, expected=st.now.priced,
         limit=limit_of(st),
     )  # fmt: skip
     return replace(st, attempt=st.attempt - 1, ending=ending), []
