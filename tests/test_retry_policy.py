@@ -167,10 +167,15 @@ def repeats(attempt: int, of: int, model: str, prompt: str = "fix", **ask: Any) 
     return said(Repeats(attempt=attempt, repeats=of, then=then))
 
 
-def still(attempt: int, of: int, resamples: int, recap: bool = False, other: Any = None) -> Decide:
-    return said(
-        StillRepeats(attempt=attempt, repeats=of, recap=recap, resamples=resamples, other=other)
-    )
+def still(
+    attempt: int, of: int, resamples: int, *, recap: bool = False, other: Any = None,
+    unaffordable: bool = False,
+) -> Decide:  # fmt: skip
+    decision = StillRepeats(
+        attempt=attempt, repeats=of, recap=recap, resamples=resamples, other=other,
+        unaffordable=unaffordable,
+    )  # fmt: skip
+    return said(decision)
 
 
 def held(seen: Any) -> Decide:
@@ -504,6 +509,12 @@ ROWS: list[tuple[str, dict[str, Any], list[Outcome], list[Action | Finish]]] = [
     ("an attempt whose prompt would cost too much to read is not asked",
      {"task_budget": 2.0}, [A100, FAIL, Priced(prefill=1600)], [
         Finish(ending=OverSpent(attempt=1, spent=6000.0, expected=12000.0, limit=12000.0)),
+    ]),
+    ("a repeat whose tries do not fit the spend limit lists none of them",
+     {"task_seconds": 15.0, "price_attempts": False}, [A100, FAIL, A100], [
+        still(2, 1, resamples=0, unaffordable=True),
+        Keep(attempt=2, repeats=1),
+        Finish(ending=OverSpent(attempt=2, spent=12000.0, expected=6000.0, limit=15000.0)),
     ]),
     ("a limit in seconds holds too", {"task_seconds": 10.0}, [A100, FAIL], [
         Finish(ending=OverSpent(attempt=1, spent=6000.0, expected=6000.0, limit=10000.0)),

@@ -60,6 +60,10 @@ WORDS: list[tuple[AnyDecision, str, str]] = [
      "code", "attempt 2 repeats attempt 1: asking small instead"),
     (StillRepeats(attempt=2, repeats=1, recap=False, resamples=0, other=None), "code",
      "attempt 2 repeats attempt 1 after 0 resamples; not graded again"),
+    (StillRepeats(attempt=2, repeats=1, recap=False, resamples=0, other=None,
+                  unaffordable=True), "code",
+     "attempt 2 repeats attempt 1 after 0 resamples (the spend limit affords no other try); "
+     "not graded again"),
     (StillRepeats(attempt=2, repeats=1, recap=True, resamples=1, other="small"), "code",
      "attempt 2 repeats attempt 1 after a recap, 1 resamples and small's answer; not graded "
      "again"),

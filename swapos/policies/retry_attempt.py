@@ -172,11 +172,18 @@ def ask_again(st: TaskState, out: Outcome, _: bool) -> Moved:
 
 
 def reject_repeat(st: TaskState, out: Outcome, _: bool) -> Moved:
+    """The candidate still repeats: the decision lists the tries it was given (those the
+    spend limit refused are not among them)."""
     st = _answered(st, out)
     now, a, repeats = st.now, st.attempt, _repeats(st)
+    asks = tries(st)
+    taken = asks[1 : now.tried + 1]
     said = StillRepeats(
-        attempt=a, repeats=repeats, recap=st.chats.get(now.coder, False),
-        resamples=st.rules.resamples, other=now.other,
+        attempt=a, repeats=repeats,
+        recap=any(t.prompt == "recap" and t.sampling is None and not t.instead for t in taken),
+        resamples=sum(t.sampling is not None for t in taken),
+        other=now.other if any(t.instead for t in taken) else None,
+        unaffordable=len(asks) > now.tried + 1,
     )  # fmt: skip
     return replace(st, kept=a), [Decide(decision=said), Keep(attempt=a, repeats=repeats)]
 

@@ -103,14 +103,16 @@ class Repeats(Decision, frozen=True, kw_only=True):
 
 
 class StillRepeats(Decision, frozen=True, kw_only=True):
-    """``attempt``'s candidate repeats attempt ``repeats``' after every try (a recap when
-    ``recap``, ``resamples`` resamples, ``other``'s answer): it is not graded again."""
+    """``attempt``'s candidate repeats attempt ``repeats``' after the tries it was given (a
+    recap when ``recap``, ``resamples`` resamples, ``other``'s answer), and every try left
+    did not fit the spend limit when ``unaffordable``: it is not graded again."""
 
     attempt: int
     repeats: int
     recap: bool
     resamples: int
     other: str | None
+    unaffordable: bool = False
 
 
 class HeldBack(Decision, frozen=True, kw_only=True):

@@ -168,7 +168,10 @@ def _still_repeats(d: StillRepeats) -> str:
         *([f"{d.other}'s answer"] if d.other is not None else []),
     ]
     listed = tried[0] if len(tried) == 1 else ", ".join(tried[:-1]) + " and " + tried[-1]
-    return f"attempt {d.attempt} repeats attempt {d.repeats} after {listed}; not graded again"
+    short = " (the spend limit affords no other try)" if d.unaffordable else ""
+    return (
+        f"attempt {d.attempt} repeats attempt {d.repeats} after {listed}{short}; not graded again"
+    )
 
 
 def _draw(draw: int, of: int, sampling: Sampling) -> str:
