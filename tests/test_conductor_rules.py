@@ -367,41 +367,38 @@ LOUD = msgspec.structs.replace(
 """A task whose failed test prints a long message: a fix's prompt carries it."""
 
 
+async def limited(**pipeline: Any) -> tuple[int, bool, int, list[str]]:
+    """Run LOUD (a failing answer, then one that passes) under ``pipeline``'s settings: its
+    attempts, whether it passed, the coder's prompts and the capsule's decisions."""
+    outcome, fb, _ = await run((WORSE, BEST), task=LOUD, **pipeline)
+    texts = [d.text for d in decode_capsule(outcome.capsule_json).decisions]
+    return outcome.result.iterations, outcome.result.passed, len(coder_prompts(fb)), texts
+
+
+def stopped_after_1(expected: float, spent: float, limit: float) -> str:
+    return (
+        f"attempt 1 was the last the task could afford: another is expected to take "
+        f"{expected:.1f} s more, and {spent:.1f} s of its {limit:.1f} s is spent"
+    )
+
+
 @pytest.mark.parametrize(("seconds", "attempts"), [(2.8, 1), (4.0, 2)])
 async def test_a_fix_whose_prompt_costs_too_much_to_read_is_not_asked(
     seconds: float, attempts: int
 ) -> None:
     # At 2.8 s the task affords another answer like its first (the rule before pricing
     # asked the fix, and it passed), but not that answer and the fix's long prompt at 2 ms
-    # a token; at 4 s it affords both.
-    # The answers' cost alone is counted (the fake models' loads put the wall past 2.8 s).
-    outcome, fb, _ = await run(
-        (WORSE, BEST), task=LOUD, task_seconds=seconds, prefill_s=0.002, count_wall=False
-    )
-    result = outcome.result
-    assert (result.iterations, result.passed) == (attempts, attempts == 2)
-    assert len(coder_prompts(fb)) == attempts
-    texts = [d.text for d in decode_capsule(outcome.capsule_json).decisions]
-    why = (
-        "attempt 1 was the last the task could afford: another is expected to take 2.1 s more,"
-        " and 1.2 s of its 2.8 s is spent"
-    )
-    assert (why in texts) == (attempts == 1)
+    # a token; at 4 s it affords both. The answers' cost alone is counted (the fake models'
+    # loads put the wall past 2.8 s).
+    ran = await limited(task_seconds=seconds, prefill_s=0.002, count_wall=False)
+    assert ran[:3] == (attempts, attempts == 2, attempts)
+    assert (stopped_after_1(2.1, 1.2, 2.8) in ran[3]) == (attempts == 1)
 
 
 @pytest.mark.parametrize(("count_wall", "attempts"), [(False, 2), (True, 1)])
 async def test_the_spend_limit_counts_the_task_wall(count_wall: bool, attempts: int) -> None:
     # The answers' cost leaves the 2.8 s limit room for another answer like them (0.5 s);
     # the task's wall (the fake models' loads too, on the fake clock) does not.
-    outcome, fb, _ = await run(
-        (WORSE, BEST), task=LOUD, task_seconds=2.8, price_attempts=False, count_wall=count_wall
-    )
-    result = outcome.result
-    assert (result.iterations, result.passed) == (attempts, attempts == 2)
-    assert len(coder_prompts(fb)) == attempts
-    texts = [d.text for d in decode_capsule(outcome.capsule_json).decisions]
-    why = (
-        "attempt 1 was the last the task could afford: another is expected to take 0.5 s more,"
-        " and 2.5 s of its 2.8 s is spent"
-    )
-    assert (why in texts) == count_wall
+    ran = await limited(task_seconds=2.8, price_attempts=False, count_wall=count_wall)
+    assert ran[:3] == (attempts, attempts == 2, attempts)
+    assert (stopped_after_1(0.5, 2.5, 2.8) in ran[3]) == count_wall
