@@ -8,13 +8,12 @@ bundled models: 60 ms a generated token, a prefilled one 16 times cheaper). A ta
 limit* is a number of seconds (``pipeline.task_seconds``) or a multiple of its first code
 answer's cost (``pipeline.task_budget``), the smaller where both are set (with
 ``pipeline.count_wall`` the task's wall-clock so far is spent where it is more than its
-answers' cost: the policy's *Spend* rule); an
-attempt's draws may also cost at most ``pipeline.draw_seconds`` in all: a draw of a
-400-token file costs twenty draws of a 20-token body, so the same limit allows many cheap
-draws and few dear ones. The next generation is affordable while what was spent plus what it is
-expected to cost stays within the limit; its expected cost is the mean of the answers it
-would repeat (an attempt's draws: that attempt's answers; a new attempt: the task's code
-answers), at its model's costs.
+answers' cost: the policy's *Spend* rule); an attempt's draws may also cost at most
+``pipeline.draw_seconds`` in all: a draw of a 400-token file costs twenty draws of a
+20-token body, so the same limit allows many cheap draws and few dear ones. The next
+generation is affordable while what was spent plus what it is expected to cost stays within
+the limit; its expected cost is the mean of the answers it would repeat (an attempt's draws:
+that attempt's answers; a new attempt: the task's code answers), at its model's costs.
 """
 
 from __future__ import annotations
