@@ -152,10 +152,15 @@ def repeat_with_tries_left(st: TaskState, out: Outcome) -> bool:
     """The candidate repeats a failed one, and a next try is left that fits the spend
     limit (a try is expected to cost what the task's code answers cost)."""
     after = _answered(st, out)
-    left = tries(after)[st.now.tried + 1 :]
+    left = _tries_left(after)
     return (
         bool(_repeats(after)) and bool(left) and affords(after, left[0].model, after.code_spend)[0]
     )
+
+
+def _tries_left(st: TaskState) -> list[Ask]:
+    """The tries at the attempt's candidate not yet given."""
+    return tries(st)[st.now.tried + 1 :]
 
 
 def repeat(st: TaskState, out: Outcome) -> bool:
@@ -176,14 +181,13 @@ def reject_repeat(st: TaskState, out: Outcome, _: bool) -> Moved:
     spend limit refused are not among them)."""
     st = _answered(st, out)
     now, a, repeats = st.now, st.attempt, _repeats(st)
-    asks = tries(st)
-    taken = asks[1 : now.tried + 1]
+    taken = tries(st)[1 : now.tried + 1]
     said = StillRepeats(
         attempt=a, repeats=repeats,
         recap=any(t.prompt == "recap" and t.sampling is None and not t.instead for t in taken),
         resamples=sum(t.sampling is not None for t in taken),
         other=now.other if any(t.instead for t in taken) else None,
-        unaffordable=len(asks) > now.tried + 1,
+        unaffordable=bool(_tries_left(st)),
     )  # fmt: skip
     return replace(st, kept=a), [Decide(decision=said), Keep(attempt=a, repeats=repeats)]
 
